@@ -1,0 +1,5 @@
+module github.com/kvp2p/kvp2p
+
+go 1.26.8
+
+require go.uber.org/goleak v1.3.0

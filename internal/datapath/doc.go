@@ -1,0 +1,84 @@
+// Package datapath moves block bytes between a data connection and arena
+// slots (design.md §3-§5): chunks with CRC32C, Progress frames, keepalives
+// and probes. It decides nothing: the node's loop tells a Conn what to send
+// and what to expect, and the Conn reports what happened as Events.
+//
+// # Goroutines
+//
+// Start runs exactly two goroutines per Conn:
+//
+//   - the writer owns the write side. It serves producer jobs round-robin,
+//     one chunk per turn, so a large job does not starve small ones. A chunk
+//     goes out as one writev of {control frames + chunk header, payload},
+//     the payload sliced straight from the source slot (no copy). Before
+//     each chunk it adds the control frames that are due: ProbeAcks, Probes,
+//     terminal frames, a Progress for every open job silent for
+//     ProgressInterval (so a queued job shows life), and, when nothing else
+//     was written for KeepaliveInterval, a keepalive Probe{Seq: 0}. It waits
+//     on a mutex-protected command queue plus a wake channel; no lock is
+//     held while writing.
+//   - the reader owns the read side. It sets a read deadline of ReadTimeout
+//     before each frame, reads each valid chunk straight into its
+//     destination slot and checks its CRC32C, and answers probes through the
+//     writer.
+//
+// Both end on Close, on any read or write error, or on a protocol error
+// from the peer; the first error closes the socket, which stops the other.
+// The last one to exit emits Closed, then closes Done. Close does not wait
+// (the emit callback may be blocked on the very loop that calls Close);
+// wait on Done, or for the Closed event.
+//
+// # Slot ownership
+//
+// Producer: the slots named in Send are read by the writer until SendEnd for
+// the job, or Closed. The node keeps them pinned and unchanged until then.
+//
+// Consumer: the slots given to Expect are written by the reader until RecvEnd
+// for the job, or Closed. The node keeps them reserved (store: Filling) until
+// then, and must not free them on AbortAck alone: chunks already in flight
+// on the data connection would still land. The producer always writes a
+// terminal frame (Done, or Error on Cancel), so RecvEnd always follows
+// unless the connection dies, and then Closed follows. A chunk is placed
+// only if it belongs to an expected job, its block index is in range, its
+// offset is exactly where that block's bytes stopped and it ends within the
+// block; anything else is a protocol error that closes the Conn before a
+// byte of payload is read. Bytes from a job whose RecvEnd is not OK, or that
+// ended by Closed, are garbage and must not be committed.
+//
+// # Events and their order
+//
+// emit is called from the reader and the writer, possibly concurrently. It
+// must not call back into the Conn; it may block briefly, which stalls that
+// direction of the connection. Per Conn:
+//
+//   - SendEnd comes from the writer, after the job's terminal frame was
+//     written; at most one per job lifetime (Cancel of an ended or unknown
+//     job writes an Error frame and emits one more SendEnd{OK: false}).
+//   - RecvProgress, RecvCorrupt and RecvEnd come from the reader, in frame
+//     order: for one job, any RecvProgress and at most one RecvCorrupt, then
+//     at most one RecvEnd, after which nothing more for that job. Chunk
+//     progress is coalesced: the first chunk of a job is reported at once,
+//     then at most one RecvProgress per job per ProgressInterval/4; every
+//     Progress frame is reported. ProbeAck also comes from the reader.
+//   - Closed is emitted exactly once, after every other event of the Conn
+//     has returned from emit, once both goroutines have exited. Jobs without
+//     SendEnd or RecvEnd by then are over and failed.
+//
+// There is no order between reader events and writer events.
+//
+// # Cost
+//
+// In steady state neither side allocates per chunk: the writer reuses its
+// header buffer, its net.Buffers and its message structs; the reader gets
+// reused structs from wire.Reader and reads payloads into the slots. Events
+// are allocated (boxed), which is why chunk progress is coalesced.
+// Allocation per job (its state, a copy of its blocks or slots) is expected.
+//
+// # Queues
+//
+// Commands from the loop (Open, Send, Cancel, Probe) are queued without
+// bound: the node bounds them by its in-flight job limit. ProbeAcks asked
+// for by the peer are bounded (64 pending); beyond that the oldest are
+// dropped and counted (ProbeAckDrops). The reader never blocks on the
+// writer.
+package datapath

@@ -1,0 +1,162 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/kvp2p/kvp2p/internal/wire"
+)
+
+// recvJob is one consumer job. Expect creates it and puts it in c.recv;
+// from then on only the reader goroutine touches its fields (it finds the
+// job under c.rmu, which orders Expect's writes before the reader's reads).
+type recvJob struct {
+	slots    []uint32 // block i lands in slots[i]
+	got      []uint32 // bytes of block i received so far (in order)
+	bytes    uint64   // payload bytes received, all blocks
+	poisoned bool     // a chunk failed its CRC: later chunks are discarded
+	reported bool     // a RecvProgress was emitted for chunk bytes
+	lastEmit time.Time
+}
+
+// reader owns the read side of the connection: every field is the reader
+// goroutine's.
+type reader struct {
+	c  *Conn
+	rd *wire.Reader
+}
+
+// run is the reader goroutine. It returns nil when the Conn is failing
+// already, else why it stopped.
+func (r *reader) run() error {
+	c := r.c
+	for {
+		now := time.Now()
+		if c.cfg.ReadTimeout > 0 {
+			c.nc.SetReadDeadline(now.Add(c.cfg.ReadTimeout))
+		}
+		m, err := r.rd.Next()
+		if err != nil {
+			return r.ioErr(err)
+		}
+		switch m := m.(type) {
+		case *wire.Chunk:
+			err = r.chunk(m)
+		case *wire.Progress:
+			// Not a protocol error when unknown: harmless, and a peer
+			// may race a Progress with a Cancel of an unopened job.
+			if rj := c.lookup(m.Job); rj != nil {
+				c.emit(RecvProgress{Job: m.Job, Bytes: rj.bytes, Queued: m.Queued})
+			}
+		case *wire.Done:
+			r.end(m.Job, true, m.Bytes)
+		case *wire.Error:
+			r.end(m.Job, false, 0)
+		case *wire.Probe:
+			if m.Seq != 0 { // 0 is a keepalive: reading it was the point
+				c.pushAck(m.Seq)
+			}
+		case *wire.ProbeAck:
+			c.emit(ProbeAck{Seq: m.Seq})
+		default:
+			err = fmt.Errorf("%w: %v frame on a data connection", ErrProtocol, m.Type())
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// chunk validates a chunk against its job and reads its payload straight
+// into the destination slot. Nothing is written unless the chunk fits:
+// registered job, block in range, offset where the block's bytes stopped,
+// end within the block.
+func (r *reader) chunk(ch *wire.Chunk) error {
+	c := r.c
+	job, blk, off, n, sum := ch.Job, ch.Block, ch.Offset, ch.Len, ch.CRC
+	rj := c.lookup(job)
+	switch {
+	case rj == nil:
+		return fmt.Errorf("%w: chunk for job %d, which is not expected", ErrProtocol, job)
+	case uint64(blk) >= uint64(len(rj.slots)):
+		return fmt.Errorf("%w: job %d: chunk for block %d of %d", ErrProtocol, job, blk, len(rj.slots))
+	case n == 0:
+		return fmt.Errorf("%w: job %d block %d: empty chunk", ErrProtocol, job, blk)
+	case off != rj.got[blk]:
+		return fmt.Errorf("%w: job %d block %d: chunk at offset %d, want %d", ErrProtocol, job, blk, off, rj.got[blk])
+	case uint64(off)+uint64(n) > uint64(c.cfg.BlockBytes):
+		return fmt.Errorf("%w: job %d block %d: chunk ends at %d, past block size %d", ErrProtocol, job, blk, uint64(off)+uint64(n), c.cfg.BlockBytes)
+	}
+	rj.got[blk] += n
+	rj.bytes += uint64(n)
+	if rj.poisoned {
+		if err := r.rd.DiscardPayload(); err != nil {
+			return r.ioErr(err)
+		}
+		return nil
+	}
+	dst := c.mem.Slot(rj.slots[blk])[off : off+n]
+	if err := r.rd.ReadPayload(dst); err != nil {
+		return r.ioErr(err)
+	}
+	if wire.CRC32C(dst) != sum {
+		rj.poisoned = true
+		c.emit(RecvCorrupt{Job: job, Block: blk})
+		return nil
+	}
+	// Coalesce: the first chunk of a job is reported at once, later ones
+	// at most every ProgressInterval/4 per job.
+	if now := time.Now(); !rj.reported || now.Sub(rj.lastEmit) >= c.cfg.ProgressInterval/4 {
+		rj.reported, rj.lastEmit = true, now
+		c.emit(RecvProgress{Job: job, Bytes: rj.bytes})
+	}
+	return nil
+}
+
+// end handles a job's terminal frame: unregister, then report. A terminal
+// frame for a job that is not expected is ignored: a Cancel can race a job's
+// own end, or name a job this side never registered.
+func (r *reader) end(job uint64, done bool, doneBytes uint64) {
+	c := r.c
+	c.rmu.Lock()
+	rj := c.recv[job]
+	delete(c.recv, job)
+	c.rmu.Unlock()
+	if rj == nil {
+		return
+	}
+	want := uint64(len(rj.slots)) * uint64(c.cfg.BlockBytes)
+	ok := done && !rj.poisoned && doneBytes == rj.bytes && rj.bytes == want
+	c.emit(RecvEnd{Job: job, OK: ok, Bytes: rj.bytes})
+}
+
+// lookup finds an expected job. The lock is held only for the map access,
+// never across a read: a job's slots stay valid until its RecvEnd or
+// Closed, and only the reader removes jobs.
+func (c *Conn) lookup(job uint64) *recvJob {
+	c.rmu.Lock()
+	rj := c.recv[job]
+	c.rmu.Unlock()
+	return rj
+}
+
+// ioErr classifies a read error: nil if the Conn is closing anyway (closing
+// nc is how the reader is stopped), a protocol error if the peer sent bytes
+// the codec refuses, a timeout, or the I/O error itself.
+func (r *reader) ioErr(err error) error {
+	select {
+	case <-r.c.quit:
+		return nil
+	default:
+	}
+	switch {
+	case errors.Is(err, wire.ErrVersion), errors.Is(err, wire.ErrTooLarge),
+		errors.Is(err, wire.ErrMalformed), errors.Is(err, wire.ErrUnknownType):
+		return fmt.Errorf("%w: %w", ErrProtocol, err)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return fmt.Errorf("datapath: read: %w: no frame for %v: %w", ErrTimeout, r.c.cfg.ReadTimeout, err)
+	}
+	return fmt.Errorf("datapath: read: %w", err)
+}

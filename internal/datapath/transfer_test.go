@@ -1,0 +1,193 @@
+package datapath
+
+import (
+	"errors"
+	"testing"
+)
+
+// testCfg has blocks that split into three full chunks and a short one.
+func testCfg() Config {
+	return Config{BlockBytes: 10000, ChunkBytes: 3000}
+}
+
+// job is a test job: n blocks from producer slots src into consumer slots dst.
+type job struct {
+	id       uint64
+	src, dst []uint32
+}
+
+func (j job) blocks(from, to int) []Block {
+	var bs []Block
+	for i := from; i < to; i++ {
+		bs = append(bs, Block{Index: uint32(i), Slot: j.src[i]})
+	}
+	return bs
+}
+
+// prepare fills the job's source slots and registers its destination.
+func (j job) prepare(prod, cons *peer) {
+	for i, s := range j.src {
+		pattern(prod.mem.Slot(s), j.id, uint32(i))
+	}
+	cons.c.Expect(j.id, j.dst)
+}
+
+func (j job) verify(t *testing.T, prod, cons *peer) {
+	t.Helper()
+	if e := cons.ev.recvEnd(t, j.id); !e.OK || e.Bytes != uint64(len(j.dst))*uint64(cons.c.cfg.BlockBytes) {
+		t.Fatalf("consumer: %+v, want OK with all bytes", e)
+	}
+	if e := prod.ev.sendEnd(t, j.id); !e.OK || e.Bytes != uint64(len(j.src))*uint64(prod.c.cfg.BlockBytes) {
+		t.Fatalf("producer: %+v, want OK with all bytes", e)
+	}
+	for i, s := range j.dst {
+		wantPattern(t, cons.mem.Slot(s), j.id, uint32(i))
+	}
+}
+
+func seq(from, n int) []uint32 {
+	s := make([]uint32, n)
+	for i := range s {
+		s[i] = uint32(from + i)
+	}
+	return s
+}
+
+// TestTransferInterleaved streams several jobs in both directions at once,
+// with Send calls for different jobs interleaved.
+func TestTransferInterleaved(t *testing.T) {
+	for _, pc := range pairs {
+		t.Run(pc.name, func(t *testing.T) {
+			na, nb := pc.make(t)
+			a := startPeer(t, na, testCfg(), 40)
+			b := startPeer(t, nb, testCfg(), 40)
+			defer a.stop(t)
+			defer b.stop(t)
+
+			// a produces jobs 1-4 into b; b produces job 10 into a.
+			var ab []job
+			for k := range 4 {
+				ab = append(ab, job{id: uint64(k + 1), src: seq(k*5, 5), dst: seq(39-k*5-4, 5)})
+			}
+			ba := job{id: 10, src: seq(0, 7), dst: seq(30, 7)}
+			for _, j := range ab {
+				j.prepare(a, b)
+			}
+			ba.prepare(b, a)
+
+			b.c.Send(ba.id, ba.blocks(0, 3), false)
+			a.c.Send(1, ab[0].blocks(0, 2), false)
+			a.c.Send(2, ab[1].blocks(0, 5), true)
+			a.c.Open(3)
+			a.c.Send(1, ab[0].blocks(2, 5), true)
+			a.c.Send(4, ab[3].blocks(0, 1), false)
+			b.c.Send(ba.id, ba.blocks(3, 7), true)
+			a.c.Send(3, ab[2].blocks(0, 5), true)
+			a.c.Send(4, ab[3].blocks(1, 5), true)
+
+			for _, j := range ab {
+				j.verify(t, a, b)
+			}
+			ba.verify(t, b, a)
+		})
+	}
+}
+
+// TestSendInPieces sends one block per call and ends with an empty last Send.
+func TestSendInPieces(t *testing.T) {
+	na, nb := pairs[1].make(t)
+	a := startPeer(t, na, testCfg(), 8)
+	b := startPeer(t, nb, testCfg(), 8)
+	defer a.stop(t)
+	defer b.stop(t)
+
+	j := job{id: 7, src: []uint32{3, 1, 4, 0}, dst: []uint32{5, 2, 7, 6}}
+	j.prepare(a, b)
+	a.c.Open(j.id)
+	for i := range j.src {
+		a.c.Send(j.id, j.blocks(i, i+1), false)
+	}
+	a.c.Send(j.id, nil, true)
+	j.verify(t, a, b)
+}
+
+// TestRoundRobin checks that a small job sent after a big one finishes
+// first: the writer serves jobs a chunk at a time.
+func TestRoundRobin(t *testing.T) {
+	na, nb := pairs[0].make(t) // net.Pipe: no socket buffer to hide the order
+	cfg := Config{BlockBytes: 4096, ChunkBytes: 1024}
+	a := startPeer(t, na, cfg, 64)
+	b := startPeer(t, nb, cfg, 64)
+	defer a.stop(t)
+	defer b.stop(t)
+
+	big := job{id: 1, src: seq(0, 60), dst: seq(0, 60)}
+	small := job{id: 2, src: seq(60, 2), dst: seq(60, 2)}
+	big.prepare(a, b)
+	small.prepare(a, b)
+	a.c.Send(big.id, big.blocks(0, 60), true)
+	a.c.Send(small.id, small.blocks(0, 2), true)
+
+	first := b.ev.waitFor(t, "RecvEnd", func(e Event) bool { _, ok := e.(RecvEnd); return ok }).(RecvEnd)
+	if first.Job != small.id {
+		t.Fatalf("first RecvEnd is job %d, want the small job %d", first.Job, small.id)
+	}
+	small.verify(t, a, b)
+	big.verify(t, a, b)
+}
+
+func TestProbeRoundTrip(t *testing.T) {
+	for _, pc := range pairs {
+		t.Run(pc.name, func(t *testing.T) {
+			na, nb := pc.make(t)
+			a := startPeer(t, na, testCfg(), 1)
+			b := startPeer(t, nb, testCfg(), 1)
+			defer a.stop(t)
+			defer b.stop(t)
+			a.c.Probe(42)
+			b.c.Probe(7)
+			a.ev.waitFor(t, "ProbeAck 42", func(e Event) bool { return e == ProbeAck{Seq: 42} })
+			b.ev.waitFor(t, "ProbeAck 7", func(e Event) bool { return e == ProbeAck{Seq: 7} })
+		})
+	}
+}
+
+// TestClose checks that Close ends both sides with exactly one Closed each,
+// and that calls after Close neither block nor panic.
+func TestClose(t *testing.T) {
+	for _, pc := range pairs {
+		t.Run(pc.name, func(t *testing.T) {
+			na, nb := pc.make(t)
+			a := startPeer(t, na, testCfg(), 2)
+			b := startPeer(t, nb, testCfg(), 2)
+			b.c.Expect(1, []uint32{0, 1})
+			a.c.Close()
+			if e := a.ev.closed(t); !errors.Is(e.Err, ErrClosed) {
+				t.Errorf("closing side: Closed{%v}, want ErrClosed", e.Err)
+			}
+			if e := b.ev.closed(t); e.Err == nil || errors.Is(e.Err, ErrClosed) || errors.Is(e.Err, ErrProtocol) {
+				t.Errorf("other side: Closed{%v}, want the I/O error", e.Err)
+			}
+			a.c.Send(1, []Block{{0, 0}}, true)
+			a.c.Cancel(1)
+			a.c.Probe(1)
+			a.c.Close()
+			a.stop(t)
+			b.stop(t)
+		})
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	for _, cfg := range []Config{
+		{},
+		{BlockBytes: -1},
+		{BlockBytes: 1 << 30},
+		{BlockBytes: 4096, ChunkBytes: 64 << 20},
+		{BlockBytes: 4096, ProgressInterval: -1},
+	} {
+		if _, err := Start(nil, cfg, newArena(1, 1), func(Event) {}); err == nil {
+			t.Errorf("Start with %+v: no error", cfg)
+		}
+	}
+}

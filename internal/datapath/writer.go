@@ -1,0 +1,347 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/kvp2p/kvp2p/internal/wire"
+)
+
+// sendJob is one producer job, owned by the writer goroutine.
+type sendJob struct {
+	id        uint64
+	blocks    []Block   // blocks[next:] are still to send
+	next      int       // index in blocks of the block being sent
+	off       int       // bytes of blocks[next] already sent
+	last      bool      // no more Sends: Done follows the last block
+	started   bool      // a chunk was written (Progress.Queued is false)
+	inRing    bool      // has blocks to send, so it is in writer.ring
+	bytes     uint64    // payload bytes written
+	lastFrame time.Time // last chunk or Progress frame written for it
+}
+
+func (j *sendJob) pending() bool { return j.next < len(j.blocks) }
+
+// ending is a terminal frame in writer.out, to be reported once written.
+type ending struct {
+	job   uint64
+	ok    bool
+	bytes uint64
+}
+
+// writer owns the write side of the connection. Every field is owned by the
+// writer goroutine (run), except c.
+type writer struct {
+	c *Conn
+
+	jobs map[uint64]*sendJob // open jobs: queued, sending, or waiting for Send
+	ring []*sendJob          // jobs with blocks to send, served round-robin
+	rr   int                 // next ring index to serve
+
+	cmds []command // taken from c.cmds (the two slices swap)
+	acks []uint64  // taken from c.acks
+
+	// out collects frames (control frames, then at most one chunk header)
+	// until the next write; ends are the terminal frames in it.
+	out  []byte
+	ends []ending
+
+	bufs   net.Buffers // {out, payload} for writev, reused
+	bufArr [2][]byte
+
+	// Reused message structs: passing a pointer to a field of this
+	// long-lived struct to wire.Append does not allocate.
+	chunk    wire.Chunk
+	progress wire.Progress
+	done     wire.Done
+	errFrame wire.Error
+	probe    wire.Probe
+	probeAck wire.ProbeAck
+
+	lastWrite   time.Time
+	progressDue time.Time // earliest time a Progress may be due; zero: no open job
+	timer       *time.Timer
+}
+
+func newWriter(c *Conn) *writer {
+	return &writer{c: c, jobs: make(map[uint64]*sendJob)}
+}
+
+// run is the writer goroutine. Each turn takes the queued commands, builds
+// the control frames that are due plus at most one chunk header, and writes
+// them with the chunk's payload in one writev; with nothing to write it
+// waits for a command, a Progress deadline or the keepalive deadline. It
+// returns nil when the Conn is failing already, else the write error.
+func (w *writer) run() error {
+	defer w.exit()
+	cfg := &w.c.cfg
+	w.timer = time.NewTimer(time.Hour)
+	defer w.timer.Stop()
+	w.lastWrite = time.Now()
+	for {
+		select {
+		case <-w.c.quit:
+			return nil
+		default:
+		}
+		w.take()
+		now := time.Now()
+		for i := range w.cmds {
+			w.apply(&w.cmds[i], now)
+			w.cmds[i] = command{} // drop the blocks slice
+		}
+		for _, seq := range w.acks {
+			w.probeAck.Seq = seq
+			w.appendFrame(&w.probeAck)
+		}
+		if !w.progressDue.IsZero() && !now.Before(w.progressDue) {
+			w.appendProgress(now)
+		}
+		j, payload := w.nextChunk()
+		if len(w.out) == 0 && now.Sub(w.lastWrite) >= cfg.KeepaliveInterval {
+			w.probe.Seq = 0
+			w.appendFrame(&w.probe)
+		}
+		if len(w.out) == 0 {
+			if err := w.wait(now); err != nil {
+				return nil
+			}
+			continue
+		}
+		if err := w.write(payload, now); err != nil {
+			return err
+		}
+		if j != nil {
+			w.advance(j, len(payload), now)
+		}
+	}
+}
+
+// take swaps the command and ack queues out from under c.mu.
+func (w *writer) take() {
+	c := w.c
+	c.mu.Lock()
+	w.cmds, c.cmds = c.cmds, w.cmds[:0]
+	w.acks, c.acks = c.acks, w.acks[:0]
+	c.mu.Unlock()
+}
+
+// exit drops what is still queued and refuses further commands.
+func (w *writer) exit() {
+	c := w.c
+	c.mu.Lock()
+	c.writerOut = true
+	c.cmds, c.acks = nil, nil
+	c.mu.Unlock()
+}
+
+// wait blocks until a command arrives or a deadline passes; it returns an
+// error when the Conn is closing.
+func (w *writer) wait(now time.Time) error {
+	next := w.lastWrite.Add(w.c.cfg.KeepaliveInterval)
+	if !w.progressDue.IsZero() && w.progressDue.Before(next) {
+		next = w.progressDue
+	}
+	w.timer.Reset(max(next.Sub(now), 0))
+	select {
+	case <-w.c.quit:
+		return ErrClosed
+	case <-w.c.wake:
+	case <-w.timer.C:
+	}
+	return nil
+}
+
+func (w *writer) apply(cmd *command, now time.Time) {
+	switch cmd.kind {
+	case cmdOpen:
+		w.open(cmd.job, now)
+	case cmdSend:
+		j := w.open(cmd.job, now)
+		j.blocks = append(j.blocks, cmd.blocks...)
+		j.last = j.last || cmd.last
+		if j.pending() && !j.inRing {
+			j.inRing = true
+			w.ring = append(w.ring, j)
+		}
+		if !j.pending() && j.last {
+			w.finish(j, true)
+		}
+	case cmdCancel:
+		if j := w.jobs[cmd.job]; j != nil {
+			w.finish(j, false)
+		} else {
+			w.appendError(cmd.job, 0)
+		}
+	case cmdProbe:
+		w.probe.Seq = cmd.job
+		w.appendFrame(&w.probe)
+	}
+}
+
+// open returns the job, creating it if new. A new job's first Progress is
+// due one ProgressInterval from now.
+func (w *writer) open(id uint64, now time.Time) *sendJob {
+	if j := w.jobs[id]; j != nil {
+		return j
+	}
+	j := &sendJob{id: id, lastFrame: now}
+	w.jobs[id] = j
+	due := now.Add(w.c.cfg.ProgressInterval)
+	if w.progressDue.IsZero() || due.Before(w.progressDue) {
+		w.progressDue = due
+	}
+	return j
+}
+
+// finish forgets the job and appends its terminal frame: Done if ok, else
+// Error{ErrAborted}. The job's slots are never read again.
+func (w *writer) finish(j *sendJob, ok bool) {
+	delete(w.jobs, j.id)
+	w.unring(j)
+	j.blocks = nil
+	if !ok {
+		w.appendError(j.id, j.bytes)
+		return
+	}
+	w.done = wire.Done{Job: j.id, Bytes: j.bytes}
+	w.appendFrame(&w.done)
+	w.ends = append(w.ends, ending{job: j.id, ok: true, bytes: j.bytes})
+}
+
+func (w *writer) appendError(job, bytes uint64) {
+	w.errFrame = wire.Error{Job: job, Code: wire.ErrAborted}
+	w.appendFrame(&w.errFrame)
+	w.ends = append(w.ends, ending{job: job, ok: false, bytes: bytes})
+}
+
+// appendProgress appends a Progress frame for every open job that has been
+// silent for ProgressInterval, and computes when the next one is due.
+func (w *writer) appendProgress(now time.Time) {
+	iv := w.c.cfg.ProgressInterval
+	var due time.Time
+	for _, j := range w.jobs {
+		if now.Sub(j.lastFrame) >= iv {
+			w.progress = wire.Progress{Job: j.id, Bytes: j.bytes, Queued: !j.started}
+			w.appendFrame(&w.progress)
+			j.lastFrame = now
+		}
+		if d := j.lastFrame.Add(iv); due.IsZero() || d.Before(due) {
+			due = d
+		}
+	}
+	w.progressDue = due
+}
+
+// nextChunk picks the next job round-robin and appends the header of its
+// next chunk to out. It returns the job and the payload, straight from the
+// arena, or nil when no job has blocks to send.
+func (w *writer) nextChunk() (*sendJob, []byte) {
+	if len(w.ring) == 0 {
+		return nil, nil
+	}
+	if w.rr >= len(w.ring) {
+		w.rr = 0
+	}
+	j := w.ring[w.rr]
+	w.rr++
+	b := j.blocks[j.next]
+	n := min(w.c.cfg.ChunkBytes, w.c.cfg.BlockBytes-j.off)
+	p := w.c.mem.Slot(b.Slot)[j.off : j.off+n]
+	w.chunk = wire.Chunk{Job: j.id, Block: b.Index, Offset: uint32(j.off), Len: uint32(n), CRC: wire.CRC32C(p)}
+	w.out = wire.AppendChunkHeader(w.out, &w.chunk)
+	return j, p
+}
+
+// advance records that n payload bytes of j's current block were written.
+func (w *writer) advance(j *sendJob, n int, now time.Time) {
+	j.off += n
+	j.bytes += uint64(n)
+	j.started = true
+	j.lastFrame = now
+	if j.off < w.c.cfg.BlockBytes {
+		return
+	}
+	j.off = 0
+	j.next++
+	if j.pending() {
+		return
+	}
+	// Every queued block is out: leave the ring until the next Send.
+	j.blocks, j.next = j.blocks[:0], 0
+	if j.last {
+		w.finish(j, true) // Done goes out in the next write
+		return
+	}
+	w.unring(j)
+}
+
+// unring takes j out of the round-robin ring, keeping the turn order.
+func (w *writer) unring(j *sendJob) {
+	if !j.inRing {
+		return
+	}
+	j.inRing = false
+	for k, r := range w.ring {
+		if r != j {
+			continue
+		}
+		last := len(w.ring) - 1
+		copy(w.ring[k:], w.ring[k+1:])
+		w.ring[last] = nil
+		w.ring = w.ring[:last]
+		if k < w.rr {
+			w.rr-- // the job after it moved into its place
+		}
+		return
+	}
+}
+
+// appendFrame appends one non-chunk frame to out. The messages the writer
+// builds are always within the default limits, so an error is a bug.
+func (w *writer) appendFrame(m wire.Message) {
+	out, err := wire.Append(w.out, m)
+	if err != nil {
+		panic(fmt.Sprintf("datapath: encoding %v: %v", m.Type(), err))
+	}
+	w.out = out
+}
+
+// write writes out, then payload if any, in one writev, and on success
+// reports the terminal frames that were in it.
+func (w *writer) write(payload []byte, now time.Time) error {
+	c := w.c
+	if c.cfg.WriteTimeout > 0 {
+		c.nc.SetWriteDeadline(now.Add(c.cfg.WriteTimeout))
+	}
+	var err error
+	if payload == nil {
+		_, err = c.nc.Write(w.out)
+	} else {
+		w.bufArr = [2][]byte{w.out, payload}
+		w.bufs = w.bufArr[:]
+		_, err = w.bufs.WriteTo(c.nc)
+		w.bufArr = [2][]byte{}
+	}
+	if err != nil {
+		select {
+		case <-c.quit:
+			return nil // closing already: the error is a consequence
+		default:
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return fmt.Errorf("datapath: write: %w: %w", ErrTimeout, err)
+		}
+		return fmt.Errorf("datapath: write: %w", err)
+	}
+	w.out = w.out[:0]
+	w.lastWrite = now
+	for _, e := range w.ends {
+		c.emit(SendEnd{Job: e.job, OK: e.ok, Bytes: e.bytes})
+	}
+	w.ends = w.ends[:0]
+	return nil
+}

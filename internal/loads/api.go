@@ -1,0 +1,229 @@
+package loads
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/session"
+	"github.com/kvp2p/kvp2p/internal/store"
+	"github.com/kvp2p/kvp2p/internal/wire"
+)
+
+// The scheduler calls. Each runs in the table's owner goroutine.
+
+// ErrUnknownRequest is returned for a request id the table does not know.
+var ErrUnknownRequest = errors.New("loads: unknown request")
+
+// NewRequest registers a request and its transfer parameters. A consumer
+// request opens (or reuses) a session to its source; if the policy or the
+// cap refuses one, the request is marked failed and its lookups are MISS.
+// Bad parameters are refused with an error and the request is registered
+// without a P2P role (MISS for lookups, stores succeed locally).
+func (t *Table) NewRequest(now time.Time, id string, p TransferParams) error {
+	src, dst, err := parseParams(p)
+	t.reqs[id] = &request{id: id, src: src, dst: dst}
+	if err != nil {
+		t.reqs[id].src, t.reqs[id].dst = nil, nil
+		return err
+	}
+	if src != nil {
+		if t.session(now, src.peer, src.domain) == nil {
+			t.failed[src.kvID] = struct{}{}
+		}
+	}
+	t.flushActions(now)
+	return nil
+}
+
+// Lookup answers whether key can be loaded for request id: HIT, MISS, or
+// RETRY (ask again next step).
+func (t *Table) Lookup(now time.Time, id string, k wire.Key) session.Verdict {
+	r := t.reqs[id]
+	if r == nil || r.src == nil {
+		return session.Miss
+	}
+	if _, bad := t.failed[r.src.kvID]; bad {
+		return session.Miss
+	}
+	c := t.byPeer[r.src.peer]
+	if c == nil || c.s.Ended() != health.CauseNone {
+		return session.Miss
+	}
+	if c.s.Pending() {
+		// A load is never queued behind a handshake. per-peer and host-group
+		// fall back at once (#64501); a policy may let lookups wait a little.
+		if wait := t.policy.HandshakeWait(); wait > 0 && now.Sub(c.s.PendingSince()) < wait {
+			return session.Retry
+		}
+		t.failed[r.src.kvID] = struct{}{}
+		return session.Miss
+	}
+	if r.src.pd {
+		return session.Hit
+	}
+	v := c.s.RegisterLookup(r.src.kvID, k)
+	return v
+}
+
+// EndStep flushes the lookups registered this step (on_schedule_end).
+func (t *Table) EndStep(now time.Time) {
+	for _, c := range t.conns {
+		if !c.reaped {
+			c.s.FlushLookups(now)
+			t.drain(now, c)
+		}
+	}
+}
+
+func (t *Table) newJob(kind JobKind, req, kvID string) *job {
+	t.nextJob++
+	j := &job{id: t.nextJob, kind: kind, req: req, kvID: kvID}
+	return j
+}
+
+func (t *Table) failNow(j *job, why string) uint64 {
+	t.results = append(t.results, JobResult{Job: j.id, Kind: j.kind, ReqID: j.req, Reason: why})
+	return j.id
+}
+
+// SubmitLoad starts loading keys for request id into freshly reserved
+// slots. It always returns a job id; a load that cannot start fails at once
+// (its result is in the next PollFinished) and the request is marked failed.
+func (t *Table) SubmitLoad(now time.Time, id string, keys []wire.Key) uint64 {
+	r := t.reqs[id]
+	if r == nil || r.src == nil {
+		return t.failNow(t.newJob(JobLoad, id, ""), "no source")
+	}
+	j := t.newJob(JobLoad, id, r.src.kvID)
+	if len(keys) == 0 {
+		t.results = append(t.results, JobResult{Job: j.id, Kind: JobLoad, ReqID: id, OK: true})
+		return j.id
+	}
+	c := t.byPeer[r.src.peer]
+	if c == nil || !c.s.Ready() {
+		t.log.Warn("submit_load without a ready session", "job_id", j.id, "peer", r.src.peer)
+		t.failed[r.src.kvID] = struct{}{}
+		return t.failNow(j, "no session")
+	}
+	slots := make([]store.Slot, 0, len(keys))
+	for _, k := range keys {
+		sl, err := t.store.Reserve(k)
+		if err != nil {
+			for _, s := range slots {
+				_ = t.store.Abandon(s)
+			}
+			t.failed[r.src.kvID] = struct{}{}
+			return t.failNow(j, fmt.Sprintf("no destination slot: %v", err))
+		}
+		slots = append(slots, sl)
+	}
+	if err := c.s.RequestBlocks(now, j.id, r.src.kvID, keys, slots, r.src.pd); err != nil {
+		for _, s := range slots {
+			_ = t.store.Abandon(s)
+		}
+		t.failed[r.src.kvID] = struct{}{}
+		return t.failNow(j, err.Error())
+	}
+	j.slots, j.keys, j.conn = slots, keys, c.id
+	for _, k := range keys {
+		t.filling[k]++
+	}
+	t.jobs[j.id] = j
+	t.drain(now, c)
+	return j.id
+}
+
+// SubmitStore offers the blocks of keys, already written into the store by
+// the engine, to the decoder of request id. They stay pinned until the
+// store job's result.
+func (t *Table) SubmitStore(now time.Time, id string, keys []wire.Key) uint64 {
+	r := t.reqs[id]
+	if r == nil || r.dst == nil {
+		j := t.newJob(JobStore, id, "")
+		t.results = append(t.results, JobResult{Job: j.id, Kind: JobStore, ReqID: id, OK: true})
+		return j.id // not a remote-decode request: nothing to serve
+	}
+	j := t.newJob(JobStore, id, r.dst.kvID)
+	if r.dst.kvID == "" {
+		return t.failNow(j, "remote_decoder without kv_request_id")
+	}
+	if _, gone := t.reaped[r.dst.kvID]; gone {
+		return t.failNow(j, "request's stores were reaped")
+	}
+	slots := make([]store.Slot, 0, len(keys))
+	for _, k := range keys {
+		sl, ok := t.store.PinKey(k)
+		if !ok {
+			for _, s := range slots {
+				_ = t.store.Unpin(s)
+			}
+			return t.failNow(j, fmt.Sprintf("block %x not in the store", k[:4]))
+		}
+		slots = append(slots, sl)
+	}
+	j.slots, j.keys = slots, keys
+	t.jobs[j.id] = j
+	if c := t.bound[r.dst.kvID]; c != nil && c.s.Ended() == health.CauseNone {
+		j.conn = c.id
+		c.s.AddStoredBlocks(now, r.dst.kvID, keys, slots, j.id)
+		t.drain(now, c)
+		return j.id
+	}
+	t.log.Debug("parked submit_store", "req", r.dst.kvID, "job_id", j.id)
+	t.unbound[r.dst.kvID] = append(t.unbound[r.dst.kvID], unboundBatch{job: j.id, keys: keys, slots: slots, at: now})
+	return j.id
+}
+
+// RequestFinished ends request id on both sides: a consumer's loads in
+// flight are aborted (their results come at once, their slots later) and
+// its lookup closed; a producer's demand that cannot be met fails now.
+func (t *Table) RequestFinished(now time.Time, id string) {
+	r := t.reqs[id]
+	if r == nil {
+		return
+	}
+	delete(t.reqs, id)
+	if r.src != nil {
+		delete(t.failed, r.src.kvID)
+		if c := t.byPeer[r.src.peer]; c != nil {
+			c.s.FinishConsumer(now, r.src.kvID)
+			t.drain(now, c)
+		}
+	}
+	if r.dst != nil && r.dst.kvID != "" {
+		if c := t.bound[r.dst.kvID]; c != nil {
+			delete(t.bound, r.dst.kvID)
+			c.s.FinishProducer(now, r.dst.kvID)
+			t.drain(now, c)
+		} else if len(t.unbound[r.dst.kvID]) > 0 {
+			t.finished[r.dst.kvID] = true // the reaper or a late fetch settles it
+		}
+	}
+}
+
+// Shutdown starts an orderly stop: no new sessions; transfers in flight get
+// up to ShutdownDrain to finish, then every session says goodbye.
+func (t *Table) Shutdown(now time.Time) {
+	if t.shuttingDown {
+		return
+	}
+	t.shuttingDown = true
+	t.shutdownAt = now
+	t.Tick(now)
+}
+
+// Drained reports whether shutdown has finished: every session closed and
+// its data path quiet, every job settled.
+func (t *Table) Drained() bool {
+	return t.shutdownClose && len(t.conns) == 0 && len(t.jobs) == 0
+}
+
+// flushActions drains every session that may have output.
+func (t *Table) flushActions(now time.Time) {
+	for _, c := range t.conns {
+		t.drain(now, c)
+	}
+	t.reap(now)
+}

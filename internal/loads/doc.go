@@ -1,0 +1,17 @@
+// Package loads is the sans-I/O core behind kvp2p's Manager: the scheduler
+// calls (new request, lookup, submit load, submit store, request finished,
+// poll finished, shutdown), the sessions to peers, the failed-ids set, the
+// unbound stores of PD producers, slot reservations in the block store, and
+// the reap that turns a session's end into failed loads through the failure
+// policy.
+//
+// Contract. A Table is owned by one goroutine and never does I/O or reads
+// the clock: every call takes `now`. The node performs the Actions the table
+// returns (dial, send, close, data-path operations) in order, and feeds back
+// what happened (connected, received, lost, data events, DataClosed).
+// Within one batch of actions the data-path operations of a session come
+// before its messages. After a Close action the node must eventually call
+// DataClosed for that connection exactly once, when none of its data-path
+// goroutines can touch a slot: failed loads' destination slots and the
+// producer's pins are freed only then.
+package loads

@@ -1,0 +1,161 @@
+package loads
+
+import (
+	"time"
+
+	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/wire"
+)
+
+// What the node reports. Each call runs in the table's owner goroutine.
+
+// Accept registers an inbound control connection and returns its id. Over
+// the peer cap (or while shutting down) the connection is refused: the node
+// receives an ActClose for it at once.
+func (t *Table) Accept(now time.Time) ConnID {
+	c := t.newConn("", false, now)
+	if t.shuttingDown || t.liveCount() > t.cfg.MaxPeers {
+		c.rejected = true
+		c.s.Goodbye(now, wire.GoodbyeTooManyPeers)
+		t.drain(now, c)
+		return c.id
+	}
+	c.s.Start(now)
+	t.drain(now, c)
+	return c.id
+}
+
+// Connected reports that an outbound dial succeeded.
+func (t *Table) Connected(now time.Time, id ConnID) {
+	c := t.conns[id]
+	if c == nil {
+		return
+	}
+	c.s.Start(now)
+	t.drain(now, c)
+}
+
+// ConnLost reports that a dial failed or a control connection ended without
+// a Goodbye (EOF, RST, read error).
+func (t *Table) ConnLost(now time.Time, id ConnID) {
+	c := t.conns[id]
+	if c == nil {
+		return
+	}
+	c.s.ConnFailed(now)
+	t.drain(now, c)
+	t.reap(now)
+}
+
+// Receive dispatches a control message from connection id.
+func (t *Table) Receive(now time.Time, id ConnID, m wire.Message) {
+	c := t.conns[id]
+	if c == nil {
+		return
+	}
+	known := c.s.Identified()
+	c.s.Receive(now, m)
+	if !known && c.s.Identified() {
+		t.identified(now, c)
+	}
+	t.drain(now, c)
+	t.reap(now)
+}
+
+// identified settles who owns a peer id once a Hello names it: a new
+// incarnation replaces (and fails) the old session; a duplicate of a live
+// session with the same incarnation is refused, except that of two
+// simultaneous dials the one from the lower peer id wins on both sides.
+func (t *Table) identified(now time.Time, c *conn) {
+	h := c.s.PeerHello()
+	c.peer = c.s.Peer()
+	old := t.byPeer[c.peer]
+	if old == nil || old == c || old.s.Ended() != health.CauseNone {
+		t.byPeer[c.peer] = c
+		return
+	}
+	oh := old.s.PeerHello()
+	switch {
+	case old.s.Identified() && oh.Incarnation != h.Incarnation:
+		t.log.Warn("peer restarted: failing what the old incarnation owed", "peer", c.peer,
+			"old_incarnation", oh.Incarnation, "new_incarnation", h.Incarnation)
+		old.s.Close(now, health.CauseConnReset)
+		t.drain(now, old)
+		t.byPeer[c.peer] = c
+	case !c.s.Outbound() && old.s.Outbound() && old.s.Pending() && t.cfg.Session.LocalID > c.peer:
+		// Simultaneous dial: the lower id's dial wins on both sides. Ours
+		// loses; it never carried anything, so it ends quietly.
+		old.rejected = true
+		old.s.Goodbye(now, wire.GoodbyeDuplicate)
+		t.drain(now, old)
+		t.byPeer[c.peer] = c
+	default:
+		c.rejected = true
+		c.s.Goodbye(now, wire.GoodbyeDuplicate)
+	}
+}
+
+// DataProgress: bytes landed, or a Progress frame, for a consumer job.
+func (t *Table) DataProgress(now time.Time, id ConnID, job, bytes uint64) {
+	if c := t.conns[id]; c != nil {
+		c.s.DataProgress(now, job, bytes)
+	}
+}
+
+// DataCorrupt: a chunk of a consumer job failed its CRC.
+func (t *Table) DataCorrupt(now time.Time, id ConnID, job uint64) {
+	if c := t.conns[id]; c != nil {
+		c.s.DataCorrupt(now, job)
+		t.drain(now, c)
+	}
+}
+
+// DataEnd: the terminal data frame of a consumer job arrived.
+func (t *Table) DataEnd(now time.Time, id ConnID, job uint64, ok bool, bytes uint64) {
+	if c := t.conns[id]; c != nil {
+		c.s.DataEnd(now, job, ok, bytes)
+		t.drain(now, c)
+		t.reap(now)
+	}
+}
+
+// SendEnd: the writer finished a producer job (terminal frame written).
+func (t *Table) SendEnd(now time.Time, id ConnID, job uint64, ok bool, bytes uint64) {
+	if c := t.conns[id]; c != nil {
+		c.s.SendEnd(now, job, ok, bytes)
+		t.drain(now, c)
+	}
+}
+
+// DataClosed: after ActClose, no data-path goroutine of connection id can
+// touch a slot any more. The session's held slots are freed and it is gone.
+func (t *Table) DataClosed(now time.Time, id ConnID) {
+	c := t.conns[id]
+	if c == nil {
+		return
+	}
+	if c.s.Ended() == health.CauseNone {
+		// The node lost the data path on its own: the session is over.
+		c.s.ConnFailed(now)
+		t.drain(now, c)
+		t.reap(now)
+	}
+	c.s.DataClosed(now)
+	t.drain(now, c)
+	delete(t.conns, id)
+	if t.byPeer[c.peer] == c {
+		delete(t.byPeer, c.peer)
+	}
+}
+
+// Tick runs every timer: sessions', idle eviction, unbound stores, shutdown.
+func (t *Table) Tick(now time.Time) {
+	for _, c := range t.conns {
+		c.s.Tick(now)
+		t.drain(now, c)
+	}
+	t.evictIdle(now)
+	t.reapUnbound(now)
+	t.shutdownStep(now)
+	t.reap(now)
+}

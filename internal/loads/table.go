@@ -1,0 +1,288 @@
+package loads
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/session"
+	"github.com/kvp2p/kvp2p/internal/store"
+	"github.com/kvp2p/kvp2p/internal/wire"
+)
+
+// conn is one session and what the table knows of it.
+type conn struct {
+	id       ConnID
+	s        *session.Session
+	peer     string // as dialed, or as the peer's Hello named it
+	domain   string // router-named domain (wins over the advertised one)
+	rejected bool   // refused before it became a session (duplicate, over cap): the policy never sees it
+	reaped   bool
+	closed   bool // ActClose emitted
+}
+
+// request is one engine request.
+type request struct {
+	id  string
+	src *source
+	dst *dest
+}
+
+// job is a load or store in flight.
+type job struct {
+	id    uint64
+	kind  JobKind
+	req   string // engine request id
+	kvID  string
+	slots []store.Slot
+	conn  ConnID
+	keys  []wire.Key
+}
+
+type unboundBatch struct {
+	job   uint64
+	keys  []wire.Key
+	slots []store.Slot
+	at    time.Time
+}
+
+// Table is the manager's state. See the package doc for the contract.
+type Table struct {
+	cfg    Config
+	log    *slog.Logger
+	store  *store.Store
+	policy health.Policy
+	blocks blocksView
+
+	conns    map[ConnID]*conn
+	byPeer   map[string]*conn // the live session per peer id
+	nextConn ConnID
+	nextJob  uint64
+
+	reqs     map[string]*request
+	failed   map[string]struct{} // kv request ids whose next lookup is MISS
+	jobs     map[uint64]*job
+	bound    map[string]*conn // producer: kv id -> session its fetch came on
+	unbound  map[string][]unboundBatch
+	finished map[string]bool      // producer requests finished before they were bound
+	reaped   map[string]time.Time // unbound ids reaped: a late fetch is refused at once
+	filling  map[wire.Key]int     // keys being loaded here (a lookup for them waits)
+
+	results []JobResult
+	actions []Action
+
+	shuttingDown  bool
+	shutdownAt    time.Time
+	shutdownClose bool
+}
+
+// New builds a table over the node's block store.
+func New(cfg Config, st *store.Store) (*Table, error) {
+	if cfg.Policy == nil {
+		return nil, fmt.Errorf("loads: no failure policy")
+	}
+	if st == nil || st.BlockBytes() != int(cfg.Session.BlockBytes) {
+		return nil, fmt.Errorf("loads: store block size does not match the session config")
+	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cfg.Session.Log = log
+	t := &Table{
+		cfg: cfg, log: log, store: st, policy: cfg.Policy,
+		conns: map[ConnID]*conn{}, byPeer: map[string]*conn{},
+		reqs: map[string]*request{}, failed: map[string]struct{}{}, jobs: map[uint64]*job{},
+		bound: map[string]*conn{}, unbound: map[string][]unboundBatch{}, finished: map[string]bool{},
+		reaped: map[string]time.Time{}, filling: map[wire.Key]int{},
+	}
+	t.blocks = blocksView{t}
+	return t, nil
+}
+
+// blocksView is the producer's view of the store for sessions.
+type blocksView struct{ t *Table }
+
+func (b blocksView) PinKey(k wire.Key) (store.Slot, bool) { return b.t.store.PinKey(k) }
+func (b blocksView) Unpin(s store.Slot) error             { return b.t.store.Unpin(s) }
+func (b blocksView) Pending(k wire.Key) bool              { return b.t.filling[k] > 0 }
+
+// TakeActions returns the actions decided since the last call, in order.
+func (t *Table) TakeActions() []Action {
+	a := t.actions
+	t.actions = nil
+	return a
+}
+
+// PollFinished returns the job results since the last call (the engine's
+// get_finished_jobs).
+func (t *Table) PollFinished() []JobResult {
+	r := t.results
+	t.results = nil
+	return r
+}
+
+// Failed reports whether kv request id is in the failed set.
+func (t *Table) Failed(kvID string) bool { _, ok := t.failed[kvID]; return ok }
+
+// Policy returns the failure policy in force.
+func (t *Table) Policy() health.Policy { return t.policy }
+
+func (t *Table) newConn(peer string, outbound bool, now time.Time) *conn {
+	t.nextConn++
+	c := &conn{id: t.nextConn, peer: peer}
+	c.s = session.New(&t.cfg.Session, t.blocks, peer, outbound, now)
+	t.conns[c.id] = c
+	return c
+}
+
+// liveCount is the number of sessions that count against the peer cap.
+func (t *Table) liveCount() int {
+	n := 0
+	for _, c := range t.conns {
+		if !c.reaped && !c.rejected {
+			n++
+		}
+	}
+	return n
+}
+
+// session returns a live session to peer, opening one if the policy and the
+// cap allow. nil means the request must fall back.
+func (t *Table) session(now time.Time, peer, domain string) *conn {
+	if c := t.byPeer[peer]; c != nil && c.s.Ended() == health.CauseNone {
+		if domain != "" {
+			c.domain = domain
+		}
+		return c
+	}
+	if t.shuttingDown {
+		return nil
+	}
+	if !t.policy.MayDial(now, health.Peer{ID: peer, Domain: domain, Outbound: true}) {
+		t.log.Info("not dialing: quarantined by policy", "peer", peer, "policy", t.policy.Name())
+		return nil
+	}
+	if t.liveCount() >= t.cfg.MaxPeers {
+		t.log.Warn("not dialing: peer cap reached", "peer", peer, "max_peers", t.cfg.MaxPeers)
+		return nil
+	}
+	c := t.newConn(peer, true, now)
+	c.domain = domain
+	t.byPeer[peer] = c
+	t.actions = append(t.actions, Action{Kind: ActDial, Conn: c.id, Peer: peer})
+	return c
+}
+
+// drain turns what a session decided into actions, results and slot work.
+func (t *Table) drain(now time.Time, c *conn) {
+	for {
+		o := c.s.TakeOut()
+		if o.Empty() {
+			return
+		}
+		for _, op := range o.Data {
+			if !c.closed {
+				t.actions = append(t.actions, Action{Kind: ActData, Conn: c.id, Op: op})
+			}
+		}
+		for _, m := range o.Msgs {
+			if !c.closed {
+				t.actions = append(t.actions, Action{Kind: ActSend, Conn: c.id, Msg: m})
+			}
+		}
+		for _, r := range o.Loads {
+			t.loadDone(r)
+		}
+		for _, r := range o.Stores {
+			t.storeDone(r)
+		}
+		for _, j := range o.Releases {
+			t.release(j)
+		}
+		for _, id := range o.NewFetch {
+			t.bind(now, c, id)
+		}
+		if o.Ended != health.CauseNone && !c.closed {
+			c.closed = true
+			t.actions = append(t.actions, Action{Kind: ActClose, Conn: c.id, Cause: o.Ended})
+		}
+	}
+}
+
+func (t *Table) loadDone(r session.LoadResult) {
+	j := t.jobs[r.Job]
+	if j == nil {
+		return
+	}
+	if r.OK {
+		for _, sl := range j.slots {
+			if err := t.store.Commit(sl); err != nil {
+				t.log.Error("commit of a loaded slot failed", "job_id", j.id, "err", err)
+			}
+		}
+		t.unfill(j)
+		delete(t.jobs, j.id)
+	} else {
+		t.failed[j.kvID] = struct{}{}
+	}
+	t.results = append(t.results, JobResult{Job: r.Job, Kind: JobLoad, ReqID: j.req, OK: r.OK, Bytes: r.Bytes, Reason: r.Reason})
+}
+
+// release frees a failed load's destination slots: both writers stopped.
+func (t *Table) release(jobID uint64) {
+	j := t.jobs[jobID]
+	if j == nil || j.kind != JobLoad {
+		return
+	}
+	for _, sl := range j.slots {
+		if err := t.store.Abandon(sl); err != nil {
+			t.log.Error("abandon of a failed load's slot failed", "job_id", j.id, "err", err)
+		}
+	}
+	t.unfill(j)
+	delete(t.jobs, jobID)
+}
+
+func (t *Table) unfill(j *job) {
+	for _, k := range j.keys {
+		if t.filling[k]--; t.filling[k] <= 0 {
+			delete(t.filling, k)
+		}
+	}
+}
+
+func (t *Table) storeDone(r session.StoreResult) {
+	j := t.jobs[r.Job]
+	if j == nil || j.kind != JobStore {
+		return
+	}
+	delete(t.jobs, r.Job)
+	for _, sl := range j.slots {
+		if err := t.store.Unpin(sl); err != nil {
+			t.log.Error("unpin of a store job's slot failed", "job_id", j.id, "err", err)
+		}
+	}
+	t.results = append(t.results, JobResult{Job: r.Job, Kind: JobStore, ReqID: j.req, OK: r.OK})
+}
+
+// bind ties a producer request id to the session its first fetch came on
+// and replays its parked store batches. A fetch for an id whose stores were
+// reaped is refused within one round trip (vLLM #53453).
+func (t *Table) bind(now time.Time, c *conn, kvID string) {
+	if _, gone := t.reaped[kvID]; gone {
+		t.log.Warn("late fetch for a reaped store, refusing", "req", kvID, "peer", c.peer)
+		c.s.FinishProducer(now, kvID)
+		return
+	}
+	t.bound[kvID] = c
+	for _, b := range t.unbound[kvID] {
+		c.s.AddStoredBlocks(now, kvID, b.keys, b.slots, b.job)
+	}
+	delete(t.unbound, kvID)
+	if t.finished[kvID] {
+		delete(t.finished, kvID)
+		c.s.FinishProducer(now, kvID)
+	}
+}

@@ -1,0 +1,439 @@
+package session
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/store"
+	"github.com/kvp2p/kvp2p/internal/wire"
+)
+
+// The consumer role: lookups, loads, aborts, and the timers that end them.
+
+type probeState uint8
+
+const (
+	probeUnsent probeState = iota
+	probeSent
+	probeHit
+	probeMiss
+)
+
+// clientReq is one request id's consumer state on this session.
+type clientReq struct {
+	probes     map[wire.Key]probeState
+	unsent     []wire.Key
+	round      uint64 // current symmetric round; never reused on this session
+	lookupOpen bool   // a Lookup was sent since the last Fetch
+}
+
+// load is one job. It lives until it has a result and, if it failed, until
+// its destination slots are proven quiet.
+type load struct {
+	job       uint64
+	req       string
+	round     uint64
+	pd        bool
+	slots     []store.Slot
+	expected  uint64
+	submitted time.Time
+	lastData  time.Time
+	bytes     uint64
+
+	ctlOK        bool // producer said TransferDone(success)
+	producerDone bool // TransferDone or AbortAck received: the producer stopped
+	dataEnded    bool // the terminal data frame was seen: the reader stopped
+	dataOK       bool // ... and it was a complete, verified Done
+	reported     bool // the LoadResult was published
+	abortSent    bool
+	abortAt      time.Time
+}
+
+type client struct {
+	reqs      map[string]*clientReq
+	loads     map[uint64]*load // by job
+	nextRound uint64           // symmetric rounds start at 1; PD is always round 0
+
+	// Lookup deadline: measures peer silence, not the lookup phase (vLLM
+	// #56836). waitSince restarts whenever a LookupResp arrives.
+	outstanding int
+	waitSince   time.Time
+}
+
+func (c *client) init() {
+	c.reqs = map[string]*clientReq{}
+	c.loads = map[uint64]*load{}
+	c.nextRound = 1
+}
+
+func (c *client) busy() bool { return len(c.loads) > 0 || c.outstanding > 0 }
+
+func (c *client) req(id string) *clientReq {
+	r := c.reqs[id]
+	if r == nil {
+		r = &clientReq{probes: map[wire.Key]probeState{}, round: c.nextRound}
+		c.nextRound++
+		c.reqs[id] = r
+	}
+	return r
+}
+
+// RegisterLookup registers interest in key for request id and returns what
+// is known of it. Idempotent; a resolved value is kept until the next fetch.
+func (s *Session) RegisterLookup(id string, k wire.Key) Verdict {
+	if s.phase == ended {
+		return Miss
+	}
+	r := s.client.req(id)
+	st, ok := r.probes[k]
+	if !ok {
+		r.probes[k] = probeUnsent
+		r.unsent = append(r.unsent, k)
+		return Retry
+	}
+	switch st {
+	case probeHit:
+		return Hit
+	case probeMiss:
+		return Miss
+	}
+	return Retry
+}
+
+// FlushLookups sends one Lookup per request id carrying the keys first
+// registered since the last flush. Nothing is sent before the handshake
+// completes: the keys wait (the caller decides how long a lookup may RETRY).
+func (s *Session) FlushLookups(now time.Time) { s.client.flush(s, now) }
+
+func (c *client) flush(s *Session, now time.Time) {
+	if s.phase != ready {
+		return
+	}
+	for id, r := range c.reqs {
+		if len(r.unsent) == 0 {
+			continue
+		}
+		keys := r.unsent
+		r.unsent = nil
+		for _, k := range keys {
+			r.probes[k] = probeSent
+		}
+		r.lookupOpen = true
+		if c.outstanding == 0 {
+			c.waitSince = now
+		}
+		c.outstanding++
+		s.send(now, &wire.Lookup{ReqID: id, Round: r.round, Keys: keys})
+	}
+}
+
+func (c *client) onLookupResp(s *Session, now time.Time, m *wire.LookupResp) error {
+	if len(m.Hits) != len(m.Keys) {
+		return fmt.Errorf("lookup-resp with %d keys and %d hits", len(m.Keys), len(m.Hits))
+	}
+	if c.outstanding > 0 {
+		c.outstanding--
+		c.waitSince = now // the peer is answering: re-arm
+	}
+	r := c.reqs[m.ReqID]
+	if r == nil || r.round != m.Round {
+		return nil // a finished request or an older round: stale, ignore
+	}
+	for i, k := range m.Keys {
+		if r.probes[k] != probeSent {
+			continue // unknown, or resolved already (by the deadline)
+		}
+		if m.Hits[i] {
+			r.probes[k] = probeHit
+		} else {
+			r.probes[k] = probeMiss
+		}
+	}
+	return nil
+}
+
+// RequestBlocks starts a load: job fetches keys into the reserved
+// destination slots. PD loads use round 0; symmetric loads use the
+// request's current round and must only name confirmed hits.
+func (s *Session) RequestBlocks(now time.Time, job uint64, id string, keys []wire.Key, slots []store.Slot, pd bool) error {
+	if s.phase != ready {
+		return fmt.Errorf("session to %s not ready: a load is never queued behind a handshake", s.peer)
+	}
+	if len(keys) == 0 || len(keys) != len(slots) {
+		return fmt.Errorf("load of %d keys into %d slots", len(keys), len(slots))
+	}
+	if _, dup := s.client.loads[job]; dup {
+		return fmt.Errorf("job %d already in flight", job)
+	}
+	r := s.client.req(id)
+	round := uint64(0)
+	if !pd {
+		for _, k := range keys {
+			if r.probes[k] != probeHit {
+				return fmt.Errorf("symmetric load of key %x that is not a confirmed hit", k[:4])
+			}
+		}
+		round = r.round
+		r.round = s.client.nextRound
+		s.client.nextRound++
+	}
+	r.lookupOpen = false
+	clear(r.probes) // the producer unpins what it served: the next round re-probes
+	r.unsent = nil
+	l := &load{
+		job: job, req: id, round: round, pd: pd, slots: slots,
+		expected:  uint64(len(keys)) * uint64(s.cfg.BlockBytes),
+		submitted: now, lastData: now,
+	}
+	s.client.loads[job] = l
+	wslots := make([]uint32, len(slots))
+	for i, sl := range slots {
+		wslots[i] = uint32(sl)
+	}
+	s.data(DataOp{Kind: OpExpect, Job: job, Slots: slots})
+	s.send(now, &wire.Fetch{ReqID: id, Round: round, Job: job, Keys: keys, Slots: wslots})
+	return nil
+}
+
+// finish is the consumer side of a request's end: abort what is in flight
+// (the results are published now, the slots wait), and end an open lookup
+// with the terminal empty fetch.
+func (c *client) finish(s *Session, now time.Time, id string) {
+	for _, l := range c.loads {
+		if l.req == id && !l.reported {
+			c.fail(s, now, l, "request finished")
+			c.abort(s, now, l)
+		}
+	}
+	if r := c.reqs[id]; r != nil {
+		if r.lookupOpen {
+			s.send(now, &wire.Fetch{ReqID: id, Round: r.round})
+		}
+		delete(c.reqs, id)
+	}
+}
+
+func (c *client) fail(s *Session, now time.Time, l *load, why string) {
+	if l.reported {
+		return
+	}
+	l.reported = true
+	s.out.Loads = append(s.out.Loads, LoadResult{Job: l.job, ReqID: l.req, Bytes: l.bytes, Reason: why})
+	if r := c.reqs[l.req]; r != nil {
+		r.lookupOpen = false
+	}
+}
+
+func (c *client) abort(s *Session, now time.Time, l *load) {
+	if l.abortSent || l.producerDone {
+		c.maybeRelease(s, l)
+		return
+	}
+	l.abortSent = true
+	l.abortAt = now
+	s.send(now, &wire.Abort{ReqID: l.req, Round: l.round, Job: l.job})
+}
+
+// maybeRelease frees a failed load's slots once both writers are proven
+// stopped: the producer (TransferDone or AbortAck) and our reader (the
+// terminal data frame).
+func (c *client) maybeRelease(s *Session, l *load) {
+	if l.reported && !l.ctlOKAndData() && l.producerDone && l.dataEnded {
+		delete(c.loads, l.job)
+		s.out.Releases = append(s.out.Releases, l.job)
+	}
+}
+
+func (l *load) ctlOKAndData() bool { return l.ctlOK && l.dataOK }
+
+// maybeSucceed publishes success when the producer and the data path agree.
+func (c *client) maybeSucceed(s *Session, l *load) {
+	if l.reported || !l.ctlOK || !l.dataOK {
+		return
+	}
+	l.reported = true
+	delete(c.loads, l.job)
+	s.out.Loads = append(s.out.Loads, LoadResult{Job: l.job, ReqID: l.req, OK: true, Bytes: l.bytes})
+}
+
+func (c *client) find(job uint64, id string, round uint64) *load {
+	l := c.loads[job]
+	if l == nil || l.req != id || l.round != round {
+		return nil
+	}
+	return l
+}
+
+func (c *client) onTransferDone(s *Session, now time.Time, m *wire.TransferDone) {
+	l := c.find(m.Job, m.ReqID, m.Round)
+	if l == nil {
+		s.logger().Debug("transfer-done for unknown load (duplicate or race)", "req", m.ReqID, "round", m.Round, "job_id", m.Job)
+		return
+	}
+	l.producerDone = true
+	if m.Success && !l.reported {
+		l.ctlOK = true
+		c.maybeSucceed(s, l)
+		return
+	}
+	if !m.Success {
+		c.fail(s, now, l, "producer failed the transfer")
+	}
+	c.maybeRelease(s, l)
+}
+
+func (c *client) onAbortAck(s *Session, now time.Time, m *wire.AbortAck) {
+	l := c.find(m.Job, m.ReqID, m.Round)
+	if l == nil {
+		s.logger().Debug("abort-ack for unknown load (duplicate or race)", "req", m.ReqID, "round", m.Round, "job_id", m.Job)
+		return
+	}
+	l.producerDone = true
+	c.fail(s, now, l, "aborted")
+	c.maybeRelease(s, l)
+}
+
+// DataProgress reports bytes landed or a Progress frame for a consumer job.
+func (s *Session) DataProgress(now time.Time, job, bytes uint64) {
+	s.lastRecv = now
+	if l := s.client.loads[job]; l != nil {
+		l.lastData = now
+		if bytes > l.bytes {
+			l.bytes = bytes
+		}
+	}
+}
+
+// DataCorrupt reports a chunk of job that failed its CRC: the load fails
+// now; its later chunks are discarded by the reader.
+func (s *Session) DataCorrupt(now time.Time, job uint64) {
+	l := s.client.loads[job]
+	if l == nil {
+		return
+	}
+	s.logger().Warn("corrupt chunk, failing load", "req", l.req, "round", l.round, "job_id", job)
+	s.client.fail(s, now, l, "corrupt chunk")
+	s.client.abort(s, now, l)
+}
+
+// DataEnd reports the terminal data frame of a consumer job: after it the
+// reader never writes into the job's slots.
+func (s *Session) DataEnd(now time.Time, job uint64, ok bool, bytes uint64) {
+	s.lastRecv = now
+	c := &s.client
+	l := c.loads[job]
+	if l == nil {
+		return
+	}
+	l.dataEnded = true
+	l.lastData = now
+	l.bytes = bytes
+	if ok && bytes == l.expected && !l.reported {
+		l.dataOK = true
+		c.maybeSucceed(s, l)
+		return
+	}
+	if !l.reported {
+		why := "data path failed"
+		if ok {
+			why = fmt.Sprintf("short transfer: %d of %d bytes", bytes, l.expected)
+		}
+		c.fail(s, now, l, why)
+		if s.phase != ended {
+			c.abort(s, now, l)
+		}
+	}
+	c.maybeRelease(s, l)
+}
+
+func (c *client) loadTimeout(s *Session, l *load) time.Duration {
+	if l.pd {
+		return s.cfg.LoadTimeoutPD
+	}
+	return s.cfg.LoadTimeoutSymmetric
+}
+
+func (c *client) tick(s *Session, now time.Time) {
+	if s.phase != ready {
+		return
+	}
+	if c.outstanding > 0 && s.cfg.LookupTimeout > 0 && now.Sub(c.waitSince) >= s.cfg.LookupTimeout {
+		s.logger().Warn("lookup timed out: peer silent", "silent_for", now.Sub(c.waitSince), "lookups", c.outstanding)
+		for _, r := range c.reqs {
+			for k, st := range r.probes {
+				if st == probeSent {
+					r.probes[k] = probeMiss
+				}
+			}
+		}
+		c.outstanding = 0
+	}
+	for _, l := range c.loads {
+		switch {
+		case !l.reported && now.Sub(l.submitted) >= c.loadTimeout(s, l):
+			s.logger().Warn(fmt.Sprintf("load timed out peer=%s req=%s round=%d job_id=%d after=%.1fs bytes=%d, sending abort",
+				s.peer, l.req, l.round, l.job, now.Sub(l.submitted).Seconds(), l.bytes),
+				"req", l.req, "round", l.round, "job_id", l.job, "after", now.Sub(l.submitted), "bytes", l.bytes)
+			c.fail(s, now, l, "load timed out")
+			c.abort(s, now, l)
+		case !l.reported && !l.dataEnded && s.cfg.StallTimeout > 0 && now.Sub(l.lastData) >= s.cfg.StallTimeout:
+			s.logger().Warn("data path stalled", "req", l.req, "round", l.round, "job_id", l.job,
+				"silent_for", now.Sub(l.lastData), "bytes", l.bytes)
+			s.Close(now, health.CauseProgressStall)
+			return
+		case l.abortSent && !l.producerDone && now.Sub(l.abortAt) >= s.cfg.AbortAckTimeout:
+			s.logger().Warn("abort-ack timed out", "req", l.req, "round", l.round, "job_id", l.job)
+			s.Close(now, health.CauseProtocolError)
+			return
+		}
+	}
+}
+
+// close fails every load at once. Their slots are released by dataClosed.
+func (c *client) close(s *Session, now time.Time, cause health.Cause) {
+	for _, l := range c.loads {
+		c.fail(s, now, l, "peer down: "+cause.String())
+	}
+	for _, r := range c.reqs {
+		for k, st := range r.probes {
+			if st == probeSent || st == probeUnsent {
+				r.probes[k] = probeMiss
+			}
+		}
+	}
+	c.outstanding = 0
+}
+
+func (c *client) dataClosed(s *Session) {
+	for job := range c.loads {
+		s.out.Releases = append(s.out.Releases, job)
+	}
+	clear(c.loads)
+}
+
+// FailedRequests lists the request ids that had a load or an unresolved
+// probe on this session; used by the reap to fill the failed set.
+func (s *Session) FailedRequests() []string {
+	seen := map[string]bool{}
+	var ids []string
+	for _, l := range s.client.loads {
+		if !seen[l.req] {
+			seen[l.req] = true
+			ids = append(ids, l.req)
+		}
+	}
+	for id, r := range s.client.reqs {
+		if seen[id] {
+			continue
+		}
+		for _, st := range r.probes {
+			if st != probeHit {
+				seen[id] = true
+				ids = append(ids, id)
+				break
+			}
+		}
+	}
+	return ids
+}

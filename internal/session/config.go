@@ -1,0 +1,65 @@
+package session
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/kvp2p/kvp2p/internal/store"
+	"github.com/kvp2p/kvp2p/internal/wire"
+)
+
+// Config is what every session of a node shares. It is read-only after the
+// node starts.
+type Config struct {
+	LocalID     string // our advertised host:port
+	Incarnation uint64
+	Domain      string
+	BlockBytes  uint32
+	Fingerprint string
+	HashSeed    string
+	MaxInflight uint32
+
+	HandshakeTimeout      time.Duration
+	HeartbeatInterval     time.Duration
+	HeartbeatTimeout      time.Duration
+	LoadTimeoutSymmetric  time.Duration
+	LoadTimeoutPD         time.Duration
+	AbortAckTimeout       time.Duration
+	LookupTimeout         time.Duration // peer silence while lookups are outstanding; 0 = none
+	StoreTimeout          time.Duration // a store job or lookup pin not settled in this time fails
+	CancelDrainTimeout    time.Duration // abort: wait this long for the writer to stop before acking anyway
+	LookupPendingTimeout  time.Duration // producer: hold a key that is still being filled at most this long
+	StallTimeout          time.Duration // progress watchdog; 0 = off
+	MaxConsecutiveUnknown int           // reserved
+
+	Log *slog.Logger
+}
+
+// Blocks is the producer's view of the local block store: the session pins
+// what a lookup found and unpins it when the round is settled.
+type Blocks interface {
+	PinKey(k wire.Key) (store.Slot, bool)
+	Unpin(s store.Slot) error
+	// Pending reports whether k is being filled right now (a lookup for it
+	// waits, at most LookupPendingTimeout).
+	Pending(k wire.Key) bool
+}
+
+// Verdict is what a lookup tells the scheduler.
+type Verdict uint8
+
+const (
+	Retry Verdict = iota // not known yet; ask again next step
+	Hit
+	Miss
+)
+
+func (v Verdict) String() string {
+	switch v {
+	case Hit:
+		return "HIT"
+	case Miss:
+		return "MISS"
+	}
+	return "RETRY"
+}

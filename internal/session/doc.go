@@ -1,0 +1,25 @@
+// Package session holds the per-peer state machine of kvp2p: one Session per
+// peer, carrying both roles at once (consumer loads and lookups, producer
+// serving), the handshake, heartbeats and every per-peer timer.
+//
+// Contract. A Session is sans-I/O and single-owner: it never touches a socket
+// and never reads the clock. The owner feeds it events (Receive, Tick, the
+// data-path events, calls from the manager) with the current time, then
+// drains what it decided with TakeOut: control messages to send in order,
+// data-path operations, load and store results, slot releases. The owner
+// must perform the data-path operations before it sends the control
+// messages of the same batch (an Expect must be registered before the Fetch
+// that causes data to flow).
+//
+// Lifecycle: New (connecting) -> Start (connection up, Hello sent) -> ready
+// (peer's Hello accepted and our Hello acknowledged) -> ended, with exactly
+// one health.Cause. After the end the owner closes the connections and
+// reports DataClosed once no data-path goroutine can touch a slot any more;
+// only then are failed loads' destination slots released and the producer's
+// pins dropped. Failures are published at once; slots wait for proof.
+//
+// Guarantees: exactly one LoadResult per load; a failed load's bytes are
+// never reported as loaded; a round number is never reused for a request id
+// on a session; a load is never queued behind an unfinished handshake (the
+// caller checks Ready and RequestBlocks refuses otherwise).
+package session

@@ -1,0 +1,470 @@
+package session
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/kvp2p/kvp2p/internal/store"
+	"github.com/kvp2p/kvp2p/internal/wire"
+)
+
+// The producer role: supply (stored blocks and lookup pins) is matched with
+// demand (a Fetch) per request and round; matched blocks go to the data
+// path; a round ends with exactly one TransferDone unless the consumer
+// ended the request itself.
+
+type supply struct {
+	slot   store.Slot
+	lookup bool // pinned by a lookup on this session (we unpin it); else a store job's pin
+}
+
+type demand struct {
+	job     uint64
+	keys    []wire.Key
+	index   map[wire.Key][]uint32 // key -> indexes in the fetch still unmatched
+	pending int                   // blocks not yet handed to the data path
+}
+
+type round struct {
+	req        string
+	num        uint64
+	created    time.Time
+	fromLookup bool // supply came from lookups: symmetric semantics
+	supply     map[wire.Key]supply
+	storeJobs  []uint64
+	lookupPins []store.Slot // every slot a lookup pinned for this round
+	demand     *demand
+	opened     bool // the data path knows the job
+	sentLast   bool
+	finishing  bool // the local request finished: no more supply will come
+	aborting   bool
+	abortAt    time.Time
+	silent     bool // the consumer ended the request: no TransferDone
+}
+
+type serverReq struct {
+	rounds    map[uint64]*round
+	finishing bool
+	seen      bool // a Fetch for it arrived on this session
+}
+
+type parkedLookup struct {
+	msg  *wire.Lookup
+	at   time.Time
+	hits []bool
+	wait []int // indexes still pending
+}
+
+type storeJob struct {
+	at    time.Time
+	round *round
+}
+
+type server struct {
+	reqs   map[string]*serverReq
+	byJob  map[uint64]*round // consumer job id -> round with that demand
+	stores map[uint64]*storeJob
+	parked []*parkedLookup
+	// settled after DataClosed: pins the writer might still be reading
+	deferredStores []StoreResult
+	deferredPins   []store.Slot
+}
+
+func (sv *server) init() {
+	sv.reqs = map[string]*serverReq{}
+	sv.byJob = map[uint64]*round{}
+	sv.stores = map[uint64]*storeJob{}
+}
+
+func (sv *server) busy() bool { return len(sv.byJob) > 0 || len(sv.stores) > 0 || len(sv.parked) > 0 }
+
+func (sv *server) req(id string) *serverReq {
+	r := sv.reqs[id]
+	if r == nil {
+		r = &serverReq{rounds: map[uint64]*round{}}
+		sv.reqs[id] = r
+	}
+	return r
+}
+
+func (sv *server) round(id string, num uint64, now time.Time) *round {
+	r := sv.req(id)
+	rd := r.rounds[num]
+	if rd == nil {
+		rd = &round{req: id, num: num, created: now, supply: map[wire.Key]supply{}, finishing: r.finishing}
+		r.rounds[num] = rd
+	}
+	return rd
+}
+
+// AddStoredBlocks adds a PD store job's pinned blocks as supply for request
+// id (round 0). The caller pinned slots; a StoreResult for job tells it to
+// unpin them.
+func (s *Session) AddStoredBlocks(now time.Time, id string, keys []wire.Key, slots []store.Slot, job uint64) {
+	if s.phase == ended {
+		s.out.Stores = append(s.out.Stores, StoreResult{Job: job})
+		return
+	}
+	sv := &s.server
+	rd := sv.round(id, 0, now)
+	rd.storeJobs = append(rd.storeJobs, job)
+	sv.stores[job] = &storeJob{at: now, round: rd}
+	for i, k := range keys {
+		if _, dup := rd.supply[k]; !dup {
+			rd.supply[k] = supply{slot: slots[i]}
+		}
+	}
+	sv.match(s, now, rd)
+}
+
+// match hands every block that has both supply and demand to the data path.
+func (sv *server) match(s *Session, now time.Time, rd *round) {
+	d := rd.demand
+	if d == nil || rd.aborting || rd.sentLast {
+		return
+	}
+	var blocks []Block
+	for k, sp := range rd.supply {
+		idxs := d.index[k]
+		if len(idxs) == 0 {
+			continue
+		}
+		for _, i := range idxs {
+			blocks = append(blocks, Block{Index: i, Slot: sp.slot})
+		}
+		d.pending -= len(idxs)
+		delete(d.index, k)
+	}
+	if len(blocks) == 0 && d.pending > 0 {
+		return
+	}
+	rd.sentLast = d.pending == 0
+	s.data(DataOp{Kind: OpSend, Job: d.job, Blocks: blocks, Last: rd.sentLast})
+}
+
+func (sv *server) onLookup(s *Session, now time.Time, m *wire.Lookup) error {
+	if m.Round == 0 {
+		return fmt.Errorf("lookup for round 0 (reserved for PD)")
+	}
+	rd := sv.round(m.ReqID, m.Round, now)
+	if rd.demand != nil {
+		return fmt.Errorf("lookup for round %d of %s after its fetch", m.Round, m.ReqID)
+	}
+	rd.fromLookup = true
+	pl := &parkedLookup{msg: m, at: now, hits: make([]bool, len(m.Keys))}
+	for i, k := range m.Keys {
+		if _, ok := rd.supply[k]; ok {
+			pl.hits[i] = true
+			continue
+		}
+		if slot, ok := s.blocks.PinKey(k); ok {
+			rd.supply[k] = supply{slot: slot, lookup: true}
+			rd.lookupPins = append(rd.lookupPins, slot)
+			pl.hits[i] = true
+			continue
+		}
+		if s.blocks.Pending(k) {
+			pl.wait = append(pl.wait, i)
+		}
+	}
+	if len(pl.wait) > 0 {
+		sv.parked = append(sv.parked, pl)
+		return nil
+	}
+	s.send(now, &wire.LookupResp{ReqID: m.ReqID, Round: m.Round, Keys: m.Keys, Hits: pl.hits})
+	return nil
+}
+
+// retryParked re-checks lookups waiting for keys being filled; a key still
+// pending after LookupPendingTimeout is a miss.
+func (sv *server) retryParked(s *Session, now time.Time) {
+	kept := sv.parked[:0]
+	for _, pl := range sv.parked {
+		r := sv.reqs[pl.msg.ReqID]
+		rd := (*round)(nil)
+		if r != nil {
+			rd = r.rounds[pl.msg.Round]
+		}
+		if rd == nil || rd.demand != nil {
+			continue // the request ended or moved on: drop the lookup
+		}
+		expired := now.Sub(pl.at) >= s.cfg.LookupPendingTimeout
+		wait := pl.wait[:0]
+		for _, i := range pl.wait {
+			k := pl.msg.Keys[i]
+			if slot, ok := s.blocks.PinKey(k); ok {
+				if _, dup := rd.supply[k]; dup {
+					_ = s.blocks.Unpin(slot)
+				} else {
+					rd.supply[k] = supply{slot: slot, lookup: true}
+					rd.lookupPins = append(rd.lookupPins, slot)
+				}
+				pl.hits[i] = true
+				continue
+			}
+			if !expired && s.blocks.Pending(k) {
+				wait = append(wait, i)
+			}
+		}
+		pl.wait = wait
+		if len(wait) > 0 {
+			kept = append(kept, pl)
+			continue
+		}
+		s.send(now, &wire.LookupResp{ReqID: pl.msg.ReqID, Round: pl.msg.Round, Keys: pl.msg.Keys, Hits: pl.hits})
+	}
+	clear(sv.parked[len(kept):])
+	sv.parked = kept
+}
+
+func (sv *server) onFetch(s *Session, now time.Time, m *wire.Fetch) error {
+	if len(m.Keys) == 0 {
+		sv.terminal(s, now, m.ReqID)
+		return nil
+	}
+	if len(m.Keys) != len(m.Slots) {
+		return fmt.Errorf("fetch with %d keys and %d slots", len(m.Keys), len(m.Slots))
+	}
+	if _, dup := sv.byJob[m.Job]; dup {
+		return fmt.Errorf("fetch reuses job %d", m.Job)
+	}
+	r := sv.req(m.ReqID)
+	rd := sv.round(m.ReqID, m.Round, now)
+	if rd.demand != nil {
+		return fmt.Errorf("second fetch for %s round %d", m.ReqID, m.Round)
+	}
+	d := &demand{job: m.Job, keys: m.Keys, index: make(map[wire.Key][]uint32, len(m.Keys)), pending: len(m.Keys)}
+	for i, k := range m.Keys {
+		d.index[k] = append(d.index[k], uint32(i))
+	}
+	rd.demand = d
+	sv.byJob[m.Job] = rd
+	rd.opened = true
+	s.data(DataOp{Kind: OpOpen, Job: m.Job})
+	if !r.seen {
+		r.seen = true
+		s.out.NewFetch = append(s.out.NewFetch, m.ReqID)
+	}
+	if rd.fromLookup {
+		// Symmetric: the supply is what the lookup pinned. Unfetched pins go
+		// now (the next round re-pins); unmatched demand fails at once
+		// instead of waiting for the consumer's load timeout (#49877).
+		missing := 0
+		for k := range d.index {
+			if _, ok := rd.supply[k]; !ok {
+				missing += len(d.index[k])
+			}
+		}
+		for k, sp := range rd.supply {
+			if _, want := d.index[k]; !want && sp.lookup {
+				_ = s.blocks.Unpin(sp.slot)
+				delete(rd.supply, k)
+				rd.lookupPins = removeSlot(rd.lookupPins, sp.slot)
+			}
+		}
+		if missing > 0 {
+			s.logger().Warn(fmt.Sprintf("fetch demanded %d blocks but %d have no pinned supply; failing fetch immediately", len(m.Keys), missing),
+				"req", m.ReqID, "round", m.Round, "job_id", m.Job)
+			rd.aborting = false
+			s.data(DataOp{Kind: OpCancel, Job: m.Job})
+			rd.sentLast = true
+			return nil
+		}
+	}
+	sv.match(s, now, rd)
+	if rd.finishing && !rd.sentLast {
+		sv.cancelRound(s, now, rd) // the local request ended: no more supply will come
+	}
+	return nil
+}
+
+func removeSlot(xs []store.Slot, x store.Slot) []store.Slot {
+	for i, v := range xs {
+		if v == x {
+			return append(xs[:i], xs[i+1:]...)
+		}
+	}
+	return xs
+}
+
+// terminal handles the consumer's empty fetch: the request is over on the
+// consumer's side. Rounds with nothing on the data path end now, silently.
+func (sv *server) terminal(s *Session, now time.Time, id string) {
+	r := sv.reqs[id]
+	if r == nil {
+		return
+	}
+	for _, rd := range r.rounds {
+		rd.silent = true
+		if !rd.opened {
+			sv.finalize(s, now, rd, false)
+		}
+	}
+	sv.dropParked(id)
+}
+
+func (sv *server) dropParked(id string) {
+	kept := sv.parked[:0]
+	for _, pl := range sv.parked {
+		if pl.msg.ReqID != id {
+			kept = append(kept, pl)
+		}
+	}
+	clear(sv.parked[len(kept):])
+	sv.parked = kept
+}
+
+// cancelRound stops a round's data-path job; SendEnd finalizes it.
+func (sv *server) cancelRound(s *Session, now time.Time, rd *round) {
+	if rd.sentLast && rd.demand != nil && rd.demand.pending == 0 && !rd.aborting {
+		return // everything is on its way: let it finish
+	}
+	rd.sentLast = true
+	s.data(DataOp{Kind: OpCancel, Job: rd.demand.job})
+}
+
+func (sv *server) onAbort(s *Session, now time.Time, m *wire.Abort) {
+	rd := sv.byJob[m.Job]
+	if rd == nil || rd.req != m.ReqID || rd.num != m.Round {
+		// Finished already (its terminal frame is on its way) or unknown.
+		s.send(now, &wire.AbortAck{ReqID: m.ReqID, Round: m.Round, Job: m.Job})
+		return
+	}
+	if rd.aborting {
+		return // idempotent: the deadline is not reset
+	}
+	rd.aborting = true
+	rd.abortAt = now
+	s.data(DataOp{Kind: OpCancel, Job: m.Job})
+}
+
+// SendEnd reports that the data path wrote a producer job's terminal frame:
+// it will not read the job's source slots again.
+func (s *Session) SendEnd(now time.Time, job uint64, ok bool, bytes uint64) {
+	sv := &s.server
+	rd := sv.byJob[job]
+	if rd == nil {
+		return
+	}
+	delete(sv.byJob, job)
+	rd.opened = false
+	switch {
+	case rd.aborting:
+		s.send(now, &wire.AbortAck{ReqID: rd.req, Round: rd.num, Job: job})
+		ok = false
+	case !rd.silent:
+		s.send(now, &wire.TransferDone{ReqID: rd.req, Round: rd.num, Job: job, Success: ok, Bytes: bytes})
+	}
+	sv.finalize(s, now, rd, ok)
+}
+
+// finalize ends a round: settles its store jobs and drops its lookup pins.
+// Only called when the data path no longer reads its slots.
+func (sv *server) finalize(s *Session, now time.Time, rd *round, ok bool) {
+	if r := sv.reqs[rd.req]; r != nil {
+		delete(r.rounds, rd.num)
+		if len(r.rounds) == 0 && (r.finishing || rd.silent) {
+			delete(sv.reqs, rd.req)
+		}
+	}
+	if rd.demand != nil {
+		delete(sv.byJob, rd.demand.job)
+	}
+	for _, sl := range rd.lookupPins {
+		_ = s.blocks.Unpin(sl)
+	}
+	rd.lookupPins = nil
+	for _, j := range rd.storeJobs {
+		if _, live := sv.stores[j]; live {
+			delete(sv.stores, j)
+			s.out.Stores = append(s.out.Stores, StoreResult{Job: j, OK: ok})
+		}
+	}
+	rd.storeJobs = nil
+}
+
+// finishLocal is the producer side of the local request's end: no more
+// supply will come. Rounds with demand that cannot be met end now; rounds
+// without demand wait for their fetch (prefiller-first) or the store timeout.
+func (sv *server) finishLocal(s *Session, now time.Time, id string) {
+	r := sv.reqs[id]
+	if r == nil {
+		return
+	}
+	r.finishing = true
+	for _, rd := range r.rounds {
+		rd.finishing = true
+		if rd.demand != nil && !rd.sentLast {
+			sv.cancelRound(s, now, rd)
+		}
+	}
+	sv.dropParked(id)
+}
+
+func (sv *server) tick(s *Session, now time.Time) {
+	if len(sv.parked) > 0 {
+		sv.retryParked(s, now)
+	}
+	for _, r := range sv.reqs {
+		for _, rd := range r.rounds {
+			switch {
+			case rd.aborting && rd.opened && now.Sub(rd.abortAt) >= s.cfg.CancelDrainTimeout:
+				// The writer has not confirmed; ack anyway so the consumer is
+				// not held, but keep the pins until SendEnd or DataClosed.
+				s.logger().Warn("cancel drain timed out, acking abort", "req", rd.req, "round", rd.num, "job_id", rd.demand.job)
+				s.send(now, &wire.AbortAck{ReqID: rd.req, Round: rd.num, Job: rd.demand.job})
+				rd.silent = true
+				rd.aborting = false
+			case !rd.opened && now.Sub(rd.created) >= s.cfg.StoreTimeout:
+				s.logger().Warn("store timed out without a fetch", "req", rd.req, "round", rd.num, "store_jobs", len(rd.storeJobs))
+				sv.finalize(s, now, rd, false)
+			}
+		}
+	}
+}
+
+// close ends the producer role: nothing more is sent; store results and
+// lookup pins wait for DataClosed (the writer may still read the slots).
+func (sv *server) close(s *Session, now time.Time) {
+	for _, r := range sv.reqs {
+		for _, rd := range r.rounds {
+			sv.deferredPins = append(sv.deferredPins, rd.lookupPins...)
+			for _, j := range rd.storeJobs {
+				if _, live := sv.stores[j]; live {
+					sv.deferredStores = append(sv.deferredStores, StoreResult{Job: j})
+				}
+			}
+		}
+	}
+	sv.reqs = map[string]*serverReq{}
+	sv.byJob = map[uint64]*round{}
+	sv.stores = map[uint64]*storeJob{}
+	sv.parked = nil
+}
+
+func (sv *server) dataClosed(s *Session) {
+	for _, sl := range sv.deferredPins {
+		_ = s.blocks.Unpin(sl)
+	}
+	s.out.Stores = append(s.out.Stores, sv.deferredStores...)
+	sv.deferredPins, sv.deferredStores = nil, nil
+}
+
+// FinishConsumer is the local request's end on the consumer side: what is in
+// flight is aborted (results now, slots later) and an open lookup is closed
+// with the terminal empty fetch.
+func (s *Session) FinishConsumer(now time.Time, id string) {
+	if s.phase == ended {
+		return
+	}
+	s.client.finish(s, now, id)
+}
+
+// FinishProducer is the local request's end on the producer side: no more
+// supply will come, so demand that cannot be met fails now.
+func (s *Session) FinishProducer(now time.Time, id string) {
+	if s.phase == ended {
+		return
+	}
+	s.server.finishLocal(s, now, id)
+}

@@ -1,0 +1,73 @@
+package sim
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/loads"
+	"github.com/kvp2p/kvp2p/internal/store"
+)
+
+// NodeOpts describes a node to build.
+type NodeOpts struct {
+	Policy      string        // per-peer, host-group (domain later)
+	Timers      *loads.Timers // nil: the policy's preset
+	Domain      string
+	BlockBytes  int // default 4096
+	Slots       int // default 256
+	Incarnation uint64
+	Fingerprint string
+	HashSeed    string
+	Log         *slog.Logger
+}
+
+// NewNode builds a node with its own store and table and adds it to n.
+func (n *Net) NewNode(id string, o NodeOpts) (*Node, error) {
+	if o.BlockBytes == 0 {
+		o.BlockBytes = 4096
+	}
+	if o.Slots == 0 {
+		o.Slots = 256
+	}
+	if o.Incarnation == 0 {
+		o.Incarnation = 1
+	}
+	if o.Policy == "" {
+		o.Policy = health.PerPeer
+	}
+	t := loads.PresetTimers(o.Policy)
+	if o.Timers != nil {
+		t = *o.Timers
+	}
+	pol, err := health.New(o.Policy, health.Options{HostQuarantine: t.HostQuarantine})
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.New(o.Slots, o.BlockBytes)
+	if err != nil {
+		return nil, err
+	}
+	cfg := loads.BuildConfig(loads.Identity{
+		LocalID: id, Incarnation: o.Incarnation, Domain: o.Domain, BlockBytes: uint32(o.BlockBytes),
+		Fingerprint: o.Fingerprint, HashSeed: o.HashSeed,
+	}, t, pol)
+	cfg.Log = o.Log
+	tb, err := loads.New(cfg, st)
+	if err != nil {
+		return nil, fmt.Errorf("sim: node %s: %w", id, err)
+	}
+	return n.Add(id, tb, st), nil
+}
+
+// Replace swaps a node's table and store (a restart keeps its id).
+func (n *Net) Replace(nd *Node, o NodeOpts) (*Node, error) {
+	for i, x := range n.order {
+		if x == nd {
+			n.order = append(n.order[:i], n.order[i+1:]...)
+			break
+		}
+	}
+	delete(n.nodes, nd.ID)
+	return n.NewNode(nd.ID, o)
+}

@@ -1,0 +1,238 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"reflect"
+	"testing"
+)
+
+// fuzzLimits are small so that the fuzzers reach every limit quickly.
+var fuzzLimits = Limits{MaxFrame: 4 << 10, MaxKeys: 64, MaxString: 64, MaxChunk: 1 << 10, MaxBlockSize: 1 << 12}
+
+// addSampleSeeds seeds f with every sample small enough for fuzzLimits.
+func addSampleSeeds(f *testing.F, add func(typ Type, body []byte, frame []byte)) {
+	for _, m := range samples() {
+		b := frame(f, m)
+		if len(b) > 512 {
+			continue
+		}
+		typ, body := splitFrame(f, b)
+		add(typ, body, b)
+	}
+}
+
+// FuzzDecode: any body of any type decodes or fails, never panics; a body
+// that decodes re-encodes to the very same bytes (the encoding is canonical)
+// and decodes again to an equal message.
+func FuzzDecode(f *testing.F) {
+	addSampleSeeds(f, func(typ Type, body, _ []byte) { f.Add(uint8(typ), body) })
+	f.Add(uint8(TypeLookupResp), []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0x80, 0x80, 0x04})
+	f.Add(uint8(200), []byte{1, 2, 3})
+	f.Fuzz(func(t *testing.T, typ uint8, body []byte) {
+		for _, lim := range []Limits{fuzzLimits, DefaultLimits()} {
+			m, err := Decode(Type(typ), body, lim)
+			if err != nil {
+				if m != nil {
+					t.Fatalf("Decode returned %v with error %v", m, err)
+				}
+				if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrTooLarge) && !errors.Is(err, ErrUnknownType) {
+					t.Fatalf("Decode error wraps no sentinel: %v", err)
+				}
+				continue
+			}
+			if m.Type() != Type(typ) {
+				t.Fatalf("Decode(%v) returned a %v", Type(typ), m.Type())
+			}
+			b, err := Append(nil, m)
+			if err != nil {
+				t.Fatalf("Append of a decoded %T: %v", m, err)
+			}
+			typ2, body2 := splitFrame(t, b)
+			if typ2 != Type(typ) || !bytes.Equal(body2, body) {
+				t.Fatalf("re-encoded %v body\n %x\nwant\n %x", typ2, body2, body)
+			}
+			m2, err := Decode(typ2, body2, lim)
+			if err != nil || !reflect.DeepEqual(m, m2) {
+				t.Fatalf("second Decode = %+v, %v; want %+v", m2, err, m)
+			}
+		}
+	})
+}
+
+// FuzzReader: any byte stream gives messages then an error, never a panic,
+// never ErrUsage (the loop below uses the Reader correctly), and the Reader
+// never holds a buffer larger than MaxFrame.
+func FuzzReader(f *testing.F) {
+	addSampleSeeds(f, func(_ Type, _, b []byte) { f.Add(false, b) })
+	chunks, _ := stream(f, &Chunk{Job: 1, Len: 100}, &Ping{}, &Chunk{Job: 2, Len: 30}, &Done{Job: 2})
+	f.Add(true, chunks)
+	f.Add(false, chunks)
+	f.Add(false, header(1<<31, Version, TypeFetch))
+	f.Fuzz(func(t *testing.T, tiny bool, data []byte) {
+		size := readBufSize
+		if tiny {
+			size = 16 // frames beyond 10 bytes of body take the growing-buffer path
+		}
+		r := newReaderSize(bytes.NewReader(data), fuzzLimits, size)
+		dst := make([]byte, fuzzLimits.MaxChunk)
+		for i := 0; ; i++ {
+			m, err := r.Next()
+			if cap(r.buf) > int(fuzzLimits.MaxFrame) {
+				t.Fatalf("buffer grew to %d, MaxFrame %d", cap(r.buf), fuzzLimits.MaxFrame)
+			}
+			if err != nil {
+				if errors.Is(err, ErrUsage) {
+					t.Fatalf("frame %d: %v", i, err)
+				}
+				if err != io.EOF && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, ErrMalformed) &&
+					!errors.Is(err, ErrTooLarge) && !errors.Is(err, ErrUnknownType) && !errors.Is(err, ErrVersion) {
+					t.Fatalf("frame %d: error wraps no sentinel: %v", i, err)
+				}
+				return
+			}
+			if _, err := Append(nil, m); err != nil {
+				t.Fatalf("frame %d: Append of a read %T: %v", i, m, err)
+			}
+			if c, ok := m.(*Chunk); ok {
+				if i%2 == 0 {
+					err = r.ReadPayload(dst[:c.Len])
+				} else {
+					err = r.DiscardPayload()
+				}
+				if errors.Is(err, ErrUsage) {
+					t.Fatalf("frame %d payload: %v", i, err)
+				}
+			}
+		}
+	})
+}
+
+// FuzzRoundTrip builds a message of each type from the fuzzer's values,
+// encodes it, and reads it back through both Decode and Reader. Append must
+// refuse exactly the messages that break DefaultLimits.
+func FuzzRoundTrip(f *testing.F) {
+	f.Add(uint8(TypeHello), uint64(1), uint64(2), uint32(4096), uint32(3), "10.0.0.1:7000", "pod", []byte("0123456789abcdef"), true)
+	f.Add(uint8(TypeFetch), uint64(1), uint64(2), uint32(0), uint32(0), "", "", bytes.Repeat([]byte{7}, 16*9), false)
+	f.Add(uint8(TypeLookupResp), uint64(0), uint64(0), uint32(1), uint32(1), "req", "", bytes.Repeat([]byte{0xa5}, 16*17), true)
+	f.Add(uint8(TypeChunk), uint64(1), uint64(2), uint32(1<<28-100), uint32(100), "", "", []byte(nil), false)
+	f.Add(uint8(TypeChunk), uint64(1), uint64(2), uint32(0), uint32(4<<20+1), "", "", []byte(nil), false)
+	f.Fuzz(func(t *testing.T, typ uint8, a, b uint64, c, d uint32, s1, s2 string, raw []byte, flag bool) {
+		m := build(Type(typ%uint8(typeEnd-1)+1), a, b, c, d, s1, s2, raw, flag)
+		enc, err := Append(nil, m)
+		if want := valid(m); (err == nil) != want {
+			t.Fatalf("Append(%+v): %v, want valid=%v", m, err, want)
+		}
+		if err != nil {
+			return
+		}
+		typ2, body := splitFrame(t, enc)
+		got, err := Decode(typ2, body, DefaultLimits())
+		if err != nil || !reflect.DeepEqual(got, m) {
+			t.Fatalf("Decode = %+v, %v; want %+v", got, err, m)
+		}
+		got, err = NewReader(bytes.NewReader(enc), DefaultLimits()).Next()
+		if err != nil || !reflect.DeepEqual(got, m) {
+			t.Fatalf("Reader.Next = %+v, %v; want %+v", got, err, m)
+		}
+	})
+}
+
+// build makes a message of type t from the fuzzer's values. Lists come from
+// raw: one key per 16 bytes, hits and slots derived from the keys, nil when
+// empty as the decoder returns them.
+func build(t Type, a, b uint64, c, d uint32, s1, s2 string, raw []byte, flag bool) Message {
+	var ks []Key
+	for i := 0; i+KeySize <= len(raw); i += KeySize {
+		ks = append(ks, Key(raw[i:i+KeySize]))
+	}
+	var hits []bool
+	var slots []uint32
+	for _, k := range ks {
+		hits = append(hits, k[0]&1 == 1)
+		slots = append(slots, binary.BigEndian.Uint32(k[:]))
+	}
+	switch t {
+	case TypeHello:
+		return &Hello{Version: uint8(a), PeerID: s1, Incarnation: b, Domain: s2, BlockBytes: c,
+			Fingerprint: string(raw), HashSeed: s1 + s2, MaxInflight: d, MaxFrame: uint32(a >> 32)}
+	case TypeHelloAck:
+		return &HelloAck{PeerID: s1, Incarnation: a}
+	case TypePing:
+		return &Ping{Seq: a}
+	case TypePong:
+		return &Pong{Seq: a}
+	case TypeLookup:
+		return &Lookup{ReqID: s1, Round: a, Keys: ks}
+	case TypeLookupResp:
+		return &LookupResp{ReqID: s1, Round: a, Keys: ks, Hits: hits}
+	case TypeFetch:
+		return &Fetch{ReqID: s1, Round: a, Job: b, Keys: ks, Slots: slots}
+	case TypeTransferDone:
+		return &TransferDone{ReqID: s1, Round: a, Job: b, Success: flag, Bytes: uint64(c)<<32 | uint64(d)}
+	case TypeAbort:
+		return &Abort{ReqID: s1, Round: a, Job: b}
+	case TypeAbortAck:
+		return &AbortAck{ReqID: s1, Round: a, Job: b}
+	case TypeGoodbye:
+		return &Goodbye{Reason: GoodbyeReason(c), Detail: s1}
+	case TypeDataAttach:
+		return &DataAttach{PeerID: s1, Incarnation: a}
+	case TypeChunk:
+		return &Chunk{Job: a, Block: uint32(b), Offset: c, Len: d, CRC: uint32(b >> 32)}
+	case TypeProgress:
+		return &Progress{Job: a, Bytes: b, Queued: flag}
+	case TypeDone:
+		return &Done{Job: a, Bytes: b}
+	case TypeError:
+		return &Error{Job: a, Code: ErrorCode(c), Msg: s1}
+	case TypeProbe:
+		return &Probe{Seq: a}
+	case TypeProbeAck:
+		return &ProbeAck{Seq: a}
+	}
+	panic("build: type " + t.String())
+}
+
+// valid restates DefaultLimits independently of the encoder, for the
+// fields build can push past them.
+func valid(m Message) bool {
+	lim := DefaultLimits()
+	str := func(ss ...string) bool {
+		for _, s := range ss {
+			if len(s) > int(lim.MaxString) {
+				return false
+			}
+		}
+		return true
+	}
+	switch m := m.(type) {
+	case *Hello:
+		return str(m.PeerID, m.Domain, m.Fingerprint, m.HashSeed) && m.BlockBytes != 0 && m.BlockBytes <= lim.MaxBlockSize
+	case *Chunk:
+		return m.Len <= lim.MaxChunk && uint64(m.Offset)+uint64(m.Len) <= uint64(lim.MaxBlockSize)
+	case *HelloAck:
+		return str(m.PeerID)
+	case *Lookup:
+		return str(m.ReqID) && len(m.Keys) <= int(lim.MaxKeys)
+	case *LookupResp:
+		return str(m.ReqID) && len(m.Keys) <= int(lim.MaxKeys)
+	case *Fetch:
+		return str(m.ReqID) && len(m.Keys) <= int(lim.MaxKeys)
+	case *TransferDone:
+		return str(m.ReqID)
+	case *Abort:
+		return str(m.ReqID)
+	case *AbortAck:
+		return str(m.ReqID)
+	case *Goodbye:
+		return str(m.Detail)
+	case *DataAttach:
+		return str(m.PeerID)
+	case *Error:
+		return str(m.Msg)
+	}
+	return true
+}

@@ -1,0 +1,254 @@
+package wire
+
+// Version is the protocol version carried in every frame header and in Hello.
+// A frame with another version is refused with ErrVersion.
+const Version uint8 = 1
+
+// KeySize is the size of a block key: the engine's chained prefix hash,
+// truncated or padded to 16 bytes.
+const KeySize = 16
+
+// Key names one block.
+type Key [KeySize]byte
+
+// Type identifies a message. Values are stable on the wire: never reorder,
+// only append.
+type Type uint8
+
+const (
+	TypeInvalid Type = iota
+	// Control plane.
+	TypeHello
+	TypeHelloAck
+	TypePing
+	TypePong
+	TypeLookup
+	TypeLookupResp
+	TypeFetch
+	TypeTransferDone
+	TypeAbort
+	TypeAbortAck
+	TypeGoodbye
+	// Data plane.
+	TypeDataAttach
+	TypeChunk
+	TypeProgress
+	TypeDone
+	TypeError
+	// Probes over the data path (failure-domain policy).
+	TypeProbe
+	TypeProbeAck
+	typeEnd
+)
+
+var typeNames = [...]string{
+	TypeInvalid: "invalid", TypeHello: "hello", TypeHelloAck: "hello-ack",
+	TypePing: "ping", TypePong: "pong", TypeLookup: "lookup", TypeLookupResp: "lookup-resp",
+	TypeFetch: "fetch", TypeTransferDone: "transfer-done", TypeAbort: "abort",
+	TypeAbortAck: "abort-ack", TypeGoodbye: "goodbye", TypeDataAttach: "data-attach",
+	TypeChunk: "chunk", TypeProgress: "progress", TypeDone: "done", TypeError: "error",
+	TypeProbe: "probe", TypeProbeAck: "probe-ack",
+}
+
+func (t Type) String() string {
+	if t < typeEnd {
+		return typeNames[t]
+	}
+	return "unknown"
+}
+
+// Message is any decoded frame body.
+type Message interface {
+	Type() Type
+}
+
+// Limits bounds what a decoder accepts. Every length on the wire is checked
+// against these before anything is allocated.
+type Limits struct {
+	MaxFrame     uint32 // whole frame, length prefix and header included (a Chunk's payload excluded: see MaxChunk)
+	MaxKeys      uint32 // keys in one Lookup, LookupResp or Fetch
+	MaxString    uint32 // any string field (peer id, domain, request id, reason)
+	MaxChunk     uint32 // payload bytes of one Chunk
+	MaxBlockSize uint32 // largest block a peer may announce
+}
+
+// DefaultLimits are generous for real deployments and still bounded.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxFrame:     4 << 20,
+		MaxKeys:      64 << 10,
+		MaxString:    4 << 10,
+		MaxChunk:     4 << 20,
+		MaxBlockSize: 256 << 20,
+	}
+}
+
+// Hello opens a session; both sides send one as soon as the control
+// connection exists. A peer validates it and answers HelloAck or Goodbye.
+type Hello struct {
+	Version     uint8
+	PeerID      string // advertised host:port
+	Incarnation uint64 // picked at process start; a new value is a new peer
+	Domain      string // failure domain; empty means "its own"
+	BlockBytes  uint32
+	Fingerprint string // layout fingerprint; empty is compatible with anything
+	HashSeed    string
+	MaxInflight uint32 // max in-flight jobs the sender accepts
+	MaxFrame    uint32 // max frame the sender accepts
+}
+
+// HelloAck accepts the peer's Hello.
+type HelloAck struct {
+	PeerID      string
+	Incarnation uint64
+}
+
+// Ping asks for a Pong; any traffic is proof of life, so pings are sent
+// only on idle connections.
+type Ping struct{ Seq uint64 }
+
+// Pong answers a Ping.
+type Pong struct{ Seq uint64 }
+
+// Lookup asks which of Keys the producer holds, for one request and round.
+type Lookup struct {
+	ReqID string
+	Round uint64
+	Keys  []Key
+}
+
+// LookupResp answers one Lookup, keys in the lookup's order.
+type LookupResp struct {
+	ReqID string
+	Round uint64
+	Keys  []Key
+	Hits  []bool // same length as Keys
+}
+
+// Fetch asks the producer to stream Keys into the consumer's Slots, as job
+// Job of round Round. An empty Keys list is the terminal "request finished".
+type Fetch struct {
+	ReqID string
+	Round uint64
+	Job   uint64
+	Keys  []Key
+	Slots []uint32 // same length as Keys
+}
+
+// TransferDone ends a round's transfer from the producer's side.
+type TransferDone struct {
+	ReqID   string
+	Round   uint64
+	Job     uint64
+	Success bool
+	Bytes   uint64
+}
+
+// Abort asks the producer to stop a round.
+type Abort struct {
+	ReqID string
+	Round uint64
+	Job   uint64
+}
+
+// AbortAck says the producer has stopped writing for the round.
+type AbortAck struct {
+	ReqID string
+	Round uint64
+	Job   uint64
+}
+
+// GoodbyeReason says why a session ends in order. Stable on the wire.
+type GoodbyeReason uint8
+
+const (
+	GoodbyeUnspecified GoodbyeReason = iota
+	GoodbyeIdle
+	GoodbyeShutdown
+	GoodbyeIncompatible
+	GoodbyeDuplicate
+	GoodbyeProtocol
+	GoodbyeTooManyPeers
+)
+
+// Goodbye ends a session in order. Never evidence of a fault.
+type Goodbye struct {
+	Reason GoodbyeReason
+	Detail string
+}
+
+// DataAttach is the first frame on a data connection: it names the session
+// the connection belongs to.
+type DataAttach struct {
+	PeerID      string
+	Incarnation uint64
+}
+
+// Chunk carries Len payload bytes of block Block of job Job, at Offset within
+// the block. The payload follows the header on the wire and is not part of
+// the decoded struct: the reader copies it straight into its slot.
+type Chunk struct {
+	Job    uint64
+	Block  uint32
+	Offset uint32
+	Len    uint32
+	CRC    uint32 // CRC32C (Castagnoli) of the payload
+}
+
+// Progress is sent at least every progress interval while a job is queued
+// or sending, so that silence on the data path means a fault.
+type Progress struct {
+	Job    uint64
+	Bytes  uint64 // bytes sent so far
+	Queued bool   // not started yet: waiting behind other jobs
+}
+
+// Done ends a job on the data path: every chunk has been sent.
+type Done struct {
+	Job   uint64
+	Bytes uint64
+}
+
+// ErrorCode is a data-path failure reason. Stable on the wire.
+type ErrorCode uint8
+
+const (
+	ErrUnspecified ErrorCode = iota
+	ErrAborted
+	ErrNoSupply
+	ErrSlotGone
+	ErrInternal
+)
+
+// Error ends a job on the data path with a failure.
+type Error struct {
+	Job  uint64
+	Code ErrorCode
+	Msg  string
+}
+
+// Probe asks the peer's data path to answer; used to tell a live sibling
+// from a dead one when its failure domain is suspect.
+type Probe struct{ Seq uint64 }
+
+// ProbeAck answers a Probe.
+type ProbeAck struct{ Seq uint64 }
+
+func (*Hello) Type() Type        { return TypeHello }
+func (*HelloAck) Type() Type     { return TypeHelloAck }
+func (*Ping) Type() Type         { return TypePing }
+func (*Pong) Type() Type         { return TypePong }
+func (*Lookup) Type() Type       { return TypeLookup }
+func (*LookupResp) Type() Type   { return TypeLookupResp }
+func (*Fetch) Type() Type        { return TypeFetch }
+func (*TransferDone) Type() Type { return TypeTransferDone }
+func (*Abort) Type() Type        { return TypeAbort }
+func (*AbortAck) Type() Type     { return TypeAbortAck }
+func (*Goodbye) Type() Type      { return TypeGoodbye }
+func (*DataAttach) Type() Type   { return TypeDataAttach }
+func (*Chunk) Type() Type        { return TypeChunk }
+func (*Progress) Type() Type     { return TypeProgress }
+func (*Done) Type() Type         { return TypeDone }
+func (*Error) Type() Type        { return TypeError }
+func (*Probe) Type() Type        { return TypeProbe }
+func (*ProbeAck) Type() Type     { return TypeProbeAck }
