@@ -313,7 +313,9 @@ func (c *Conn) ProbeAckDrops() uint64 {
 
 // Open announces producer job job with no blocks yet: until blocks arrive
 // by Send, the writer sends Progress{Queued: true} every ProgressInterval.
-// Opening a job that is already open does nothing.
+// Once a chunk of the job was written, its Progress frames (sent while it
+// waits for more blocks) have Queued false. Opening a job that is already
+// open does nothing.
 func (c *Conn) Open(job uint64) { c.push(command{kind: cmdOpen, job: job}) }
 
 // Send queues blocks of producer job job (opening it if needed), to be
@@ -334,11 +336,13 @@ func (c *Conn) Send(job uint64, blocks []Block, last bool) {
 
 // Cancel stops producer job job as soon as possible: at most the chunk being
 // written completes, then the writer writes wire.Error{Code: ErrAborted} and
-// emits SendEnd{OK: false}. For a job this side does not know (never opened,
-// or already ended) it still writes the Error frame and emits SendEnd, so
-// the consumer always sees a terminal frame; a peer ignores a terminal frame
-// for a job it no longer expects, and the node should ignore a SendEnd for a
-// job it no longer tracks.
+// emits SendEnd{OK: false}. If the job's Done is already built but not yet
+// written, Cancel does nothing and SendEnd{OK: true} follows. For a job
+// this side does not know (never opened, or already ended) it still writes
+// the Error frame and emits SendEnd{OK: false}, so the consumer always sees a
+// terminal frame; a peer ignores a terminal frame for a job it no longer
+// expects, and the node should ignore a SendEnd for a job it no longer
+// tracks.
 func (c *Conn) Cancel(job uint64) { c.push(command{kind: cmdCancel, job: job}) }
 
 // Probe sends wire.Probe{Seq: seq}; the peer answers and a ProbeAck{seq}

@@ -157,8 +157,8 @@ func TestLyingPeer(t *testing.T) {
 	badLen := append([]byte(nil), valid...)
 	binary.BigEndian.PutUint32(badLen, 3) // frame length shorter than the chunk body
 	cases := []struct {
-		name  string
-		bytes func(t *testing.T) []byte
+		name   string
+		bytes  func(t *testing.T) []byte
 		landed int // bytes of slot 0 that must hold the valid prefix
 	}{
 		{"unknown job", func(*testing.T) []byte { return chunkFrame(wire.Chunk{Job: 9, Len: 16}, make([]byte, 16)) }, 0},

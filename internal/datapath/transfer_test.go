@@ -2,7 +2,11 @@ package datapath
 
 import (
 	"errors"
+	"io"
+	"net"
 	"testing"
+
+	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
 // testCfg has blocks that split into three full chunks and a short one.
@@ -190,4 +194,56 @@ func TestConfigErrors(t *testing.T) {
 			t.Errorf("Start with %+v: no error", cfg)
 		}
 	}
+}
+
+// TestStartWithReader: the node reads DataAttach through a wire.Reader that
+// also buffered the frame after it (a Probe); the Conn must read on through
+// that Reader, answer the Probe, and then take chunks as usual.
+func TestStartWithReader(t *testing.T) {
+	raw, nb := net.Pipe()
+	payload := make([]byte, 64)
+	pattern(payload, 3, 0)
+	first := append(frame(t, &wire.DataAttach{PeerID: "10.0.0.1:7777", Incarnation: 1}), frame(t, &wire.Probe{Seq: 9})...)
+	second := append(chunkFrame(wire.Chunk{Job: 3, Len: 64}, payload), frame(t, &wire.Done{Job: 3, Bytes: 64})...)
+	expected := make(chan struct{})
+	acked := make(chan error, 1)
+	go func() { // ends when raw is closed
+		raw.Write(first)
+		rr := wire.NewReader(raw, wire.DefaultLimits())
+		for {
+			m, err := rr.Next()
+			if err != nil {
+				acked <- err
+				return
+			}
+			if a, ok := m.(*wire.ProbeAck); ok && a.Seq == 9 {
+				break
+			}
+		}
+		acked <- nil
+		<-expected
+		raw.Write(second)
+		io.Copy(io.Discard, raw)
+	}()
+
+	rd := wire.NewReader(nb, wire.DefaultLimits())
+	if m, err := rd.Next(); err != nil || m.Type() != wire.TypeDataAttach {
+		t.Fatalf("first frame: %v, %v", m, err)
+	}
+	p := &peer{mem: newArena(1, 64), ev: newSink()}
+	var err error
+	if p.c, err = StartWithReader(nb, rd, Config{BlockBytes: 64}, p.mem, p.ev.emit); err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	defer p.stop(t)
+	if err := <-acked; err != nil {
+		t.Fatalf("no ProbeAck for the buffered Probe: %v", err)
+	}
+	p.c.Expect(3, []uint32{0})
+	close(expected)
+	if e := p.ev.recvEnd(t, 3); !e.OK {
+		t.Fatalf("%+v", e)
+	}
+	wantPattern(t, p.mem.Slot(0), 3, 0)
 }

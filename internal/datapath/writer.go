@@ -173,7 +173,7 @@ func (w *writer) apply(cmd *command, now time.Time) {
 	case cmdCancel:
 		if j := w.jobs[cmd.job]; j != nil {
 			w.finish(j, false)
-		} else {
+		} else if !w.ending(cmd.job) {
 			w.appendError(cmd.job, 0)
 		}
 	case cmdProbe:
@@ -210,6 +210,17 @@ func (w *writer) finish(j *sendJob, ok bool) {
 	w.done = wire.Done{Job: j.id, Bytes: j.bytes}
 	w.appendFrame(&w.done)
 	w.ends = append(w.ends, ending{job: j.id, ok: true, bytes: j.bytes})
+}
+
+// ending reports whether job's terminal frame is already in out, not yet
+// written: a Cancel then has nothing left to do.
+func (w *writer) ending(job uint64) bool {
+	for _, e := range w.ends {
+		if e.job == job {
+			return true
+		}
+	}
+	return false
 }
 
 func (w *writer) appendError(job, bytes uint64) {

@@ -1,0 +1,175 @@
+package kvp2p
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/loads"
+)
+
+// Config configures a Node. The zero value of every field means its
+// default; Validate reports the first bad field by name.
+type Config struct {
+	// PeerID is the node's advertised, routable host:port (vLLM's
+	// host:base_port+dp_rank). Required.
+	PeerID string `yaml:"peer_id"`
+	// Listen is the address to bind; default PeerID.
+	Listen string `yaml:"listen"`
+	// FailureDomain names what fails with this node (a pod UID, a node
+	// name); empty means the node is its own domain.
+	FailureDomain string `yaml:"failure_domain"`
+	// Policy is the failure policy: per-peer (vLLM main, the default for
+	// now) or host-group (vLLM PR #64678).
+	Policy string `yaml:"policy"`
+
+	BlockBytes  int    `yaml:"block_bytes"`  // bytes per block; default 262144
+	Slots       int    `yaml:"slots"`        // arena size in blocks; default 1024
+	ChunkBytes  int    `yaml:"chunk_bytes"`  // data-path chunk; default 262144
+	Fingerprint string `yaml:"fingerprint"`  // layout fingerprint; empty is compatible with anything
+	HashSeed    string `yaml:"hash_seed"`    // must match the peers'
+	Incarnation uint64 `yaml:"incarnation"` // default: picked at start
+
+	// Timers; zero means the policy preset's value (design.md §5).
+	Timers Timers `yaml:"timers"`
+
+	// Dial maps a peer id to the address to dial; default: the peer id.
+	// The demo uses it to run "hosts" on 127.0.0.1.
+	Dial func(peerID string) string `yaml:"-"`
+	// Log receives structured logs; default: discard.
+	Log *slog.Logger `yaml:"-"`
+}
+
+// Timers are the node's timers; zero means the preset's value.
+type Timers struct {
+	HeartbeatInterval    time.Duration `yaml:"heartbeat_interval"`
+	HeartbeatTimeout     time.Duration `yaml:"heartbeat_timeout"`
+	ProgressInterval     time.Duration `yaml:"progress_interval"`
+	StallTimeout         time.Duration `yaml:"stall_timeout"` // negative: watchdog off
+	LoadTimeoutSymmetric time.Duration `yaml:"load_timeout_symmetric"`
+	LoadTimeoutPD        time.Duration `yaml:"load_timeout_pd"`
+	AbortAckTimeout      time.Duration `yaml:"abort_ack_timeout"`
+	HandshakeTimeout     time.Duration `yaml:"handshake_timeout"`
+	LookupTimeout        time.Duration `yaml:"lookup_timeout"` // negative: none
+	IdleTimeout          time.Duration `yaml:"idle_timeout"`
+	UnboundStoreTimeout  time.Duration `yaml:"unbound_store_timeout"`
+	HostQuarantine       time.Duration `yaml:"host_quarantine"`
+	ShutdownDrain        time.Duration `yaml:"shutdown_drain"`
+	MaxPeers             int           `yaml:"max_peers"`
+}
+
+// Defaults for the non-timer fields.
+const (
+	DefaultBlockBytes = 256 << 10
+	DefaultSlots      = 1024
+	DefaultChunkBytes = 256 << 10
+)
+
+// Validate checks the config and names the first bad field.
+func (c *Config) Validate() error {
+	if c.PeerID == "" {
+		return errors.New("kvp2p: config: peer_id is required (host:port)")
+	}
+	if _, p, err := net.SplitHostPort(c.PeerID); err != nil {
+		return fmt.Errorf("kvp2p: config: peer_id %q: %v", c.PeerID, err)
+	} else if n, err := strconv.Atoi(p); err != nil || n <= 0 || n > 65535 {
+		return fmt.Errorf("kvp2p: config: peer_id %q: port must be 1-65535", c.PeerID)
+	}
+	if c.Listen != "" {
+		if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+			return fmt.Errorf("kvp2p: config: listen %q: %v", c.Listen, err)
+		}
+	}
+	if c.Policy != "" {
+		if _, err := health.New(c.Policy, health.Options{}); err != nil {
+			return fmt.Errorf("kvp2p: config: policy: %v", err)
+		}
+	}
+	switch {
+	case c.BlockBytes < 0 || c.BlockBytes > 256<<20:
+		return fmt.Errorf("kvp2p: config: block_bytes %d: must be 1..%d", c.BlockBytes, 256<<20)
+	case c.Slots < 0:
+		return fmt.Errorf("kvp2p: config: slots %d: must be positive", c.Slots)
+	case c.ChunkBytes < 0 || c.ChunkBytes > 4<<20:
+		return fmt.Errorf("kvp2p: config: chunk_bytes %d: must be 1..%d", c.ChunkBytes, 4<<20)
+	case c.Timers.MaxPeers < 0:
+		return fmt.Errorf("kvp2p: config: timers.max_peers %d: must be positive", c.Timers.MaxPeers)
+	}
+	for name, d := range map[string]time.Duration{
+		"heartbeat_interval": c.Timers.HeartbeatInterval, "heartbeat_timeout": c.Timers.HeartbeatTimeout,
+		"progress_interval": c.Timers.ProgressInterval, "load_timeout_symmetric": c.Timers.LoadTimeoutSymmetric,
+		"load_timeout_pd": c.Timers.LoadTimeoutPD, "abort_ack_timeout": c.Timers.AbortAckTimeout,
+		"handshake_timeout": c.Timers.HandshakeTimeout, "idle_timeout": c.Timers.IdleTimeout,
+		"unbound_store_timeout": c.Timers.UnboundStoreTimeout, "host_quarantine": c.Timers.HostQuarantine,
+		"shutdown_drain": c.Timers.ShutdownDrain,
+	} {
+		if d < 0 {
+			return fmt.Errorf("kvp2p: config: timers.%s %v: must not be negative", name, d)
+		}
+	}
+	return nil
+}
+
+// withDefaults returns the config with every zero field filled.
+func (c Config) withDefaults() Config {
+	if c.Listen == "" {
+		c.Listen = c.PeerID
+	}
+	if c.Policy == "" {
+		c.Policy = health.PerPeer
+	}
+	if c.BlockBytes == 0 {
+		c.BlockBytes = DefaultBlockBytes
+	}
+	if c.Slots == 0 {
+		c.Slots = DefaultSlots
+	}
+	if c.ChunkBytes == 0 {
+		c.ChunkBytes = DefaultChunkBytes
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	if c.Dial == nil {
+		c.Dial = func(id string) string { return id }
+	}
+	return c
+}
+
+// timers merges the configured timers over the policy's preset.
+func (c Config) timers() loads.Timers {
+	t := loads.PresetTimers(c.Policy)
+	o := c.Timers
+	set := func(dst *time.Duration, v time.Duration) {
+		if v != 0 {
+			*dst = v
+		}
+	}
+	set(&t.HeartbeatInterval, o.HeartbeatInterval)
+	set(&t.HeartbeatTimeout, o.HeartbeatTimeout)
+	set(&t.ProgressInterval, o.ProgressInterval)
+	set(&t.StallTimeout, o.StallTimeout)
+	if t.StallTimeout < 0 {
+		t.StallTimeout = 0
+	}
+	set(&t.LoadTimeoutSymmetric, o.LoadTimeoutSymmetric)
+	set(&t.LoadTimeoutPD, o.LoadTimeoutPD)
+	set(&t.AbortAckTimeout, o.AbortAckTimeout)
+	set(&t.HandshakeTimeout, o.HandshakeTimeout)
+	set(&t.LookupTimeout, o.LookupTimeout)
+	if t.LookupTimeout < 0 {
+		t.LookupTimeout = 0
+	}
+	set(&t.IdleTimeout, o.IdleTimeout)
+	set(&t.UnboundStoreTimeout, o.UnboundStoreTimeout)
+	set(&t.HostQuarantine, o.HostQuarantine)
+	set(&t.ShutdownDrain, o.ShutdownDrain)
+	if o.MaxPeers != 0 {
+		t.MaxPeers = o.MaxPeers
+	}
+	return t
+}

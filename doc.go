@@ -1,0 +1,19 @@
+// Package kvp2p is a peer-to-peer KV-cache tier for fleets of LLM inference
+// engines. A Node runs next to one engine rank: it serves the blocks its
+// engine computed to other ranks, and pulls blocks its engine needs from
+// them, falling back to local prefill when a peer fails.
+//
+// The engine talks to its node through Manager, whose calls mirror vLLM's
+// secondary-tier API: NewRequest with the request's transfer parameters,
+// Lookup (HIT, MISS or RETRY), SubmitLoad, SubmitStore, PollFinished,
+// RequestFinished. Every call is safe for concurrent use: it is forwarded
+// to the node's loop, the one goroutine that owns the node's decision state
+// (internal/loads) and block store.
+//
+// The loop performs what the decision core returns: it dials and accepts
+// control and data connections, hands messages to one writer goroutine per
+// connection, and drives the data path (internal/datapath), which streams
+// block bytes straight between sockets and arena slots. No lock is held
+// across I/O. Many nodes can run in one process: there is no package-level
+// state.
+package kvp2p
