@@ -407,11 +407,3 @@ func (c *Conn) Expect(job uint64, slots []uint32) {
 	}
 	c.recv[job] = rj
 }
-
-// deadline returns now+d, or the zero time (no deadline) for d <= 0.
-func deadline(now time.Time, d time.Duration) time.Time {
-	if d <= 0 {
-		return time.Time{}
-	}
-	return now.Add(d)
-}

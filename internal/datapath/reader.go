@@ -28,8 +28,7 @@ type reader struct {
 	rd *wire.Reader
 }
 
-// run is the reader goroutine. It returns nil when the Conn is failing
-// already, else why it stopped.
+// run is the reader goroutine. It returns why it stopped.
 func (r *reader) run() error {
 	c := r.c
 	for {
@@ -142,15 +141,11 @@ func (c *Conn) lookup(job uint64) *recvJob {
 	return rj
 }
 
-// ioErr classifies a read error: nil if the Conn is closing anyway (closing
-// nc is how the reader is stopped), a protocol error if the peer sent bytes
-// the codec refuses, a timeout, or the I/O error itself.
+// ioErr classifies a read error: a protocol error if the peer sent bytes
+// the codec refuses, a timeout, or the I/O error itself. When the Conn is
+// closing already (closing nc is how the reader is stopped) the error is a
+// consequence, and fail keeps the first one.
 func (r *reader) ioErr(err error) error {
-	select {
-	case <-r.c.quit:
-		return nil
-	default:
-	}
 	switch {
 	case errors.Is(err, wire.ErrVersion), errors.Is(err, wire.ErrTooLarge),
 		errors.Is(err, wire.ErrMalformed), errors.Is(err, wire.ErrUnknownType):

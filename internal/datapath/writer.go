@@ -74,7 +74,7 @@ func newWriter(c *Conn) *writer {
 // the control frames that are due plus at most one chunk header, and writes
 // them with the chunk's payload in one writev; with nothing to write it
 // waits for a command, a Progress deadline or the keepalive deadline. It
-// returns nil when the Conn is failing already, else the write error.
+// returns nil when the Conn is closing, else the write error.
 func (w *writer) run() error {
 	defer w.exit()
 	cfg := &w.c.cfg
@@ -338,11 +338,8 @@ func (w *writer) write(payload []byte, now time.Time) error {
 		w.bufArr = [2][]byte{}
 	}
 	if err != nil {
-		select {
-		case <-c.quit:
-			return nil // closing already: the error is a consequence
-		default:
-		}
+		// If the Conn is closing already this error is a consequence, and
+		// fail keeps the first one.
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			return fmt.Errorf("datapath: write: %w: %w", ErrTimeout, err)
 		}

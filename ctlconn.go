@@ -1,0 +1,108 @@
+package kvp2p
+
+import (
+	"net"
+	"sync"
+	"time"
+
+	"github.com/kvp2p/kvp2p/internal/datapath"
+	"github.com/kvp2p/kvp2p/internal/loads"
+	"github.com/kvp2p/kvp2p/internal/wire"
+)
+
+// ctlConn is one control connection and its session's data connection.
+// Fields are owned by the node's loop; the writer and reader goroutines
+// touch only the socket and the writer's queue.
+type ctlConn struct {
+	id        loads.ConnID
+	nc        net.Conn
+	w         *msgWriter
+	data      *datapath.Conn
+	dataDone  bool // the data connection's Closed event arrived (or it never existed)
+	closing   bool // ActClose seen
+	reported  bool // DataClosed told to the table
+	key       attachKey
+	heldHello *wire.Hello // inbound: the peer's Hello, held until its data connection attaches
+	heldAt    time.Time
+}
+
+// attachKey matches a data connection to its control connection.
+type attachKey struct {
+	peer string
+	inc  uint64
+}
+
+// msgWriter is the one goroutine that writes a control connection. Senders
+// append to a queue under a mutex that is never held across I/O.
+type msgWriter struct {
+	nc      net.Conn
+	timeout time.Duration
+	mu      sync.Mutex
+	queue   []wire.Message
+	closing bool
+	wake    chan struct{}
+	done    chan struct{}
+}
+
+func newMsgWriter(nc net.Conn, timeout time.Duration) *msgWriter {
+	w := &msgWriter{nc: nc, timeout: timeout, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	go w.run()
+	return w
+}
+
+// send queues m; it never blocks.
+func (w *msgWriter) send(m wire.Message) {
+	w.mu.Lock()
+	if !w.closing {
+		w.queue = append(w.queue, m)
+	}
+	w.mu.Unlock()
+	w.poke()
+}
+
+// close flushes what is queued (a Goodbye, say), then closes the socket.
+func (w *msgWriter) close() {
+	w.mu.Lock()
+	w.closing = true
+	w.mu.Unlock()
+	w.poke()
+}
+
+func (w *msgWriter) poke() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (w *msgWriter) run() {
+	defer close(w.done)
+	defer w.nc.Close()
+	var buf []byte
+	var batch []wire.Message
+	for range w.wake {
+		w.mu.Lock()
+		batch = append(batch[:0], w.queue...)
+		clear(w.queue)
+		w.queue = w.queue[:0]
+		closing := w.closing
+		w.mu.Unlock()
+		buf = buf[:0]
+		for _, m := range batch {
+			var err error
+			if buf, err = wire.Append(buf, m); err != nil {
+				return // our own bug; the reader sees the close and the session ends
+			}
+		}
+		clear(batch)
+		if len(buf) > 0 {
+			_ = w.nc.SetWriteDeadline(time.Now().Add(w.timeout))
+			if _, err := w.nc.Write(buf); err != nil {
+				return
+			}
+		}
+		if closing {
+			return
+		}
+	}
+}

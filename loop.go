@@ -1,0 +1,286 @@
+package kvp2p
+
+import (
+	"time"
+
+	"github.com/kvp2p/kvp2p/internal/datapath"
+	"github.com/kvp2p/kvp2p/internal/loads"
+	"github.com/kvp2p/kvp2p/internal/session"
+	"github.com/kvp2p/kvp2p/internal/wire"
+)
+
+// loop is the one goroutine that owns the node's decision state: it feeds
+// the table events and the clock, and performs the actions it returns.
+func (n *Node) loop() {
+	tick := time.NewTicker(tickEvery)
+	defer tick.Stop()
+	defer close(n.done)
+	stopReq := n.stopReq
+	for {
+		select {
+		case ev := <-n.events:
+			n.handle(ev)
+		case f := <-n.calls:
+			f()
+		case now := <-tick.C:
+			n.tb.Tick(now)
+			n.expirePending(now)
+		case <-stopReq:
+			stopReq = nil // handled once
+			n.ln.Close()
+			n.tb.Shutdown(time.Now())
+		case <-n.quit:
+			n.closeAll()
+			return
+		}
+		n.perform()
+		if stopReq == nil && n.tb.Drained() && len(n.conns) == 0 {
+			n.closeAll()
+			return
+		}
+	}
+}
+
+// closeAll closes the listener and every socket; the goroutines end on
+// their own I/O errors, and the loop no longer listens to their events.
+func (n *Node) closeAll() {
+	n.ln.Close()
+	for _, c := range n.conns {
+		if c.nc != nil {
+			c.nc.Close()
+		}
+		if c.data != nil {
+			c.data.Close()
+		}
+	}
+	for _, p := range n.pendingData {
+		p.nc.Close()
+	}
+}
+
+func (n *Node) handle(ev event) {
+	now := time.Now()
+	switch ev := ev.(type) {
+	case evAccepted:
+		n.accepted(now, ev)
+	case evDialed:
+		c := n.conns[ev.id]
+		if c == nil || c.closing {
+			if ev.err == nil {
+				ev.ctl.Close()
+				ev.data.Close()
+			}
+			if c != nil {
+				n.dataClosed(now, c)
+			}
+			return
+		}
+		if ev.err != nil {
+			n.log.Info("dial failed", "peer", c.key.peer, "err", ev.err)
+			c.dataDone = true
+			n.tb.ConnLost(now, ev.id)
+			return
+		}
+		c.nc = ev.ctl
+		c.w = newMsgWriter(ev.ctl, n.timers.HeartbeatTimeout)
+		n.wg.Add(1)
+		go n.readCtl(c.id, wire.NewReader(ev.ctl, n.lim))
+		n.startData(c, ev.data, nil)
+		n.tb.Connected(now, ev.id)
+	case evCtlMsg:
+		c := n.conns[ev.id]
+		if c == nil || c.closing {
+			return
+		}
+		if h, ok := ev.msg.(*wire.Hello); ok && c.data == nil && !c.dataDone {
+			n.holdHello(now, c, h)
+			return
+		}
+		n.tb.Receive(now, ev.id, ev.msg)
+	case evCtlLost:
+		if c := n.conns[ev.id]; c != nil && !c.closing {
+			n.tb.ConnLost(now, ev.id)
+		}
+	case evData:
+		n.dataEvent(now, ev)
+	}
+}
+
+// accepted sorts a new inbound connection by its first frame.
+func (n *Node) accepted(now time.Time, ev evAccepted) {
+	switch m := ev.first.(type) {
+	case *wire.Hello:
+		id := n.tb.Accept(now)
+		c := &ctlConn{id: id, nc: ev.nc, w: newMsgWriter(ev.nc, n.timers.HeartbeatTimeout)}
+		n.conns[id] = c
+		n.wg.Add(1)
+		go n.readCtl(id, ev.rd)
+		n.perform() // the table may refuse it (peer cap) before the Hello
+		if c.closing {
+			return
+		}
+		n.holdHello(now, c, m)
+	case *wire.DataAttach:
+		key := attachKey{m.PeerID, m.Incarnation}
+		if id, ok := n.heldHellos[key]; ok {
+			delete(n.heldHellos, key)
+			if c := n.conns[id]; c != nil && !c.closing {
+				n.startData(c, ev.nc, ev.rd)
+				h := c.heldHello
+				c.heldHello = nil
+				n.tb.Receive(now, id, h)
+				return
+			}
+		}
+		if old, dup := n.pendingData[key]; dup {
+			old.nc.Close()
+		}
+		n.pendingData[key] = pendingData{nc: ev.nc, rd: ev.rd, at: now}
+	default:
+		n.log.Warn("connection opened with an unexpected frame", "type", ev.first.Type())
+		ev.nc.Close()
+	}
+}
+
+// holdHello delivers an inbound Hello once its data connection is there:
+// every session has its data path before it can be ready.
+func (n *Node) holdHello(now time.Time, c *ctlConn, h *wire.Hello) {
+	key := attachKey{h.PeerID, h.Incarnation}
+	c.key = key
+	if p, ok := n.pendingData[key]; ok {
+		delete(n.pendingData, key)
+		n.startData(c, p.nc, p.rd)
+		n.tb.Receive(now, c.id, h)
+		return
+	}
+	c.heldHello, c.heldAt = h, now
+	n.heldHellos[key] = c.id
+}
+
+// expirePending drops data connections nobody claimed.
+func (n *Node) expirePending(now time.Time) {
+	for k, p := range n.pendingData {
+		if now.Sub(p.at) > n.timers.HandshakeTimeout {
+			p.nc.Close()
+			delete(n.pendingData, k)
+		}
+	}
+}
+
+func (n *Node) dataEvent(now time.Time, ev evData) {
+	c := n.conns[ev.id]
+	if c == nil {
+		return
+	}
+	switch e := ev.ev.(type) {
+	case datapath.SendEnd:
+		n.tb.SendEnd(now, ev.id, e.Job, e.OK, e.Bytes)
+	case datapath.RecvProgress:
+		n.tb.DataProgress(now, ev.id, e.Job, e.Bytes)
+	case datapath.RecvCorrupt:
+		n.tb.DataCorrupt(now, ev.id, e.Job)
+	case datapath.RecvEnd:
+		n.tb.DataEnd(now, ev.id, e.Job, e.OK, e.Bytes)
+	case datapath.Closed:
+		c.dataDone = true
+		if !c.closing {
+			n.log.Info("data connection closed", "conn", ev.id, "err", e.Err)
+		}
+		n.dataClosed(now, c)
+	}
+}
+
+// dataClosed tells the table, once, that the session's data path is quiet.
+func (n *Node) dataClosed(now time.Time, c *ctlConn) {
+	if c.reported || !c.dataDone {
+		return
+	}
+	c.reported = true
+	n.tb.DataClosed(now, c.id)
+	if c.closing {
+		delete(n.conns, c.id)
+	}
+}
+
+// perform carries out every action the table decided.
+func (n *Node) perform() {
+	for {
+		acts := n.tb.TakeActions()
+		if len(acts) == 0 {
+			return
+		}
+		for _, a := range acts {
+			n.act(a)
+		}
+	}
+}
+
+func (n *Node) act(a loads.Action) {
+	switch a.Kind {
+	case loads.ActDial:
+		n.conns[a.Conn] = &ctlConn{id: a.Conn, key: attachKey{peer: a.Peer}}
+		n.wg.Add(1)
+		go n.dial(a.Conn, a.Peer)
+		return
+	}
+	c := n.conns[a.Conn]
+	if c == nil {
+		return
+	}
+	switch a.Kind {
+	case loads.ActSend:
+		if c.w != nil && !c.closing {
+			c.w.send(a.Msg)
+		}
+	case loads.ActData:
+		if c.data == nil || c.closing {
+			n.log.Error("data operation without a data connection", "conn", a.Conn, "op", a.Op.Kind)
+			return
+		}
+		n.dataOp(c.data, a.Op)
+	case loads.ActClose:
+		if c.closing {
+			return
+		}
+		c.closing = true
+		if c.w != nil {
+			c.w.close()
+		}
+		if c.heldHello != nil {
+			delete(n.heldHellos, c.key)
+		}
+		if c.data != nil {
+			c.data.Close()
+		} else {
+			c.dataDone = true
+		}
+		if c.reported {
+			delete(n.conns, c.id)
+			return
+		}
+		n.dataClosed(time.Now(), c)
+	}
+}
+
+func (n *Node) dataOp(dc *datapath.Conn, op session.DataOp) {
+	switch op.Kind {
+	case session.OpExpect:
+		slots := make([]uint32, len(op.Slots))
+		for i, s := range op.Slots {
+			slots[i] = uint32(s)
+		}
+		dc.Expect(op.Job, slots)
+	case session.OpOpen:
+		dc.Open(op.Job)
+	case session.OpSend:
+		blocks := make([]datapath.Block, len(op.Blocks))
+		for i, b := range op.Blocks {
+			blocks[i] = datapath.Block{Index: b.Index, Slot: uint32(b.Slot)}
+		}
+		dc.Send(op.Job, blocks, op.Last)
+	case session.OpCancel:
+		dc.Cancel(op.Job)
+	}
+}
+
+var _ datapath.Memory = (*Node)(nil)

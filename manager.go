@@ -1,0 +1,146 @@
+package kvp2p
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/kvp2p/kvp2p/internal/loads"
+	"github.com/kvp2p/kvp2p/internal/session"
+	"github.com/kvp2p/kvp2p/internal/wire"
+)
+
+// Key names one block: the engine's chained prefix hash (16 bytes).
+type Key = wire.Key
+
+// Verdict is a lookup's answer: HIT, MISS or RETRY.
+type Verdict = session.Verdict
+
+// Lookup verdicts.
+const (
+	Retry = session.Retry
+	Hit   = session.Hit
+	Miss  = session.Miss
+)
+
+// TransferParams are a request's kv_transfer_params; Remote is one role.
+type (
+	TransferParams = loads.TransferParams
+	Remote         = loads.Remote
+	JobResult      = loads.JobResult
+)
+
+// Job kinds in results.
+const (
+	JobLoad  = loads.JobLoad
+	JobStore = loads.JobStore
+)
+
+// Manager is the engine-facing API of a node (vLLM's secondary-tier calls).
+// Every method is safe for concurrent use: it runs in the node's loop and
+// waits for it. After the node stopped, methods return ErrClosed or the
+// fallback answer (MISS, a failed job).
+type Manager struct{ n *Node }
+
+// do runs f in the loop and waits.
+func (m *Manager) do(f func(now time.Time)) error {
+	done := make(chan struct{})
+	select {
+	case m.n.calls <- func() { f(time.Now()); close(done) }:
+	case <-m.n.done:
+		return ErrClosed
+	}
+	<-done
+	return nil
+}
+
+// NewRequest registers a request and its transfer parameters.
+func (m *Manager) NewRequest(reqID string, p TransferParams) error {
+	var err error
+	if e := m.do(func(now time.Time) { err = m.n.tb.NewRequest(now, reqID, p) }); e != nil {
+		return e
+	}
+	return err
+}
+
+// Lookup reports whether key can be loaded for the request.
+func (m *Manager) Lookup(reqID string, k Key) Verdict {
+	v := Miss
+	_ = m.do(func(now time.Time) { v = m.n.tb.Lookup(now, reqID, k) })
+	return v
+}
+
+// EndStep flushes this step's lookups to the peers (on_schedule_end).
+func (m *Manager) EndStep() { _ = m.do(func(now time.Time) { m.n.tb.EndStep(now) }) }
+
+// SubmitLoad loads keys for the request into the node's store; the result
+// comes from PollFinished.
+func (m *Manager) SubmitLoad(reqID string, keys []Key) (uint64, error) {
+	var j uint64
+	err := m.do(func(now time.Time) { j = m.n.tb.SubmitLoad(now, reqID, keys) })
+	return j, err
+}
+
+// SubmitStore offers blocks the engine put into the store to the
+// request's decoder; they stay pinned until the job's result.
+func (m *Manager) SubmitStore(reqID string, keys []Key) (uint64, error) {
+	var j uint64
+	err := m.do(func(now time.Time) { j = m.n.tb.SubmitStore(now, reqID, keys) })
+	return j, err
+}
+
+// PollFinished returns the results of jobs finished since the last call.
+func (m *Manager) PollFinished() []JobResult {
+	var r []JobResult
+	_ = m.do(func(time.Time) { r = m.n.tb.PollFinished() })
+	return r
+}
+
+// RequestFinished ends a request on both sides.
+func (m *Manager) RequestFinished(reqID string) {
+	_ = m.do(func(now time.Time) { m.n.tb.RequestFinished(now, reqID) })
+}
+
+// PutBlock writes a block the engine computed into the node's store.
+func (m *Manager) PutBlock(k Key, data []byte) error {
+	var err error
+	if e := m.do(func(time.Time) { _, err = m.n.st.Put(k, data) }); e != nil {
+		return e
+	}
+	return err
+}
+
+// ReadBlock copies a loaded or stored block out of the node's store.
+func (m *Manager) ReadBlock(k Key) ([]byte, bool) {
+	var out []byte
+	var ok bool
+	_ = m.do(func(time.Time) {
+		sl, found := m.n.st.Lookup(k)
+		if found {
+			out, ok = append([]byte(nil), m.n.st.Bytes(sl)...), true
+		}
+	})
+	return out, ok
+}
+
+// Stats is a snapshot of a node's store.
+type Stats struct {
+	Free, Filling, Ready, Pinned int
+}
+
+// Stats returns a snapshot of the store's slot counts.
+func (m *Manager) Stats() (Stats, error) {
+	var s Stats
+	var check error
+	err := m.do(func(time.Time) {
+		st := m.n.st.Stats()
+		s = Stats{Free: st.Free, Filling: st.Filling, Ready: st.Ready, Pinned: st.Pinned}
+		check = m.n.st.Check()
+	})
+	if err != nil {
+		return s, err
+	}
+	if check != nil {
+		return s, fmt.Errorf("kvp2p: store invariant broken: %w", check)
+	}
+	return s, nil
+}
