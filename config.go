@@ -27,11 +27,11 @@ type Config struct {
 	// now) or host-group (vLLM PR #64678).
 	Policy string `yaml:"policy"`
 
-	BlockBytes  int    `yaml:"block_bytes"`  // bytes per block; default 262144
-	Slots       int    `yaml:"slots"`        // arena size in blocks; default 1024
-	ChunkBytes  int    `yaml:"chunk_bytes"`  // data-path chunk; default 262144
-	Fingerprint string `yaml:"fingerprint"`  // layout fingerprint; empty is compatible with anything
-	HashSeed    string `yaml:"hash_seed"`    // must match the peers'
+	BlockBytes  int    `yaml:"block_bytes"` // bytes per block; default 262144
+	Slots       int    `yaml:"slots"`       // arena size in blocks; default 1024
+	ChunkBytes  int    `yaml:"chunk_bytes"` // data-path chunk; default 262144
+	Fingerprint string `yaml:"fingerprint"` // layout fingerprint; empty is compatible with anything
+	HashSeed    string `yaml:"hash_seed"`   // must match the peers'
 	Incarnation uint64 `yaml:"incarnation"` // default: picked at start
 
 	// Timers; zero means the policy preset's value (design.md §5).

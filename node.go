@@ -122,7 +122,7 @@ func NewNode(cfg Config) (*Node, error) {
 		cfg: cfg, timers: t, log: lc.Log, arena: arena, st: st, tb: tb, lim: wire.DefaultLimits(),
 		dpCfg: datapath.Config{
 			BlockBytes: cfg.BlockBytes, ChunkBytes: min(cfg.ChunkBytes, cfg.BlockBytes),
-			ProgressInterval: t.ProgressInterval,
+			ProgressInterval:  t.ProgressInterval,
 			KeepaliveInterval: t.HeartbeatInterval, ReadTimeout: readTimeout,
 			WriteTimeout: t.HeartbeatTimeout, UserTimeout: t.HeartbeatTimeout,
 		},
