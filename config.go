@@ -74,14 +74,20 @@ func (c *Config) Validate() error {
 	if c.PeerID == "" {
 		return errors.New("kvp2p: config: peer_id is required (host:port)")
 	}
-	if _, p, err := net.SplitHostPort(c.PeerID); err != nil {
+	if h, p, err := net.SplitHostPort(c.PeerID); err != nil {
 		return fmt.Errorf("kvp2p: config: peer_id %q: %v", c.PeerID, err)
 	} else if n, err := strconv.Atoi(p); err != nil || n <= 0 || n > 65535 {
 		return fmt.Errorf("kvp2p: config: peer_id %q: port must be 1-65535", c.PeerID)
+	} else if h == "" {
+		// Peers dial the peer id, so it needs a host.
+		return fmt.Errorf("kvp2p: config: peer_id %q: host is required", c.PeerID)
 	}
 	if c.Listen != "" {
-		if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		if _, p, err := net.SplitHostPort(c.Listen); err != nil {
 			return fmt.Errorf("kvp2p: config: listen %q: %v", c.Listen, err)
+		} else if n, err := strconv.Atoi(p); err != nil || n < 0 || n > 65535 {
+			// 0 (any free port) is allowed: peers dial peer_id, not listen.
+			return fmt.Errorf("kvp2p: config: listen %q: port must be 0-65535", c.Listen)
 		}
 	}
 	if c.Policy != "" {

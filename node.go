@@ -278,3 +278,12 @@ func (n *Node) startData(c *ctlConn, nc net.Conn, rd *wire.Reader) {
 }
 
 func (n *Node) String() string { return fmt.Sprintf("kvp2p.Node(%s)", n.cfg.PeerID) }
+
+// FinalStats waits for the node to stop and returns its store's slot
+// counts: what a stopped node still holds (filling or pinned) is leaked.
+func (n *Node) FinalStats() (Stats, error) {
+	<-n.done
+	n.wg.Wait()
+	st := n.st.Stats()
+	return Stats{Free: st.Free, Filling: st.Filling, Ready: st.Ready, Pinned: st.Pinned}, n.st.Check()
+}

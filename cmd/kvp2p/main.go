@@ -4,6 +4,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +16,9 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// After the first signal starts a graceful stop, a second one kills at
+	// once: stop restores the default handlers.
+	go func() { <-ctx.Done(); stop() }()
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -21,7 +26,7 @@ const usage = `usage: kvp2p <command> [flags]
 
 commands:
   demo    run a small fleet on 127.0.0.1 with injected faults, per policy
-  serve   run one node from a YAML config
+  serve   run one node from a YAML config, env and flags (kvp2p serve -h)
 `
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -33,6 +38,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "demo":
 		err = runDemo(ctx, args[1:], stdout, stderr)
+	case "serve":
+		err = runServe(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -40,9 +47,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvp2p: unknown command %q\n\n%s", args[0], usage)
 		return 2
 	}
-	if err != nil {
+	var cfgErr *configError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errReported):
+		return 2 // package flag printed it with the usage
+	case errors.As(err, &cfgErr):
 		fmt.Fprintf(stderr, "kvp2p %s: %v\n", args[0], err)
-		return 1
+		return 2
 	}
-	return 0
+	fmt.Fprintf(stderr, "kvp2p %s: %v\n", args[0], err)
+	return 1
 }

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/kvp2p/kvp2p"
+)
+
+// shutdownTimeout bounds a graceful stop. Kubernetes sends SIGKILL 30 s after
+// SIGTERM by default; ending on our own terms leaves a log line behind.
+const shutdownTimeout = 10 * time.Second
+
+// errReported is an error the flag package has already printed with the
+// usage; run exits 2 without printing it again.
+var errReported = errors.New("usage error")
+
+// serveOptions are serve's flags that are not config fields.
+type serveOptions struct {
+	configPath string
+	logFormat  string // text or json
+	logLevel   string
+	sets       []setting // config overrides, in command-line order
+}
+
+// settingFlag is a flag that overrides one config field; --set names the
+// field in its value. All of them append to one list, so that the last one
+// on the command line wins whichever spelling it used.
+type settingFlag struct {
+	name string // flag name, for error messages
+	path string // config field; empty for --set
+	list *[]setting
+}
+
+func (f settingFlag) String() string { return "" }
+
+func (f settingFlag) Set(s string) error {
+	path, value := f.path, s
+	if path == "" {
+		var ok bool
+		if path, value, ok = strings.Cut(s, "="); !ok || path == "" {
+			return fmt.Errorf("want field=value, e.g. timers.stall_timeout=1s")
+		}
+	}
+	*f.list = append(*f.list, setting{source: "flag --" + f.name, path: path, value: value})
+	return nil
+}
+
+func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
+	var o serveOptions
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.configPath, "config", "", "YAML config `file` (optional when peer_id comes from env or flags)")
+	for _, f := range []struct{ name, path, usage string }{
+		{"peer-id", "peer_id", "advertised, routable `host:port` (config peer_id)"},
+		{"listen", "listen", "`address` to bind (config listen; default: peer_id)"},
+		{"failure-domain", "failure_domain", "what fails with this node, e.g. a pod UID (config failure_domain)"},
+		{"policy", "policy", "failure policy: per-peer or host-group (config policy)"},
+	} {
+		fs.Var(settingFlag{name: f.name, path: f.path, list: &o.sets}, f.name, f.usage)
+	}
+	fs.Var(settingFlag{name: "set", list: &o.sets}, "set", "set any config `field=value`, e.g. timers.stall_timeout=1s (repeatable)")
+	fs.StringVar(&o.logFormat, "log-format", "", "log format: text or json (default text; env KVP2P_LOG_FORMAT)")
+	fs.StringVar(&o.logLevel, "log-level", "", "log level: debug, info, warn or error (default info; env KVP2P_LOG_LEVEL)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: kvp2p serve [--config FILE] [flags]\n\n"+
+			"Precedence: defaults < file < env KVP2P_<FIELD> (e.g. KVP2P_TIMERS_STALL_TIMEOUT) < flags.\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return o, err
+		}
+		return o, errReported
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "kvp2p serve: unexpected argument %q (flags only)\n", fs.Arg(0))
+		return o, errReported
+	}
+	return o, nil
+}
+
+// newLogger builds the slog logger; flags win over KVP2P_LOG_*.
+func newLogger(w io.Writer, format, level string, lookupEnv func(string) (string, bool)) (*slog.Logger, error) {
+	if v, ok := lookupEnv(envPrefix + "LOG_FORMAT"); ok && format == "" {
+		format = v
+	}
+	if v, ok := lookupEnv(envPrefix + "LOG_LEVEL"); ok && level == "" {
+		level = v
+	}
+	var lvl slog.Level
+	if level != "" {
+		if err := lvl.UnmarshalText([]byte(level)); err != nil {
+			return nil, configErrorf("log-level: %q: want debug, info, warn or error", level)
+		}
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch format {
+	case "", "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, configErrorf("log-format: %q: want text or json", format)
+}
+
+// runServe runs one node until ctx ends (SIGTERM or SIGINT), then shuts it
+// down gracefully. Config errors are *configError (exit 2).
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseServeFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	cfg, err := loadConfig(o.configPath, os.LookupEnv, o.sets)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(stderr, o.logFormat, o.logLevel, os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	cfg.Log = log
+
+	addr := cfg.Listen
+	if addr == "" {
+		addr = cfg.PeerID
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err // net's message names the address
+	}
+	// Serve hands ln to the node, which closes it on the way out; this is for
+	// the paths that never reach Serve.
+	defer ln.Close()
+	node, err := kvp2p.NewNode(cfg)
+	if err != nil {
+		return err
+	}
+	served := make(chan error, 1)
+	go func() { served <- node.Serve(ln) }()
+	log.Info("serving", "peer_id", cfg.PeerID, "addr", ln.Addr().String(),
+		"failure_domain", cfg.FailureDomain, "policy", cfg.Policy)
+
+	select {
+	case err := <-served:
+		// The node stopped without being asked to.
+		if err == nil {
+			err = errors.New("node stopped unexpectedly")
+		}
+		return err
+	case <-ctx.Done():
+	}
+
+	// A drain longer than our bound would always be cut short; give it room.
+	timeout := max(shutdownTimeout, cfg.Timers.ShutdownDrain+2*time.Second)
+	log.Info("shutting down", "timeout", timeout)
+	sctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	serr := node.Shutdown(sctx) // closes the node itself if sctx ends first
+	if err := <-served; err != nil {
+		return err
+	}
+	if serr != nil {
+		return fmt.Errorf("shutdown: %w", serr)
+	}
+	log.Info("stopped")
+	return nil
+}
