@@ -15,18 +15,18 @@ import (
 
 // report has exactly design.md §7's fields.
 type report struct {
-	Scenario       string  `json:"scenario"`
-	Policy         string  `json:"policy"`
-	Requests       int     `json:"requests"`
-	Hits           int     `json:"hits"`
-	Fallbacks      int     `json:"fallbacks"`
-	Affected       int     `json:"affected"`
-	FalseFallbacks int     `json:"false_fallbacks"`
-	Stuck          int     `json:"stuck"`
-	TTFms          ttf     `json:"ttf_ms"`
-	CorruptLoads   int     `json:"corrupt_loads"`
-	LeakedSlots    int     `json:"leaked_slots"`
-	BytesLoaded    uint64  `json:"bytes_loaded"`
+	Scenario       string `json:"scenario"`
+	Policy         string `json:"policy"`
+	Requests       int    `json:"requests"`
+	Hits           int    `json:"hits"`
+	Fallbacks      int    `json:"fallbacks"`
+	Affected       int    `json:"affected"`
+	FalseFallbacks int    `json:"false_fallbacks"`
+	Stuck          int    `json:"stuck"`
+	TTFms          ttf    `json:"ttf_ms"`
+	CorruptLoads   int    `json:"corrupt_loads"`
+	LeakedSlots    int    `json:"leaked_slots"`
+	BytesLoaded    uint64 `json:"bytes_loaded"`
 	ttfs           []float64
 }
 
