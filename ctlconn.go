@@ -44,9 +44,15 @@ type msgWriter struct {
 	done    chan struct{}
 }
 
-func newMsgWriter(nc net.Conn, timeout time.Duration) *msgWriter {
+// newMsgWriter starts the writer goroutine; it ends after close (once the
+// queue is flushed) or on a write error. wg tracks it.
+func newMsgWriter(nc net.Conn, timeout time.Duration, wg *sync.WaitGroup) *msgWriter {
 	w := &msgWriter{nc: nc, timeout: timeout, wake: make(chan struct{}, 1), done: make(chan struct{})}
-	go w.run()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		w.run()
+	}()
 	return w
 }
 

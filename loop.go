@@ -49,6 +49,9 @@ func (n *Node) closeAll() {
 		if c.nc != nil {
 			c.nc.Close()
 		}
+		if c.w != nil {
+			c.w.close()
+		}
 		if c.data != nil {
 			c.data.Close()
 		}
@@ -82,7 +85,7 @@ func (n *Node) handle(ev event) {
 			return
 		}
 		c.nc = ev.ctl
-		c.w = newMsgWriter(ev.ctl, n.timers.HeartbeatTimeout)
+		c.w = newMsgWriter(ev.ctl, n.timers.HeartbeatTimeout, &n.wg)
 		n.wg.Add(1)
 		go n.readCtl(c.id, wire.NewReader(ev.ctl, n.lim))
 		n.startData(c, ev.data, nil)
@@ -111,7 +114,7 @@ func (n *Node) accepted(now time.Time, ev evAccepted) {
 	switch m := ev.first.(type) {
 	case *wire.Hello:
 		id := n.tb.Accept(now)
-		c := &ctlConn{id: id, nc: ev.nc, w: newMsgWriter(ev.nc, n.timers.HeartbeatTimeout)}
+		c := &ctlConn{id: id, nc: ev.nc, w: newMsgWriter(ev.nc, n.timers.HeartbeatTimeout, &n.wg)}
 		n.conns[id] = c
 		n.wg.Add(1)
 		go n.readCtl(id, ev.rd)

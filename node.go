@@ -153,6 +153,11 @@ func (n *Node) Serve(ln net.Listener) error {
 	n.wg.Add(1)
 	go n.acceptLoop(ln)
 	n.loop()
+	for _, c := range n.conns {
+		if c.data != nil {
+			<-c.data.Done() // its goroutines exit: their events find the loop gone
+		}
+	}
 	n.wg.Wait()
 	return n.closedErr
 }

@@ -83,6 +83,7 @@ func TestAbortDataEndBeforeAck(t *testing.T) {
 // its pins until SendEnd, and never reports the store as served.
 func TestAbortForcedAckAfterCancelDrainTimeout(t *testing.T) {
 	pr := pdInFlight(t)
+	pr.cfg.AbortAckTimeout = time.Minute // the consumer outwaits the drain
 	pr.c.s.FinishConsumer(pr.now, "kv")
 	pr.flush()
 	pr.advance(10*time.Second - 10*time.Millisecond)

@@ -41,11 +41,12 @@ type load struct {
 	lastData  time.Time
 	bytes     uint64
 
-	ctlOK        bool // producer said TransferDone(success)
-	producerDone bool // TransferDone or AbortAck received: the producer stopped
-	dataEnded    bool // the terminal data frame was seen: the reader stopped
-	dataOK       bool // ... and it was a complete, verified Done
-	reported     bool // the LoadResult was published
+	ctlOK        bool      // producer said TransferDone(success)
+	producerDone bool      // TransferDone or AbortAck received: the producer stopped
+	dataEnded    bool      // the terminal data frame was seen: the reader stopped
+	dataOK       bool      // ... and it was a complete, verified Done
+	reported     bool      // the LoadResult was published
+	failedAt     time.Time // when it was reported failed: its slots must be proven quiet within AbortAckTimeout
 	abortSent    bool
 	abortAt      time.Time
 }
@@ -219,6 +220,7 @@ func (c *client) fail(s *Session, now time.Time, l *load, why string) {
 		return
 	}
 	l.reported = true
+	l.failedAt = now
 	s.out.Loads = append(s.out.Loads, LoadResult{Job: l.job, ReqID: l.req, Bytes: l.bytes, Reason: why})
 	if r := c.reqs[l.req]; r != nil {
 		r.lookupOpen = false
@@ -382,9 +384,16 @@ func (c *client) tick(s *Session, now time.Time) {
 				"silent_for", now.Sub(l.lastData), "bytes", l.bytes)
 			s.Close(now, health.CauseProgressStall)
 			return
-		case l.abortSent && !l.producerDone && now.Sub(l.abortAt) >= s.cfg.AbortAckTimeout:
-			s.logger().Warn("abort-ack timed out", "req", l.req, "round", l.round, "job_id", l.job)
-			s.Close(now, health.CauseProtocolError)
+		case l.reported && now.Sub(l.failedAt) >= s.cfg.AbortAckTimeout:
+			// A failed load whose writers are not both proven stopped: only
+			// the end of the session (then DataClosed) can free its slots.
+			if !l.producerDone {
+				s.logger().Warn("abort-ack timed out", "req", l.req, "round", l.round, "job_id", l.job)
+				s.Close(now, health.CauseProtocolError)
+			} else {
+				s.logger().Warn("data path never ended a failed load", "req", l.req, "round", l.round, "job_id", l.job)
+				s.Close(now, health.CauseProgressStall)
+			}
 			return
 		}
 	}

@@ -39,6 +39,8 @@ type round struct {
 	finishing  bool // the local request finished: no more supply will come
 	aborting   bool
 	abortAt    time.Time
+	acked      bool // the abort was acked before the writer stopped (forced): never a success
+	canceled   bool // OpCancel was issued for its job
 	silent     bool // the consumer ended the request: no TransferDone
 }
 
@@ -265,9 +267,7 @@ func (sv *server) onFetch(s *Session, now time.Time, m *wire.Fetch) error {
 		if missing > 0 {
 			s.logger().Warn(fmt.Sprintf("fetch demanded %d blocks but %d have no pinned supply; failing fetch immediately", len(m.Keys), missing),
 				"req", m.ReqID, "round", m.Round, "job_id", m.Job)
-			rd.aborting = false
-			s.data(DataOp{Kind: OpCancel, Job: m.Job})
-			rd.sentLast = true
+			sv.cancel(s, rd)
 			return nil
 		}
 	}
@@ -319,7 +319,17 @@ func (sv *server) cancelRound(s *Session, now time.Time, rd *round) {
 	if rd.sentLast && rd.demand != nil && rd.demand.pending == 0 && !rd.aborting {
 		return // everything is on its way: let it finish
 	}
+	sv.cancel(s, rd)
+}
+
+// cancel stops a round's data-path job, once; the writer's SendEnd
+// finalizes the round.
+func (sv *server) cancel(s *Session, rd *round) {
 	rd.sentLast = true
+	if rd.canceled {
+		return
+	}
+	rd.canceled = true
 	s.data(DataOp{Kind: OpCancel, Job: rd.demand.job})
 }
 
@@ -330,12 +340,12 @@ func (sv *server) onAbort(s *Session, now time.Time, m *wire.Abort) {
 		s.send(now, &wire.AbortAck{ReqID: m.ReqID, Round: m.Round, Job: m.Job})
 		return
 	}
-	if rd.aborting {
-		return // idempotent: the deadline is not reset
+	if rd.aborting || rd.acked {
+		return // idempotent: the deadline is not reset, nothing is acked twice
 	}
 	rd.aborting = true
 	rd.abortAt = now
-	s.data(DataOp{Kind: OpCancel, Job: m.Job})
+	sv.cancel(s, rd)
 }
 
 // SendEnd reports that the data path wrote a producer job's terminal frame:
@@ -352,6 +362,8 @@ func (s *Session) SendEnd(now time.Time, job uint64, ok bool, bytes uint64) {
 	case rd.aborting:
 		s.send(now, &wire.AbortAck{ReqID: rd.req, Round: rd.num, Job: job})
 		ok = false
+	case rd.acked:
+		ok = false // aborted: whatever the writer did, the round was not served
 	case !rd.silent:
 		s.send(now, &wire.TransferDone{ReqID: rd.req, Round: rd.num, Job: job, Success: ok, Bytes: bytes})
 	}
@@ -415,6 +427,7 @@ func (sv *server) tick(s *Session, now time.Time) {
 				s.send(now, &wire.AbortAck{ReqID: rd.req, Round: rd.num, Job: rd.demand.job})
 				rd.silent = true
 				rd.aborting = false
+				rd.acked = true
 			case !rd.opened && now.Sub(rd.created) >= s.cfg.StoreTimeout:
 				s.logger().Warn("store timed out without a fetch", "req", rd.req, "round", rd.num, "store_jobs", len(rd.storeJobs))
 				sv.finalize(s, now, rd, false)
