@@ -117,7 +117,7 @@ func setValue(v reflect.Value, s string) error {
 	case v.Type() == durationType:
 		d, err := time.ParseDuration(s)
 		if err != nil {
-			return fmt.Errorf("%q: invalid duration (want e.g. 500ms, 2s, 1m)", s)
+			return fmt.Errorf("%q: invalid duration, want e.g. 500ms or 2s", s)
 		}
 		v.SetInt(int64(d))
 	case v.Kind() == reflect.String:
@@ -227,7 +227,7 @@ func decodeMapping(n *yaml.Node, prefix, name string, fields map[string]reflect.
 	if n.Kind != yaml.MappingNode {
 		field := strings.TrimSuffix(prefix, ".")
 		if field == "" {
-			return configErrorf("%s: want a mapping of fields at the top level (%s)", name, where(n))
+			return configErrorf("%s: want a mapping of fields at the top level", where(n))
 		}
 		return configErrorf("%s: want a mapping of fields (%s)", field, where(n))
 	}

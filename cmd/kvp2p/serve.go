@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -62,14 +63,14 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	for _, f := range []struct{ name, path, usage string }{
 		{"peer-id", "peer_id", "advertised, routable `host:port` (config peer_id)"},
 		{"listen", "listen", "`address` to bind (config listen; default: peer_id)"},
-		{"failure-domain", "failure_domain", "what fails with this node, e.g. a pod UID (config failure_domain)"},
-		{"policy", "policy", "failure policy: per-peer or host-group (config policy)"},
+		{"failure-domain", "failure_domain", "failure `domain`: what fails with this node, e.g. a pod UID (config failure_domain)"},
+		{"policy", "policy", "failure `policy`: per-peer or host-group (config policy)"},
 	} {
 		fs.Var(settingFlag{name: f.name, path: f.path, list: &o.sets}, f.name, f.usage)
 	}
 	fs.Var(settingFlag{name: "set", list: &o.sets}, "set", "set any config `field=value`, e.g. timers.stall_timeout=1s (repeatable)")
-	fs.StringVar(&o.logFormat, "log-format", "", "log format: text or json (default text; env KVP2P_LOG_FORMAT)")
-	fs.StringVar(&o.logLevel, "log-level", "", "log level: debug, info, warn or error (default info; env KVP2P_LOG_LEVEL)")
+	fs.StringVar(&o.logFormat, "log-format", "", "log `format`: text or json (default text; env KVP2P_LOG_FORMAT)")
+	fs.StringVar(&o.logLevel, "log-level", "", "log `level`: debug, info, warn or error (default info; env KVP2P_LOG_LEVEL)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: kvp2p serve [--config FILE] [flags]\n\n"+
 			"Precedence: defaults < file < env KVP2P_<FIELD> (e.g. KVP2P_TIMERS_STALL_TIMEOUT) < flags.\n\nflags:\n")
@@ -147,7 +148,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	served := make(chan error, 1)
 	go func() { served <- node.Serve(ln) }()
 	log.Info("serving", "peer_id", cfg.PeerID, "addr", ln.Addr().String(),
-		"failure_domain", cfg.FailureDomain, "policy", cfg.Policy)
+		"failure_domain", cfg.FailureDomain, "policy", cmp.Or(cfg.Policy, "default"))
 
 	select {
 	case err := <-served:

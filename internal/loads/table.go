@@ -62,6 +62,7 @@ type Table struct {
 
 	reqs     map[string]*request
 	failed   map[string]struct{} // kv request ids whose next lookup is MISS
+	liveSrc  map[string]int      // kv request id -> live consumer requests naming it
 	jobs     map[uint64]*job
 	bound    map[string]*conn // producer: kv id -> session its fetch came on
 	unbound  map[string][]unboundBatch
@@ -93,7 +94,7 @@ func New(cfg Config, st *store.Store) (*Table, error) {
 	t := &Table{
 		cfg: cfg, log: log, store: st, policy: cfg.Policy,
 		conns: map[ConnID]*conn{}, byPeer: map[string]*conn{},
-		reqs: map[string]*request{}, failed: map[string]struct{}{}, jobs: map[uint64]*job{},
+		reqs: map[string]*request{}, failed: map[string]struct{}{}, liveSrc: map[string]int{}, jobs: map[uint64]*job{},
 		bound: map[string]*conn{}, unbound: map[string][]unboundBatch{}, finished: map[string]bool{},
 		reaped: map[string]time.Time{}, filling: map[wire.Key]int{},
 	}
@@ -121,6 +122,16 @@ func (t *Table) PollFinished() []JobResult {
 	r := t.results
 	t.results = nil
 	return r
+}
+
+// markFailed puts a consumer kv request id into the failed set, so that its
+// lookups are MISS until the request finishes. An id no live request names
+// is not recorded: the set would only grow (a load's failure is often
+// published by the request's own finish).
+func (t *Table) markFailed(kvID string) {
+	if t.liveSrc[kvID] > 0 {
+		t.failed[kvID] = struct{}{}
+	}
 }
 
 // Failed reports whether kv request id is in the failed set.
@@ -225,7 +236,7 @@ func (t *Table) loadDone(r session.LoadResult) {
 		t.unfill(j)
 		delete(t.jobs, j.id)
 	} else {
-		t.failed[j.kvID] = struct{}{}
+		t.markFailed(j.kvID)
 	}
 	t.results = append(t.results, JobResult{Job: r.Job, Kind: JobLoad, ReqID: j.req, OK: r.OK, Bytes: r.Bytes, Reason: r.Reason})
 }

@@ -57,18 +57,38 @@ type client struct {
 	nextRound uint64           // symmetric rounds start at 1; PD is always round 0
 
 	// Lookup deadline: measures peer silence, not the lookup phase (vLLM
-	// #56836). waitSince restarts whenever a LookupResp arrives.
-	outstanding int
+	// #56836). waitSince restarts whenever a LookupResp arrives. Lookups are
+	// counted per request and round, so that one the consumer abandoned
+	// (it fetched, or the request finished: the producer drops it
+	// unanswered) neither holds the deadline armed nor eats the answer of
+	// a later one.
+	outstanding map[lookupID]int
 	waitSince   time.Time
+}
+
+type lookupID struct {
+	req   string
+	round uint64
+}
+
+// abandon forgets the outstanding lookups of req for rounds other than
+// keep (all of them when keep is 0, as no lookup uses round 0).
+func (c *client) abandon(req string, keep uint64) {
+	for id := range c.outstanding {
+		if id.req == req && id.round != keep {
+			delete(c.outstanding, id)
+		}
+	}
 }
 
 func (c *client) init() {
 	c.reqs = map[string]*clientReq{}
 	c.loads = map[uint64]*load{}
+	c.outstanding = map[lookupID]int{}
 	c.nextRound = 1
 }
 
-func (c *client) busy() bool { return len(c.loads) > 0 || c.outstanding > 0 }
+func (c *client) busy() bool { return len(c.loads) > 0 || len(c.outstanding) > 0 }
 
 func (c *client) req(id string) *clientReq {
 	r := c.reqs[id]
@@ -121,10 +141,10 @@ func (c *client) flush(s *Session, now time.Time) {
 			r.probes[k] = probeSent
 		}
 		r.lookupOpen = true
-		if c.outstanding == 0 {
+		if len(c.outstanding) == 0 {
 			c.waitSince = now
 		}
-		c.outstanding++
+		c.outstanding[lookupID{id, r.round}]++
 		s.send(now, &wire.Lookup{ReqID: id, Round: r.round, Keys: keys})
 	}
 }
@@ -133,9 +153,11 @@ func (c *client) onLookupResp(s *Session, now time.Time, m *wire.LookupResp) err
 	if len(m.Hits) != len(m.Keys) {
 		return fmt.Errorf("lookup-resp with %d keys and %d hits", len(m.Keys), len(m.Hits))
 	}
-	if c.outstanding > 0 {
-		c.outstanding--
-		c.waitSince = now // the peer is answering: re-arm
+	c.waitSince = now // the peer is answering: re-arm
+	if id := (lookupID{m.ReqID, m.Round}); c.outstanding[id] > 0 {
+		if c.outstanding[id]--; c.outstanding[id] == 0 {
+			delete(c.outstanding, id)
+		}
 	}
 	r := c.reqs[m.ReqID]
 	if r == nil || r.round != m.Round {
@@ -178,6 +200,7 @@ func (s *Session) RequestBlocks(now time.Time, job uint64, id string, keys []wir
 		round = r.round
 		r.round = s.client.nextRound
 		s.client.nextRound++
+		s.client.abandon(id, 0) // the producer drops this round's unanswered lookups
 	}
 	r.lookupOpen = false
 	clear(r.probes) // the producer unpins what it served: the next round re-probes
@@ -213,6 +236,7 @@ func (c *client) finish(s *Session, now time.Time, id string) {
 		}
 		delete(c.reqs, id)
 	}
+	c.abandon(id, 0)
 }
 
 func (c *client) fail(s *Session, now time.Time, l *load, why string) {
@@ -222,9 +246,8 @@ func (c *client) fail(s *Session, now time.Time, l *load, why string) {
 	l.reported = true
 	l.failedAt = now
 	s.out.Loads = append(s.out.Loads, LoadResult{Job: l.job, ReqID: l.req, Bytes: l.bytes, Reason: why})
-	if r := c.reqs[l.req]; r != nil {
-		r.lookupOpen = false
-	}
+	// A load's failure says nothing about the request's open lookup: a later
+	// round's pins still wait for a fetch or the terminal empty fetch.
 }
 
 func (c *client) abort(s *Session, now time.Time, l *load) {
@@ -360,8 +383,8 @@ func (c *client) tick(s *Session, now time.Time) {
 	if s.phase != ready {
 		return
 	}
-	if c.outstanding > 0 && s.cfg.LookupTimeout > 0 && now.Sub(c.waitSince) >= s.cfg.LookupTimeout {
-		s.logger().Warn("lookup timed out: peer silent", "silent_for", now.Sub(c.waitSince), "lookups", c.outstanding)
+	if len(c.outstanding) > 0 && s.cfg.LookupTimeout > 0 && now.Sub(c.waitSince) >= s.cfg.LookupTimeout {
+		s.logger().Warn("lookup timed out: peer silent", "silent_for", now.Sub(c.waitSince), "lookups", len(c.outstanding))
 		for _, r := range c.reqs {
 			for k, st := range r.probes {
 				if st == probeSent {
@@ -369,7 +392,7 @@ func (c *client) tick(s *Session, now time.Time) {
 				}
 			}
 		}
-		c.outstanding = 0
+		clear(c.outstanding)
 	}
 	for _, l := range c.loads {
 		switch {
@@ -411,7 +434,7 @@ func (c *client) close(s *Session, now time.Time, cause health.Cause) {
 			}
 		}
 	}
-	c.outstanding = 0
+	clear(c.outstanding)
 }
 
 func (c *client) dataClosed(s *Session) {

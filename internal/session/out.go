@@ -19,6 +19,9 @@ const (
 	OpSend
 	// OpCancel stops a producer job; the writer sends a terminal Error frame.
 	OpCancel
+	// OpProbe sends a Probe{Seq} over the data path; the peer's answer comes
+	// back as a ProbeAck event (failure-domain policy).
+	OpProbe
 )
 
 // Block is one block of a producer job: its index in the consumer's fetch
@@ -35,6 +38,7 @@ type DataOp struct {
 	Slots  []store.Slot // OpExpect: destination slots, block i into Slots[i]
 	Blocks []Block      // OpSend
 	Last   bool         // OpSend
+	Seq    uint64       // OpProbe
 }
 
 // LoadResult is the one terminal result of a load.

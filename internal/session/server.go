@@ -45,9 +45,21 @@ type round struct {
 }
 
 type serverReq struct {
-	rounds    map[uint64]*round
-	finishing bool
-	seen      bool // a Fetch for it arrived on this session
+	rounds     map[uint64]*round
+	finishing  bool // the local (PD) request finished
+	terminated bool // the consumer's terminal empty fetch arrived
+	symmetric  bool // it has had lookup rounds (round > 0): nothing binds it
+	seen       bool // a PD Fetch for it arrived on this session
+}
+
+// prune drops a request's state once no round is left and nothing more can
+// come for it that needs the state: the producer or the consumer ended it,
+// or it is symmetric (each round carries all it needs). Without this, every
+// symmetric request would leave a zombie entry behind (#49820).
+func (sv *server) prune(id string) {
+	if r := sv.reqs[id]; r != nil && len(r.rounds) == 0 && (r.finishing || r.terminated || r.symmetric) {
+		delete(sv.reqs, id)
+	}
 }
 
 type parkedLookup struct {
@@ -152,6 +164,7 @@ func (sv *server) onLookup(s *Session, now time.Time, m *wire.Lookup) error {
 	if rd.demand != nil {
 		return fmt.Errorf("lookup for round %d of %s after its fetch", m.Round, m.ReqID)
 	}
+	sv.reqs[m.ReqID].symmetric = true
 	rd.fromLookup = true
 	pl := &parkedLookup{msg: m, at: now, hits: make([]bool, len(m.Keys))}
 	for i, k := range m.Keys {
@@ -243,9 +256,15 @@ func (sv *server) onFetch(s *Session, now time.Time, m *wire.Fetch) error {
 	sv.byJob[m.Job] = rd
 	rd.opened = true
 	s.data(DataOp{Kind: OpOpen, Job: m.Job})
-	if !r.seen {
+	if m.Round != 0 {
+		// Symmetric rounds are numbered from 1 and their only supply is what
+		// a lookup pinned: even a round whose pins the store timeout reaped
+		// (so the round is new here) fails at once rather than park.
+		rd.fromLookup = true
+		r.symmetric = true
+	} else if !r.seen {
 		r.seen = true
-		s.out.NewFetch = append(s.out.NewFetch, m.ReqID)
+		s.out.NewFetch = append(s.out.NewFetch, m.ReqID) // PD: bind and replay parked stores
 	}
 	if rd.fromLookup {
 		// Symmetric: the supply is what the lookup pinned. Unfetched pins go
@@ -294,6 +313,7 @@ func (sv *server) terminal(s *Session, now time.Time, id string) {
 	if r == nil {
 		return
 	}
+	r.terminated = true
 	for _, rd := range r.rounds {
 		rd.silent = true
 		if !rd.opened {
@@ -301,6 +321,7 @@ func (sv *server) terminal(s *Session, now time.Time, id string) {
 		}
 	}
 	sv.dropParked(id)
+	sv.prune(id)
 }
 
 func (sv *server) dropParked(id string) {
@@ -373,11 +394,9 @@ func (s *Session) SendEnd(now time.Time, job uint64, ok bool, bytes uint64) {
 // finalize ends a round: settles its store jobs and drops its lookup pins.
 // Only called when the data path no longer reads its slots.
 func (sv *server) finalize(s *Session, now time.Time, rd *round, ok bool) {
-	if r := sv.reqs[rd.req]; r != nil {
+	if r := sv.reqs[rd.req]; r != nil && r.rounds[rd.num] == rd {
 		delete(r.rounds, rd.num)
-		if len(r.rounds) == 0 && (r.finishing || rd.silent) {
-			delete(sv.reqs, rd.req)
-		}
+		sv.prune(rd.req)
 	}
 	if rd.demand != nil {
 		delete(sv.byJob, rd.demand.job)
@@ -411,6 +430,7 @@ func (sv *server) finishLocal(s *Session, now time.Time, id string) {
 		}
 	}
 	sv.dropParked(id)
+	sv.prune(id)
 }
 
 func (sv *server) tick(s *Session, now time.Time) {

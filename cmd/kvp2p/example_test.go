@@ -1,0 +1,87 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvp2p/kvp2p"
+	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/loads"
+)
+
+const examplePath = "../../examples/kvp2p.yaml"
+
+// TestExampleConfig keeps examples/kvp2p.yaml honest: it loads and
+// validates, it sets every field, and the defaults it documents are the
+// real ones.
+func TestExampleConfig(t *testing.T) {
+	cfg, err := loadConfig(examplePath, noEnv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Non-timer fields are written out at their defaults. Policy's default
+	// lives in the unexported Config.withDefaults; per-peer for now.
+	want := kvp2p.Config{
+		PeerID: cfg.PeerID, Policy: health.PerPeer,
+		BlockBytes: kvp2p.DefaultBlockBytes, Slots: kvp2p.DefaultSlots, ChunkBytes: kvp2p.DefaultChunkBytes,
+	}
+	if !reflect.DeepEqual(cfg, want) {
+		t.Errorf("example config\n got  %+v\n want %+v (every field at its default)", cfg, want)
+	}
+
+	text, err := os.ReadFile(examplePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields, _ := fieldsOf(&kvp2p.Config{})
+	for path := range fields {
+		leaf := path[strings.LastIndex(path, ".")+1:]
+		if !regexp.MustCompile(`(?m)^\s*` + leaf + `:`).Match(text) {
+			t.Errorf("example does not document %s", path)
+		}
+	}
+}
+
+// TestExampleTimerPresets checks the "preset: X" comment of every timer
+// against the per-peer and host-group presets the node really uses.
+func TestExampleTimerPresets(t *testing.T) {
+	text, err := os.ReadFile(examplePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]string{}
+	for _, m := range regexp.MustCompile(`(?m)^\s+(\w+):\s*\S+\s*#\s*preset: ([0-9a-z.]+)`).FindAllSubmatch(text, -1) {
+		documented[string(m[1])] = string(m[2])
+	}
+	timers := reflect.TypeFor[kvp2p.Timers]()
+	for _, policy := range []string{health.PerPeer, health.HostGroup} {
+		preset := reflect.ValueOf(loads.PresetTimers(policy))
+		for i := range timers.NumField() {
+			f := timers.Field(i)
+			name := f.Tag.Get("yaml")
+			doc, ok := documented[name]
+			if !ok {
+				t.Errorf("timers.%s: no \"preset:\" comment in the example", name)
+				continue
+			}
+			real := preset.FieldByName(f.Name)
+			if !real.IsValid() {
+				t.Errorf("timers.%s: loads.Timers has no field %s", name, f.Name)
+				continue
+			}
+			if f.Type == durationType {
+				d, err := time.ParseDuration(doc)
+				if err != nil || d != time.Duration(real.Int()) {
+					t.Errorf("timers.%s: example says preset %s, the %s preset is %v", name, doc, policy, real.Interface())
+				}
+			} else if doc != fmt.Sprint(real.Interface()) {
+				t.Errorf("timers.%s: example says preset %s, the %s preset is %v", name, doc, policy, real.Interface())
+			}
+		}
+	}
+}
