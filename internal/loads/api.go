@@ -23,14 +23,18 @@ var ErrUnknownRequest = errors.New("loads: unknown request")
 // without a P2P role (MISS for lookups, stores succeed locally).
 func (t *Table) NewRequest(now time.Time, id string, p TransferParams) error {
 	src, dst, err := parseParams(p)
+	if old := t.reqs[id]; old != nil && old.src != nil {
+		t.forgetSrc(old.src.kvID)
+	}
 	t.reqs[id] = &request{id: id, src: src, dst: dst}
 	if err != nil {
 		t.reqs[id].src, t.reqs[id].dst = nil, nil
 		return err
 	}
 	if src != nil {
+		t.liveSrc[src.kvID]++
 		if t.session(now, src.peer, src.domain) == nil {
-			t.failed[src.kvID] = struct{}{}
+			t.markFailed(src.kvID)
 		}
 	}
 	t.flushActions(now)
@@ -57,7 +61,7 @@ func (t *Table) Lookup(now time.Time, id string, k wire.Key) session.Verdict {
 		if wait := t.policy.HandshakeWait(); wait > 0 && now.Sub(c.s.PendingSince()) < wait {
 			return session.Retry
 		}
-		t.failed[r.src.kvID] = struct{}{}
+		t.markFailed(r.src.kvID)
 		return session.Miss
 	}
 	if r.src.pd {
@@ -104,7 +108,7 @@ func (t *Table) SubmitLoad(now time.Time, id string, keys []wire.Key) uint64 {
 	c := t.byPeer[r.src.peer]
 	if c == nil || !c.s.Ready() {
 		t.log.Warn("submit_load without a ready session", "job_id", j.id, "peer", r.src.peer)
-		t.failed[r.src.kvID] = struct{}{}
+		t.markFailed(r.src.kvID)
 		return t.failNow(j, "no session")
 	}
 	slots := make([]store.Slot, 0, len(keys))
@@ -114,7 +118,7 @@ func (t *Table) SubmitLoad(now time.Time, id string, keys []wire.Key) uint64 {
 			for _, s := range slots {
 				_ = t.store.Abandon(s)
 			}
-			t.failed[r.src.kvID] = struct{}{}
+			t.markFailed(r.src.kvID)
 			return t.failNow(j, fmt.Sprintf("no destination slot: %v", err))
 		}
 		slots = append(slots, sl)
@@ -123,7 +127,7 @@ func (t *Table) SubmitLoad(now time.Time, id string, keys []wire.Key) uint64 {
 		for _, s := range slots {
 			_ = t.store.Abandon(s)
 		}
-		t.failed[r.src.kvID] = struct{}{}
+		t.markFailed(r.src.kvID)
 		return t.failNow(j, err.Error())
 	}
 	j.slots, j.keys, j.conn = slots, keys, c.id
@@ -186,10 +190,15 @@ func (t *Table) RequestFinished(now time.Time, id string) {
 	}
 	delete(t.reqs, id)
 	if r.src != nil {
-		delete(t.failed, r.src.kvID)
+		// The finish publishes the failure of loads in flight; the id leaves
+		// the failed set after that, or it would stay there for ever.
+		t.forgetSrc(r.src.kvID)
 		if c := t.byPeer[r.src.peer]; c != nil {
 			c.s.FinishConsumer(now, r.src.kvID)
 			t.drain(now, c)
+		}
+		if t.liveSrc[r.src.kvID] == 0 {
+			delete(t.failed, r.src.kvID)
 		}
 	}
 	if r.dst != nil && r.dst.kvID != "" {
@@ -200,6 +209,12 @@ func (t *Table) RequestFinished(now time.Time, id string) {
 		} else if len(t.unbound[r.dst.kvID]) > 0 {
 			t.finished[r.dst.kvID] = true // the reaper or a late fetch settles it
 		}
+	}
+}
+
+func (t *Table) forgetSrc(kvID string) {
+	if t.liveSrc[kvID]--; t.liveSrc[kvID] <= 0 {
+		delete(t.liveSrc, kvID)
 	}
 }
 

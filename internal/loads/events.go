@@ -15,6 +15,9 @@ import (
 func (t *Table) Accept(now time.Time) ConnID {
 	c := t.newConn("", false, now)
 	if t.shuttingDown || t.liveCount() > t.cfg.MaxPeers {
+		if !t.shuttingDown {
+			t.log.Warn("refusing inbound session: peer cap reached", "max_peers", t.cfg.MaxPeers)
+		}
 		c.rejected = true
 		c.s.Goodbye(now, wire.GoodbyeTooManyPeers)
 		t.drain(now, c)

@@ -36,7 +36,7 @@ func (t *Table) reap(now time.Time) {
 			failedIDs := c.s.FailedRequests()
 			n := t.failLoadsOf(c)
 			for _, id := range failedIDs {
-				t.failed[id] = struct{}{}
+				t.markFailed(id)
 			}
 			for id, b := range t.bound {
 				if b == c {
@@ -65,7 +65,7 @@ func (t *Table) reap(now time.Time) {
 				o.s.Close(now, cause)
 				t.drain(now, o)
 				for _, id := range o.s.FailedRequests() {
-					t.failed[id] = struct{}{}
+					t.markFailed(id)
 				}
 				for id, b := range t.bound {
 					if b == o {
@@ -122,7 +122,7 @@ func (t *Table) reapUnbound(now time.Time) {
 		}
 		delete(t.unbound, id)
 		delete(t.finished, id)
-		t.failed[id] = struct{}{}
+		t.markFailed(id)
 		t.reaped[id] = now
 	}
 }
