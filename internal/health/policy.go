@@ -96,3 +96,6 @@ func (h *hostGroup) MayDial(now time.Time, p Peer) bool {
 	}
 	return false
 }
+
+// Names lists the policies New accepts, the default first.
+func Names() []string { return []string{PerPeer, HostGroup} }
