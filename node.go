@@ -94,7 +94,7 @@ func NewNode(cfg Config) (*Node, error) {
 		cfg.Incarnation = rand.Uint64() | 1
 	}
 	t := cfg.timers()
-	pol, err := health.New(cfg.Policy, health.Options{HostQuarantine: t.HostQuarantine})
+	pol, err := health.New(cfg.Policy, loads.PolicyOptions(t))
 	if err != nil {
 		return nil, err
 	}

@@ -2,61 +2,143 @@ package health
 
 import (
 	"fmt"
+	"sort"
 	"time"
 )
 
-// Policy is the seam between a session's end and the rest of the fleet.
-// The reap asks it what else to close, and session opening asks it whether
-// a peer may be dialed. Implementations are pure and single-owner.
+func sortPeers(ps []Peer) { sort.Slice(ps, func(i, j int) bool { return ps[i].ID < ps[j].ID }) }
+
+// Policy is the seam between sessions' ends and the rest of the fleet.
+// The table tells it when sessions come up and end, what loads did and
+// what probes answered; it answers which other sessions must close in the
+// same reap, whether a peer may be dialed, whether a lookup for a request
+// naming a peer may proceed, and what to probe or close on its own
+// (Decisions, taken after every call). Implementations are pure: no I/O,
+// no clock; single-owner. Work per event is bounded by the size of the
+// affected host or domain, never by the size of the fleet.
 type Policy interface {
 	// Name is the configuration name of the policy.
 	Name() string
-	// SessionEnded is called by the reap once per session end. live lists the
-	// sessions still open, the ended one excluded. It returns the live peers
-	// that must be closed in the same reap, through the same teardown.
-	SessionEnded(now time.Time, ended Peer, cause Cause, live []Peer) []Peer
-	// MayDial reports whether a new outbound session to peer may be opened now.
-	MayDial(now time.Time, peer Peer) bool
-	// HandshakeWait is how long a lookup may answer RETRY while the session's
-	// handshake is pending; zero means MISS at once (vLLM #64501).
+	// SessionUp: a session to p completed its handshake.
+	SessionUp(now time.Time, p Peer)
+	// SessionEnded is called once per session end the reap sees. It
+	// returns the peers whose sessions must close in the same reap, through
+	// the same teardown.
+	SessionEnded(now time.Time, p Peer, e End) []Peer
+	// MayDial reports whether a new outbound session to p may be opened now.
+	MayDial(now time.Time, p Peer) bool
+	// HandshakeWait is how long a lookup may answer RETRY while the
+	// session's handshake is pending; zero means MISS at once (vLLM #64501).
 	HandshakeWait() time.Duration
+	// Gate says whether a lookup for a request naming p (whose session is
+	// ready) may answer now, must wait (RETRY), or must fall back.
+	Gate(now time.Time, p Peer) Gate
+	// LoadDone reports a load's end on p's session.
+	LoadDone(now time.Time, p Peer, ok bool)
+	// ProbeAck reports that p's data path answered probe seq.
+	ProbeAck(now time.Time, p Peer, seq uint64)
+	// Tick runs the policy's timers.
+	Tick(now time.Time)
+	// TakeDecisions returns what the policy decided to do on its own.
+	TakeDecisions() []Decision
+}
+
+// End describes one session's end.
+type End struct {
+	Cause Cause
+	// Restart: the peer came back with a new incarnation; the old one's end
+	// is not held against the new one.
+	Restart bool
+	// LoadsFailed is how many loads the end failed.
+	LoadsFailed int
+}
+
+// Gate is a policy's answer for a lookup.
+type Gate uint8
+
+const (
+	GateOpen Gate = iota // answer normally
+	GateWait             // answer RETRY: a probe is under way
+	GateMiss             // fall back
+)
+
+// DecisionKind says what the table must do for the policy.
+type DecisionKind uint8
+
+const (
+	// DecideProbe: send a data-path probe with Seq on Peer's session.
+	DecideProbe DecisionKind = iota + 1
+	// DecideClose: close Peer's session with Cause.
+	DecideClose
+)
+
+// Decision is one thing the policy asks the table to do.
+type Decision struct {
+	Kind  DecisionKind
+	Peer  string
+	Seq   uint64
+	Cause Cause
 }
 
 // Policy names.
 const (
 	PerPeer   = "per-peer"
 	HostGroup = "host-group"
+	Domain    = "domain"
 )
+
+// Names lists the policies New accepts, the default first.
+func Names() []string { return []string{Domain, PerPeer, HostGroup} }
 
 // Options configures the policies that have knobs.
 type Options struct {
 	// HostQuarantine is how long host-group refuses new outbound sessions to
 	// a host after one of its sessions died (PR #64678: 10 s).
 	HostQuarantine time.Duration
+	// Domain policy knobs (design.md §5).
+	ProbeTimeout       time.Duration // 250 ms
+	ConnectWait        time.Duration // 250 ms: how long a lookup waits for a pending handshake
+	EjectionBase       time.Duration // 10 s
+	EjectionCap        time.Duration // 300 s
+	MaxEjectionPercent int           // 50
+	FlapThreshold      int           // faults without a successful load in between before ejection; 3
+	SuspectHold        time.Duration // how long a domain whose probe failed stays suspect; EjectionBase
 }
 
 // New builds the named policy.
 func New(name string, opt Options) (Policy, error) {
 	switch name {
 	case PerPeer:
-		return perPeer{}, nil
+		return &perPeer{}, nil
 	case HostGroup:
 		q := opt.HostQuarantine
 		if q <= 0 {
 			q = 10 * time.Second
 		}
-		return &hostGroup{quarantine: q, until: map[string]time.Time{}}, nil
+		return &hostGroup{quarantine: q, until: map[string]time.Time{}, hosts: map[string]map[string]Peer{}}, nil
+	case Domain:
+		return newDomain(opt), nil
 	}
-	return nil, fmt.Errorf("health: unknown policy %q (want %s or %s)", name, PerPeer, HostGroup)
+	return nil, fmt.Errorf("health: unknown policy %q (want %s, %s or %s)", name, Domain, PerPeer, HostGroup)
 }
 
-// perPeer is vLLM main: a dead session is reaped alone; nothing else changes.
-type perPeer struct{}
+// quiet is the no-op part shared by the vLLM policies.
+type quiet struct{}
 
-func (perPeer) Name() string                                       { return PerPeer }
-func (perPeer) SessionEnded(time.Time, Peer, Cause, []Peer) []Peer { return nil }
-func (perPeer) MayDial(time.Time, Peer) bool                       { return true }
-func (perPeer) HandshakeWait() time.Duration                       { return 0 }
+func (quiet) HandshakeWait() time.Duration       { return 0 }
+func (quiet) Gate(time.Time, Peer) Gate          { return GateOpen }
+func (quiet) LoadDone(time.Time, Peer, bool)     {}
+func (quiet) ProbeAck(time.Time, Peer, uint64)   {}
+func (quiet) Tick(time.Time)                     {}
+func (quiet) TakeDecisions() []Decision          { return nil }
+func (quiet) SessionUp(time.Time, Peer)          {}
+func (quiet) MayDial(now time.Time, p Peer) bool { return true }
+
+// perPeer is vLLM main: a dead session is reaped alone; nothing else changes.
+type perPeer struct{ quiet }
+
+func (*perPeer) Name() string                                     { return PerPeer }
+func (*perPeer) SessionEnded(time.Time, Peer, End) []Peer { return nil }
 
 // hostGroup is PR #64678's group_peers_by_host. Any session end the reap
 // sees (idle eviction and failed handshakes included, exactly as the PR did:
@@ -65,22 +147,32 @@ func (perPeer) HandshakeWait() time.Duration                       { return 0 }
 // sessions are still accepted: a sibling that is control-alive could
 // reconnect at once.
 type hostGroup struct {
+	quiet
 	quarantine time.Duration
-	until      map[string]time.Time // host -> end of quarantine
+	until      map[string]time.Time       // host -> end of quarantine
+	hosts      map[string]map[string]Peer // host -> live sessions
 }
 
-func (*hostGroup) Name() string                 { return HostGroup }
-func (*hostGroup) HandshakeWait() time.Duration { return 0 }
+func (*hostGroup) Name() string { return HostGroup }
 
-func (h *hostGroup) SessionEnded(now time.Time, ended Peer, _ Cause, live []Peer) []Peer {
-	host := HostOf(ended.ID)
-	h.until[host] = now.Add(h.quarantine)
-	var out []Peer
-	for _, p := range live {
-		if HostOf(p.ID) == host {
-			out = append(out, p)
-		}
+func (h *hostGroup) SessionUp(_ time.Time, p Peer) {
+	host := HostOf(p.ID)
+	if h.hosts[host] == nil {
+		h.hosts[host] = map[string]Peer{}
 	}
+	h.hosts[host][p.ID] = p
+}
+
+func (h *hostGroup) SessionEnded(now time.Time, p Peer, _ End) []Peer {
+	host := HostOf(p.ID)
+	h.until[host] = now.Add(h.quarantine)
+	delete(h.hosts[host], p.ID)
+	var out []Peer
+	for _, q := range h.hosts[host] {
+		out = append(out, q)
+	}
+	sortPeers(out)        // deterministic order for the simulator
+	delete(h.hosts, host) // the table closes them all in this reap
 	return out
 }
 
@@ -96,6 +188,3 @@ func (h *hostGroup) MayDial(now time.Time, p Peer) bool {
 	}
 	return false
 }
-
-// Names lists the policies New accepts, the default first.
-func Names() []string { return []string{PerPeer, HostGroup} }

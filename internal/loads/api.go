@@ -64,6 +64,14 @@ func (t *Table) Lookup(now time.Time, id string, k wire.Key) session.Verdict {
 		t.markFailed(r.src.kvID)
 		return session.Miss
 	}
+	switch t.policy.Gate(now, t.peerOf(c)) {
+	case health.GateWait:
+		t.applyDecisions(now)
+		return session.Retry
+	case health.GateMiss:
+		t.markFailed(r.src.kvID)
+		return session.Miss
+	}
 	if r.src.pd {
 		return session.Hit
 	}
@@ -104,6 +112,10 @@ func (t *Table) SubmitLoad(now time.Time, id string, keys []wire.Key) uint64 {
 	if len(keys) == 0 {
 		t.results = append(t.results, JobResult{Job: j.id, Kind: JobLoad, ReqID: id, OK: true})
 		return j.id
+	}
+	if t.shuttingDown {
+		t.markFailed(r.src.kvID)
+		return t.failNow(j, "shutting down")
 	}
 	c := t.byPeer[r.src.peer]
 	if c == nil || !c.s.Ready() {
@@ -156,6 +168,14 @@ func (t *Table) SubmitStore(now time.Time, id string, keys []wire.Key) uint64 {
 	if _, gone := t.reaped[r.dst.kvID]; gone {
 		return t.failNow(j, "request's stores were reaped")
 	}
+	bound := t.bound[r.dst.kvID]
+	if bound != nil && bound.s.Ended() != health.CauseNone {
+		bound = nil
+	}
+	if bound == nil && t.shuttingDown {
+		// Only a transfer in flight is drained; nothing new is parked.
+		return t.failNow(j, "shutting down")
+	}
 	slots := make([]store.Slot, 0, len(keys))
 	for _, k := range keys {
 		sl, ok := t.store.PinKey(k)
@@ -169,7 +189,7 @@ func (t *Table) SubmitStore(now time.Time, id string, keys []wire.Key) uint64 {
 	}
 	j.slots, j.keys = slots, keys
 	t.jobs[j.id] = j
-	if c := t.bound[r.dst.kvID]; c != nil && c.s.Ended() == health.CauseNone {
+	if c := bound; c != nil {
 		j.conn = c.id
 		c.s.AddStoredBlocks(now, r.dst.kvID, keys, slots, j.id)
 		t.drain(now, c)

@@ -82,6 +82,7 @@ func (t *Table) identified(now time.Time, c *conn) {
 	case old.s.Identified() && oh.Incarnation != h.Incarnation:
 		t.log.Warn("peer restarted: failing what the old incarnation owed", "peer", c.peer,
 			"old_incarnation", oh.Incarnation, "new_incarnation", h.Incarnation)
+		old.restart = true
 		old.s.Close(now, health.CauseConnReset)
 		t.drain(now, old)
 		t.byPeer[c.peer] = c
@@ -157,6 +158,8 @@ func (t *Table) Tick(now time.Time) {
 		c.s.Tick(now)
 		t.drain(now, c)
 	}
+	t.policy.Tick(now)
+	t.applyDecisions(now)
 	t.evictIdle(now)
 	t.reapUnbound(now)
 	t.shutdownStep(now)

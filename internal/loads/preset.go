@@ -106,3 +106,11 @@ func BuildConfig(id Identity, t Timers, p health.Policy) Config {
 		ShutdownDrain:       t.ShutdownDrain,
 	}
 }
+
+// PolicyOptions are the policy knobs of a set of timers.
+func PolicyOptions(t Timers) health.Options {
+	return health.Options{
+		HostQuarantine: t.HostQuarantine, ProbeTimeout: t.ProbeTimeout, ConnectWait: t.ConnectWait,
+		EjectionBase: t.EjectionBase, EjectionCap: t.EjectionCap, MaxEjectionPercent: t.MaxEjectionPercent,
+	}
+}

@@ -1,6 +1,10 @@
 package loads
 
-import "time"
+import (
+	"time"
+
+	"github.com/kvp2p/kvp2p/internal/health"
+)
 
 // ProbeAck reports that the peer on connection id answered data-path probe
 // seq (see session.OpProbe). The failure-domain policy uses the answers to
@@ -13,5 +17,33 @@ func (t *Table) ProbeAck(now time.Time, id ConnID, seq uint64) {
 	t.probeAnswered(now, c, seq)
 }
 
-// probeAnswered is filled in by the domain policy's wiring.
-func (t *Table) probeAnswered(now time.Time, c *conn, seq uint64) {}
+func (t *Table) probeAnswered(now time.Time, c *conn, seq uint64) {
+	t.policy.ProbeAck(now, t.peerOf(c), seq)
+	t.applyDecisions(now)
+}
+
+// applyDecisions performs what the policy decided on its own: probes of
+// live siblings' data paths, and closing the ones that did not answer.
+func (t *Table) applyDecisions(now time.Time) {
+	for {
+		ds := t.policy.TakeDecisions()
+		if len(ds) == 0 {
+			return
+		}
+		for _, d := range ds {
+			c := t.byPeer[d.Peer]
+			if c == nil || c.s.Ended() != health.CauseNone {
+				continue
+			}
+			switch d.Kind {
+			case health.DecideProbe:
+				c.s.Probe(now, d.Seq)
+			case health.DecideClose:
+				t.log.Warn("closing a peer whose data path did not answer its probe", "peer", d.Peer, "cause", d.Cause.String())
+				c.s.Close(now, d.Cause)
+			}
+			t.drain(now, c)
+		}
+		t.reap(now)
+	}
+}

@@ -31,6 +31,9 @@ func (t *Table) reap(now time.Time) {
 			return
 		}
 		for _, c := range ended {
+			if c.reaped {
+				continue // reaped by a nested reap (applyDecisions)
+			}
 			c.reaped = true
 			cause := c.s.Ended()
 			failedIDs := c.s.FailedRequests()
@@ -47,17 +50,10 @@ func (t *Table) reap(now time.Time) {
 				continue // never a session: the policy does not see it
 			}
 			t.log.Warn("peer down", "peer", c.peer, "cause", cause.String(), "loads_failed", n, "policy", t.policy.Name())
-			var live []health.Peer
-			byID := map[string]*conn{}
-			for _, o := range t.conns {
-				if !o.reaped && !o.rejected && o.s.Ended() == health.CauseNone && o.peer != "" {
-					live = append(live, t.peerOf(o))
-					byID[o.peer] = o
-				}
-			}
-			for _, p := range t.policy.SessionEnded(now, t.peerOf(c), cause, live) {
-				o := byID[p.ID]
-				if o == nil {
+			end := health.End{Cause: cause, Restart: c.restart, LoadsFailed: n}
+			for _, p := range t.policy.SessionEnded(now, t.peerOf(c), end) {
+				o := t.byPeer[p.ID]
+				if o == nil || o.reaped || o.s.Ended() != health.CauseNone {
 					continue
 				}
 				t.log.Warn("closing sibling with its dead peer", "peer", o.peer, "dead_peer", c.peer, "policy", t.policy.Name())
@@ -73,6 +69,7 @@ func (t *Table) reap(now time.Time) {
 					}
 				}
 			}
+			t.applyDecisions(now)
 		}
 	}
 }

@@ -20,6 +20,8 @@ type conn struct {
 	rejected bool   // refused before it became a session (duplicate, over cap): the policy never sees it
 	reaped   bool
 	closed   bool // ActClose emitted
+	up       bool // the policy was told the session is up
+	restart  bool // ended because the peer restarted (a new incarnation)
 }
 
 // request is one engine request.
@@ -204,7 +206,7 @@ func (t *Table) drain(now time.Time, c *conn) {
 			}
 		}
 		for _, r := range o.Loads {
-			t.loadDone(r)
+			t.loadDone(now, c, r)
 		}
 		for _, r := range o.Stores {
 			t.storeDone(r)
@@ -215,6 +217,10 @@ func (t *Table) drain(now time.Time, c *conn) {
 		for _, id := range o.NewFetch {
 			t.bind(now, c, id)
 		}
+		if !c.up && c.s.Ready() && !c.rejected {
+			c.up = true
+			t.policy.SessionUp(now, t.peerOf(c))
+		}
 		if o.Ended != health.CauseNone && !c.closed {
 			c.closed = true
 			t.actions = append(t.actions, Action{Kind: ActClose, Conn: c.id, Cause: o.Ended})
@@ -222,11 +228,12 @@ func (t *Table) drain(now time.Time, c *conn) {
 	}
 }
 
-func (t *Table) loadDone(r session.LoadResult) {
+func (t *Table) loadDone(now time.Time, c *conn, r session.LoadResult) {
 	j := t.jobs[r.Job]
 	if j == nil {
 		return
 	}
+	t.policy.LoadDone(now, t.peerOf(c), r.OK)
 	if r.OK {
 		for _, sl := range j.slots {
 			if err := t.store.Commit(sl); err != nil {

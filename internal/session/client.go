@@ -189,6 +189,16 @@ func (s *Session) RequestBlocks(now time.Time, job uint64, id string, keys []wir
 	if _, dup := s.client.loads[job]; dup {
 		return fmt.Errorf("job %d already in flight", job)
 	}
+	if pd {
+		// PD has one round (0) per request: a second fetch while the first
+		// is still known to the producer is a protocol error there, which
+		// would end the session and everything else it carries.
+		for _, l := range s.client.loads {
+			if l.pd && l.req == id {
+				return fmt.Errorf("PD load of %s already in flight (job %d)", id, l.job)
+			}
+		}
+	}
 	r := s.client.req(id)
 	round := uint64(0)
 	if !pd {

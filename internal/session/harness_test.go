@@ -102,6 +102,8 @@ type side struct {
 	releases []uint64
 	newFetch []string
 	ended    health.Cause
+	// reportedEnd: a script trace has shown the end already.
+	reportedEnd bool
 }
 
 func (sd *side) collect(t *testing.T) {

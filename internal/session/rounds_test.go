@@ -306,3 +306,25 @@ func TestRoundNeverReusedAfterPrune(t *testing.T) {
 		t.Fatalf("new load: %+v", r)
 	}
 }
+
+// TestSecondPDLoadRefusedLocally: the consumer never sends a second fetch
+// for a PD request's only round while the first is in flight (the producer
+// would end the whole session for it); the first load is unaffected.
+func TestSecondPDLoadRefusedLocally(t *testing.T) {
+	pr := readyPair(t, nil)
+	ks := keys("a", 2)
+	pr.load(1, "kv", ks, true)
+	if err := pr.c.s.RequestBlocks(pr.now, 2, "kv", ks, slots(900, 2), true); err == nil {
+		t.Fatal("second PD load of the same request accepted")
+	}
+	pr.flush()
+	if pr.p.ended != health.CauseNone {
+		t.Fatalf("producer ended: %v", pr.p.ended)
+	}
+	pr.p.s.AddStoredBlocks(pr.now, "kv", ks, slots(500, 2), 7)
+	pr.flush()
+	pr.complete(1, 2)
+	if r := pr.oneLoad(1); !r.OK {
+		t.Fatalf("%+v", r)
+	}
+}

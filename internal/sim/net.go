@@ -23,6 +23,27 @@ type Net struct {
 	queue []func()
 	lim   wire.Limits
 	Dials []Dial // every dial attempted, in order
+
+	lastProgress time.Time
+}
+
+// progress delivers a Progress for every open producer job whose data path
+// works, as the data path's writer does every progress interval.
+func (n *Net) progress() {
+	for _, nd := range n.order {
+		for _, e := range nd.ends {
+			p := e.peer
+			if !e.open || p == nil || len(e.opened) == 0 || nd.DataBlackhole || p.node.DataBlackhole ||
+				nd.Silent || p.node.Silent || p.node.Crashed || nd.Crashed {
+				continue
+			}
+			for job := range e.opened {
+				bytes := p.got[job]
+				n.later(func() { p.node.T.DataProgress(n.Now, p.conn, job, bytes) })
+			}
+		}
+	}
+	n.Run()
 }
 
 // Dial records one outbound dial.
@@ -52,6 +73,7 @@ type end struct {
 	open    bool
 	expects map[uint64][]store.Slot // consumer jobs: destination slots
 	got     map[uint64]uint64       // consumer jobs: bytes landed
+	opened  map[uint64]bool         // producer jobs open on the data path (Progress every interval)
 }
 
 // NewNet returns an empty network whose clock starts at start.
@@ -102,6 +124,10 @@ func (n *Net) Advance(d time.Duration) {
 			step = rem
 		}
 		n.Now = n.Now.Add(step)
+		if n.Now.Sub(n.lastProgress) >= 100*time.Millisecond {
+			n.lastProgress = n.Now
+			n.progress()
+		}
 		for _, nd := range n.order {
 			if !nd.Crashed && !nd.Silent {
 				nd.T.Tick(n.Now)
@@ -207,7 +233,13 @@ func (n *Net) data(nd *Node, conn loads.ConnID, op session.DataOp) {
 	}
 	switch op.Kind {
 	case session.OpOpen:
+		if e.opened == nil {
+			e.opened = map[uint64]bool{}
+		}
+		e.opened[op.Job] = true
 		n.later(func() { p.node.T.DataProgress(n.Now, p.conn, op.Job, 0) })
+	case session.OpProbe:
+		n.later(func() { nd.T.ProbeAck(n.Now, conn, op.Seq) })
 	case session.OpSend:
 		dst := p.expects[op.Job]
 		for _, b := range op.Blocks {
@@ -220,6 +252,7 @@ func (n *Net) data(nd *Node, conn loads.ConnID, op session.DataOp) {
 		bytes := p.got[op.Job]
 		n.later(func() { p.node.T.DataProgress(n.Now, p.conn, op.Job, bytes) })
 		if op.Last {
+			delete(e.opened, op.Job)
 			n.later(func() {
 				delete(p.expects, op.Job)
 				p.node.T.DataEnd(n.Now, p.conn, op.Job, true, bytes)
@@ -227,6 +260,7 @@ func (n *Net) data(nd *Node, conn loads.ConnID, op session.DataOp) {
 			n.later(func() { nd.T.SendEnd(n.Now, conn, op.Job, true, bytes) })
 		}
 	case session.OpCancel:
+		delete(e.opened, op.Job)
 		bytes := p.got[op.Job]
 		n.later(func() {
 			delete(p.expects, op.Job)

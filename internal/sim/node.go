@@ -40,7 +40,7 @@ func (n *Net) NewNode(id string, o NodeOpts) (*Node, error) {
 	if o.Timers != nil {
 		t = *o.Timers
 	}
-	pol, err := health.New(o.Policy, health.Options{HostQuarantine: t.HostQuarantine})
+	pol, err := health.New(o.Policy, loads.PolicyOptions(t))
 	if err != nil {
 		return nil, err
 	}

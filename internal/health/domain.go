@@ -1,0 +1,334 @@
+package health
+
+import (
+	"sort"
+	"time"
+)
+
+// domainPolicy is kvp2p's default (design.md §5). Only fault causes count.
+// A fault turns the peer's failure domain suspect at once and every live
+// sibling is probed over its data path; siblings that answer within
+// ProbeTimeout keep their sessions and loads, the rest are closed at once.
+// While the domain is suspect a request naming one of its members waits
+// (RETRY) for that member's probe, then loads or falls back. A rank that
+// cannot be reached is simply retried on the next request (never
+// blacklisted); a rank that connects but keeps failing loads is ejected for
+// a time that doubles on repeats up to a cap, lifted early by a successful
+// half-open probe; never more than MaxEjectionPercent of known domains are
+// ejected at once (at least one may be). Restarts, Goodbyes, idle eviction,
+// incompatibility and failed handshakes are not evidence of anything.
+type domainPolicy struct {
+	opt     Options
+	peers   map[string]*peerHealth
+	domains map[string]*domainHealth
+	seq     uint64
+	probes  map[uint64]string // outstanding probe seq -> peer
+	out     []Decision
+}
+
+type peerHealth struct {
+	peer         Peer
+	domain       string
+	live         bool      // a ready session exists
+	probeSeq     uint64    // outstanding probe, 0 if none
+	probeBy      time.Time // its deadline
+	verified     uint64    // the suspicion epoch this peer last answered a probe in
+	faults       int       // faults since its last successful load
+	ejections    int       // how many times ejected (the doubling exponent)
+	ejectedUntil time.Time
+	halfOpen     bool // ejected, but one probe may lift it
+}
+
+type domainHealth struct {
+	members      map[string]*peerHealth
+	epoch        uint64    // bumped at every fault: probes answer for an epoch
+	suspectUntil time.Time // a failed probe keeps the domain suspect until then
+	probing      int       // probes outstanding for the current epoch
+	failed       bool      // a probe of the current epoch went unanswered
+	ejected      int       // members currently ejected
+}
+
+func newDomain(o Options) *domainPolicy {
+	if o.ProbeTimeout <= 0 {
+		o.ProbeTimeout = 250 * time.Millisecond
+	}
+	if o.ConnectWait <= 0 {
+		o.ConnectWait = 250 * time.Millisecond
+	}
+	if o.EjectionBase <= 0 {
+		o.EjectionBase = 10 * time.Second
+	}
+	if o.EjectionCap <= 0 {
+		o.EjectionCap = 300 * time.Second
+	}
+	if o.MaxEjectionPercent <= 0 {
+		o.MaxEjectionPercent = 50
+	}
+	if o.FlapThreshold <= 0 {
+		o.FlapThreshold = 3
+	}
+	if o.SuspectHold <= 0 {
+		o.SuspectHold = o.EjectionBase
+	}
+	return &domainPolicy{opt: o, peers: map[string]*peerHealth{}, domains: map[string]*domainHealth{}, probes: map[uint64]string{}}
+}
+
+func (*domainPolicy) Name() string { return Domain }
+
+// HandshakeWait lets a lookup wait a little for a pending handshake, so
+// that re-opening a session (after an idle eviction, say) costs no fallback.
+func (d *domainPolicy) HandshakeWait() time.Duration { return d.opt.ConnectWait }
+
+func (d *domainPolicy) peer(p Peer) *peerHealth {
+	ph := d.peers[p.ID]
+	dom := DomainOf(p)
+	if ph == nil {
+		ph = &peerHealth{peer: p}
+		d.peers[p.ID] = ph
+	}
+	if ph.domain != dom {
+		if old := d.domains[ph.domain]; old != nil {
+			delete(old.members, p.ID)
+		}
+		ph.domain = dom
+		ph.peer = p
+		dh := d.domains[dom]
+		if dh == nil {
+			dh = &domainHealth{members: map[string]*peerHealth{}, epoch: 1}
+			d.domains[dom] = dh
+		}
+		dh.members[p.ID] = ph
+	}
+	return ph
+}
+
+func (d *domainPolicy) SessionUp(now time.Time, p Peer) {
+	ph := d.peer(p)
+	ph.live = true
+	dh := d.domains[ph.domain]
+	if d.suspect(now, dh) && ph.verified != dh.epoch {
+		d.probe(now, ph) // a new session into a suspect domain proves its data path first
+	}
+}
+
+func (d *domainPolicy) suspect(now time.Time, dh *domainHealth) bool {
+	return dh.probing > 0 || now.Before(dh.suspectUntil)
+}
+
+func (d *domainPolicy) probe(now time.Time, ph *peerHealth) {
+	if ph.probeSeq != 0 || !ph.live {
+		return
+	}
+	d.seq++
+	ph.probeSeq = d.seq
+	ph.probeBy = now.Add(d.opt.ProbeTimeout)
+	d.probes[d.seq] = ph.peer.ID
+	d.domains[ph.domain].probing++
+	d.out = append(d.out, Decision{Kind: DecideProbe, Peer: ph.peer.ID, Seq: d.seq})
+}
+
+func (d *domainPolicy) endProbe(ph *peerHealth) {
+	if ph.probeSeq == 0 {
+		return
+	}
+	delete(d.probes, ph.probeSeq)
+	ph.probeSeq = 0
+	d.domains[ph.domain].probing--
+}
+
+func (d *domainPolicy) SessionEnded(now time.Time, p Peer, e End) []Peer {
+	ph := d.peer(p)
+	ph.live = false
+	d.endProbe(ph)
+	if !e.Cause.IsFault() || e.Restart {
+		return nil
+	}
+	dh := d.domains[ph.domain]
+	// Flapping is a rank that connects but keeps failing loads: sessions
+	// that die with loads on them, without a successful load in between. A
+	// session closed by a failed probe before any load does not count, so a
+	// rank behind a dead data path is not ejected, only probed per use, and
+	// is used again as soon as it heals.
+	if e.LoadsFailed > 0 {
+		ph.faults++
+		if ph.faults >= d.opt.FlapThreshold {
+			d.eject(now, ph, dh)
+		}
+	}
+	// The domain turns suspect at once: a new epoch, and every live sibling
+	// proves its data path again. New sessions into it prove theirs while it
+	// stays suspect.
+	dh.epoch++
+	dh.failed = false
+	dh.suspectUntil = now.Add(d.opt.SuspectHold)
+	for _, id := range sortedIDs(dh.members) {
+		if sib := dh.members[id]; sib != ph && sib.live {
+			d.endProbe(sib)
+			d.probe(now, sib)
+		}
+	}
+	return nil
+}
+
+func (d *domainPolicy) anyLive(dh *domainHealth) bool {
+	for _, m := range dh.members {
+		if m.live {
+			return true
+		}
+	}
+	return false
+}
+
+func sortedIDs(m map[string]*peerHealth) []string {
+	ids := make([]string, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// eject takes a flapping peer out for a time that doubles per repeat, if
+// the cap on ejected domains allows.
+func (d *domainPolicy) eject(now time.Time, ph *peerHealth, dh *domainHealth) {
+	if now.Before(ph.ejectedUntil) {
+		return
+	}
+	if dh.ejected == 0 {
+		ejectedDomains := 0
+		for _, o := range d.domains {
+			if o.ejected > 0 {
+				ejectedDomains++
+			}
+		}
+		allowed := len(d.domains) * d.opt.MaxEjectionPercent / 100
+		if allowed < 1 {
+			allowed = 1
+		}
+		if ejectedDomains >= allowed {
+			return // the cap: never eject more than this much of the fleet
+		}
+	}
+	dur := d.opt.EjectionBase << min(ph.ejections, 30)
+	if dur > d.opt.EjectionCap || dur <= 0 {
+		dur = d.opt.EjectionCap
+	}
+	ph.ejections++
+	ph.ejectedUntil = now.Add(dur)
+	ph.halfOpen = false
+	dh.ejected++
+}
+
+func (d *domainPolicy) ejected(now time.Time, ph *peerHealth) bool {
+	if ph.ejectedUntil.IsZero() {
+		return false
+	}
+	if !now.Before(ph.ejectedUntil) {
+		d.lift(ph)
+		return false
+	}
+	return true
+}
+
+func (d *domainPolicy) lift(ph *peerHealth) {
+	if ph.ejectedUntil.IsZero() {
+		return
+	}
+	ph.ejectedUntil = time.Time{}
+	ph.halfOpen = false
+	ph.faults = 0
+	d.domains[ph.domain].ejected--
+}
+
+// MayDial refuses only ejected peers, except for one half-open attempt once
+// half the ejection has passed. Unreachable peers are retried on demand.
+func (d *domainPolicy) MayDial(now time.Time, p Peer) bool {
+	ph := d.peer(p)
+	if !d.ejected(now, ph) {
+		return true
+	}
+	half := ph.ejectedUntil.Add(-(d.opt.EjectionBase << min(ph.ejections-1, 30)) / 2)
+	if !ph.halfOpen && !now.Before(half) {
+		ph.halfOpen = true
+		return true
+	}
+	return false
+}
+
+func (d *domainPolicy) Gate(now time.Time, p Peer) Gate {
+	ph := d.peer(p)
+	if d.ejected(now, ph) && !ph.halfOpen {
+		return GateMiss
+	}
+	dh := d.domains[ph.domain]
+	if ph.halfOpen || (d.suspect(now, dh) && ph.verified != dh.epoch) {
+		if ph.probeSeq == 0 {
+			d.probe(now, ph)
+		}
+		return GateWait
+	}
+	return GateOpen
+}
+
+func (d *domainPolicy) LoadDone(now time.Time, p Peer, ok bool) {
+	if !ok {
+		return // the session's end, if any, is what counts
+	}
+	ph := d.peer(p)
+	ph.faults = 0
+	if d.ejected(now, ph) {
+		d.lift(ph)
+	}
+	ph.ejections = 0
+}
+
+func (d *domainPolicy) ProbeAck(now time.Time, p Peer, seq uint64) {
+	ph := d.peer(p)
+	if ph.probeSeq != seq || seq == 0 {
+		return
+	}
+	d.endProbe(ph)
+	dh := d.domains[ph.domain]
+	ph.verified = dh.epoch
+	if ph.halfOpen {
+		d.lift(ph) // a successful half-open probe lifts the ejection early
+	}
+	if dh.probing == 0 && !dh.failed && d.anyLive(dh) {
+		dh.suspectUntil = time.Time{} // every live sibling answered: the domain clears
+	}
+}
+
+// Tick closes the siblings whose probes went unanswered.
+func (d *domainPolicy) Tick(now time.Time) {
+	if len(d.probes) == 0 {
+		return
+	}
+	var late []*peerHealth
+	for _, id := range d.probes {
+		if ph := d.peers[id]; ph != nil && !now.Before(ph.probeBy) {
+			late = append(late, ph)
+		}
+	}
+	sort.Slice(late, func(i, j int) bool { return late[i].peer.ID < late[j].peer.ID })
+	for _, ph := range late {
+		d.endProbe(ph)
+		dh := d.domains[ph.domain]
+		dh.failed = true
+		dh.suspectUntil = now.Add(d.opt.SuspectHold)
+		if ph.halfOpen {
+			ph.halfOpen = false
+			ph.ejectedUntil = now.Add(d.opt.EjectionBase << min(ph.ejections, 30))
+			if ph.ejectedUntil.Sub(now) > d.opt.EjectionCap {
+				ph.ejectedUntil = now.Add(d.opt.EjectionCap)
+			}
+			ph.ejections++
+		}
+		d.out = append(d.out, Decision{Kind: DecideClose, Peer: ph.peer.ID, Cause: CauseProgressStall})
+	}
+}
+
+func (d *domainPolicy) TakeDecisions() []Decision {
+	o := d.out
+	d.out = nil
+	return o
+}
