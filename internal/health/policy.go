@@ -137,7 +137,7 @@ func (quiet) MayDial(now time.Time, p Peer) bool { return true }
 // perPeer is vLLM main: a dead session is reaped alone; nothing else changes.
 type perPeer struct{ quiet }
 
-func (*perPeer) Name() string                                     { return PerPeer }
+func (*perPeer) Name() string                             { return PerPeer }
 func (*perPeer) SessionEnded(time.Time, Peer, End) []Peer { return nil }
 
 // hostGroup is PR #64678's group_peers_by_host. Any session end the reap
