@@ -23,8 +23,8 @@ type Config struct {
 	// FailureDomain names what fails with this node (a pod UID, a node
 	// name); empty means the node is its own domain.
 	FailureDomain string `yaml:"failure_domain"`
-	// Policy is the failure policy: per-peer (vLLM main, the default for
-	// now) or host-group (vLLM PR #64678).
+	// Policy is the failure policy: domain (kvp2p's, the default), per-peer
+	// (vLLM main) or host-group (vLLM PR #64678).
 	Policy string `yaml:"policy"`
 
 	BlockBytes  int    `yaml:"block_bytes"` // bytes per block; default 262144
@@ -59,11 +59,17 @@ type Timers struct {
 	UnboundStoreTimeout  time.Duration `yaml:"unbound_store_timeout"`
 	HostQuarantine       time.Duration `yaml:"host_quarantine"`
 	ShutdownDrain        time.Duration `yaml:"shutdown_drain"`
+	ProbeTimeout         time.Duration `yaml:"probe_timeout"`
+	ConnectWait          time.Duration `yaml:"connect_wait"`
+	EjectionBase         time.Duration `yaml:"ejection_base"`
+	EjectionCap          time.Duration `yaml:"ejection_cap"`
+	MaxEjectionPercent   int           `yaml:"max_ejection_percent"`
 	MaxPeers             int           `yaml:"max_peers"`
 }
 
 // Defaults for the non-timer fields.
 const (
+	DefaultPolicy     = health.Domain
 	DefaultBlockBytes = 256 << 10
 	DefaultSlots      = 1024
 	DefaultChunkBytes = 256 << 10
@@ -104,21 +110,34 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("kvp2p: config: chunk_bytes %d: must be 1..%d", c.ChunkBytes, 4<<20)
 	case c.Timers.MaxPeers < 0:
 		return fmt.Errorf("kvp2p: config: timers.max_peers %d: must be positive", c.Timers.MaxPeers)
+	case c.Timers.MaxEjectionPercent < 0 || c.Timers.MaxEjectionPercent > 100:
+		return fmt.Errorf("kvp2p: config: timers.max_ejection_percent %d: must be 0..100", c.Timers.MaxEjectionPercent)
+	case c.Slots > 0 && c.BlockBytes > 0 && int64(c.Slots)*int64(c.BlockBytes) > maxArena:
+		return fmt.Errorf("kvp2p: config: slots %d x block_bytes %d: arena over %d GiB", c.Slots, c.BlockBytes, maxArena>>30)
 	}
-	for name, d := range map[string]time.Duration{
-		"heartbeat_interval": c.Timers.HeartbeatInterval, "heartbeat_timeout": c.Timers.HeartbeatTimeout,
-		"progress_interval": c.Timers.ProgressInterval, "load_timeout_symmetric": c.Timers.LoadTimeoutSymmetric,
-		"load_timeout_pd": c.Timers.LoadTimeoutPD, "abort_ack_timeout": c.Timers.AbortAckTimeout,
-		"handshake_timeout": c.Timers.HandshakeTimeout, "idle_timeout": c.Timers.IdleTimeout,
-		"unbound_store_timeout": c.Timers.UnboundStoreTimeout, "host_quarantine": c.Timers.HostQuarantine,
-		"shutdown_drain": c.Timers.ShutdownDrain,
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"heartbeat_interval", c.Timers.HeartbeatInterval}, {"heartbeat_timeout", c.Timers.HeartbeatTimeout},
+		{"progress_interval", c.Timers.ProgressInterval}, {"load_timeout_symmetric", c.Timers.LoadTimeoutSymmetric},
+		{"load_timeout_pd", c.Timers.LoadTimeoutPD}, {"abort_ack_timeout", c.Timers.AbortAckTimeout},
+		{"handshake_timeout", c.Timers.HandshakeTimeout}, {"idle_timeout", c.Timers.IdleTimeout},
+		{"unbound_store_timeout", c.Timers.UnboundStoreTimeout}, {"host_quarantine", c.Timers.HostQuarantine},
+		{"shutdown_drain", c.Timers.ShutdownDrain}, {"probe_timeout", c.Timers.ProbeTimeout},
+		{"connect_wait", c.Timers.ConnectWait}, {"ejection_base", c.Timers.EjectionBase},
+		{"ejection_cap", c.Timers.EjectionCap},
 	} {
-		if d < 0 {
-			return fmt.Errorf("kvp2p: config: timers.%s %v: must not be negative", name, d)
+		if d.v < 0 {
+			return fmt.Errorf("kvp2p: config: timers.%s %v: must not be negative", d.name, d.v)
 		}
 	}
 	return nil
 }
+
+// maxArena bounds slots x block_bytes so that a typo is a config error,
+// not an out-of-memory crash.
+const maxArena = 1 << 40
 
 // withDefaults returns the config with every zero field filled.
 func (c Config) withDefaults() Config {
@@ -126,7 +145,7 @@ func (c Config) withDefaults() Config {
 		c.Listen = c.PeerID
 	}
 	if c.Policy == "" {
-		c.Policy = health.PerPeer
+		c.Policy = DefaultPolicy
 	}
 	if c.BlockBytes == 0 {
 		c.BlockBytes = DefaultBlockBytes
@@ -174,6 +193,13 @@ func (c Config) timers() loads.Timers {
 	set(&t.UnboundStoreTimeout, o.UnboundStoreTimeout)
 	set(&t.HostQuarantine, o.HostQuarantine)
 	set(&t.ShutdownDrain, o.ShutdownDrain)
+	set(&t.ProbeTimeout, o.ProbeTimeout)
+	set(&t.ConnectWait, o.ConnectWait)
+	set(&t.EjectionBase, o.EjectionBase)
+	set(&t.EjectionCap, o.EjectionCap)
+	if o.MaxEjectionPercent != 0 {
+		t.MaxEjectionPercent = o.MaxEjectionPercent
+	}
 	if o.MaxPeers != 0 {
 		t.MaxPeers = o.MaxPeers
 	}

@@ -184,6 +184,8 @@ func (n *Node) dataEvent(now time.Time, ev evData) {
 		n.tb.DataCorrupt(now, ev.id, e.Job)
 	case datapath.RecvEnd:
 		n.tb.DataEnd(now, ev.id, e.Job, e.OK, e.Bytes)
+	case datapath.ProbeAck:
+		n.tb.ProbeAck(now, ev.id, e.Seq)
 	case datapath.Closed:
 		c.dataDone = true
 		if !c.closing {
@@ -283,6 +285,8 @@ func (n *Node) dataOp(dc *datapath.Conn, op session.DataOp) {
 		dc.Send(op.Job, blocks, op.Last)
 	case session.OpCancel:
 		dc.Cancel(op.Job)
+	case session.OpProbe:
+		dc.Probe(op.Seq)
 	}
 }
 

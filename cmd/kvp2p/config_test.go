@@ -162,7 +162,7 @@ func TestConfigErrors(t *testing.T) {
 		{"bad integer", peer + "slots: many\n", nil, nil, `slots: "many": invalid integer`},
 		{"integer out of range", peer + "incarnation: -1\n", nil, nil, `incarnation: "-1": invalid integer`},
 		{"block_bytes too big", peer + "block_bytes: 1073741824\n", nil, nil, "block_bytes 1073741824: must be 1.."},
-		{"bad policy", peer + "policy: domain\n", nil, nil, `policy: health: unknown policy "domain"`},
+		{"bad policy", peer + "policy: domian\n", nil, nil, `policy: health: unknown policy "domian"`},
 		{"timers not a mapping", peer + "timers: 1s\n", nil, nil, "timers: want a mapping of fields"},
 		{"list for a scalar", peer + "policy: [per-peer]\n", nil, nil, "policy: want a single value"},
 		{"set twice", peer + "slots: 1\nslots: 2\n", nil, nil, "slots: set twice (kvp2p.yaml:3)"},

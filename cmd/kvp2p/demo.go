@@ -42,7 +42,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o := demoOpts{}
-	pol := fs.String("policy", "all", "per-peer, host-group, or all")
+	pol := fs.String("policy", "all", "domain, per-peer, host-group, or all")
 	fs.BoolVar(&o.json, "json", false, "print one JSON report per (scenario, policy)")
 	fs.Float64Var(&o.rate, "rate", 20, "requests per second")
 	fs.DurationVar(&o.run, "duration", 14*time.Second, "workload length")
@@ -59,11 +59,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	o.crashAt, o.partAt = 3*time.Second, 6*time.Second
 	switch *pol {
 	case "all":
-		o.policies = []string{"per-peer", "host-group"}
-	case "per-peer", "host-group":
+		o.policies = []string{"per-peer", "host-group", "domain"}
+	case "per-peer", "host-group", "domain":
 		o.policies = []string{*pol}
 	default:
-		return fmt.Errorf("--policy %q: want per-peer, host-group or all", *pol)
+		return fmt.Errorf("--policy %q: want domain, per-peer, host-group or all", *pol)
 	}
 	if !o.json {
 		fmt.Fprintf(stdout, demoIntro, o.crashAt, o.partAt)
@@ -103,7 +103,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fmt.Fprint(stdout, `
 per-peer is vLLM main: requests to src-a's ranks 1-7 wait out the 30 s PD load timeout.
 host-group is vLLM PR #64678: src-a falls back fast, but src-b's healthy rank is taken down
-with its host (false fallbacks). kvp2p's own failure-domain policy comes with a later issue.
+with its host (false fallbacks). domain is kvp2p's: the pod's failure domain turns suspect,
+its ranks' data paths are probed, the silent ones are closed within the probe timeout, and the
+co-located instance, another domain, is left alone.
 `)
 	return nil
 }

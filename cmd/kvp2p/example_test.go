@@ -24,10 +24,9 @@ func TestExampleConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Non-timer fields are written out at their defaults. Policy's default
-	// lives in the unexported Config.withDefaults; per-peer for now.
+	// Non-timer fields are written out at their defaults.
 	want := kvp2p.Config{
-		PeerID: cfg.PeerID, Policy: health.PerPeer,
+		PeerID: cfg.PeerID, Policy: kvp2p.DefaultPolicy,
 		BlockBytes: kvp2p.DefaultBlockBytes, Slots: kvp2p.DefaultSlots, ChunkBytes: kvp2p.DefaultChunkBytes,
 	}
 	if !reflect.DeepEqual(cfg, want) {
@@ -47,26 +46,30 @@ func TestExampleConfig(t *testing.T) {
 	}
 }
 
-// TestExampleTimerPresets checks the "preset: X" comment of every timer
-// against the per-peer and host-group presets the node really uses.
+// TestExampleTimerPresets checks the "domain: X, vllm: Y" comment of every
+// timer against the presets the node really uses (vllm: per-peer and
+// host-group).
 func TestExampleTimerPresets(t *testing.T) {
 	text, err := os.ReadFile(examplePath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	documented := map[string]string{}
-	for _, m := range regexp.MustCompile(`(?m)^\s+(\w+):\s*\S+\s*#\s*preset: ([0-9a-z.]+)`).FindAllSubmatch(text, -1) {
-		documented[string(m[1])] = string(m[2])
+	docs := map[string]map[string]string{health.Domain: {}, health.PerPeer: {}, health.HostGroup: {}}
+	for _, m := range regexp.MustCompile(`(?m)^\s+(\w+):\s*\S+\s*#\s*domain: ([0-9a-z.]+), vllm: ([0-9a-z.]+);`).FindAllSubmatch(text, -1) {
+		docs[health.Domain][string(m[1])] = string(m[2])
+		docs[health.PerPeer][string(m[1])] = string(m[3])
+		docs[health.HostGroup][string(m[1])] = string(m[3])
 	}
 	timers := reflect.TypeFor[kvp2p.Timers]()
-	for _, policy := range []string{health.PerPeer, health.HostGroup} {
+	for _, policy := range []string{health.Domain, health.PerPeer, health.HostGroup} {
+		documented := docs[policy]
 		preset := reflect.ValueOf(loads.PresetTimers(policy))
 		for i := range timers.NumField() {
 			f := timers.Field(i)
 			name := f.Tag.Get("yaml")
 			doc, ok := documented[name]
 			if !ok {
-				t.Errorf("timers.%s: no \"preset:\" comment in the example", name)
+				t.Errorf("timers.%s: no \"domain: X, vllm: Y;\" comment in the example", name)
 				continue
 			}
 			real := preset.FieldByName(f.Name)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/kvp2p/kvp2p/internal/session"
 	"github.com/kvp2p/kvp2p/internal/sim"
+	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
 func TestMain(m *testing.M) { goleakMain(m) }
@@ -113,4 +114,74 @@ func TestSymmetricLookupThenLoad(t *testing.T) {
 	f.net.Run()
 	f.settled(c)
 	f.settled(p)
+}
+
+// PD, prefiller first, and the producer's request finishes before the
+// decoder's fetch arrives: the parked stores still serve it.
+func TestPDPrefillerFinishesBeforeFetchStillServes(t *testing.T) {
+	f := newFleet(t)
+	p := f.node("10.0.0.1:7777", sim.NodeOpts{})
+	c := f.node("10.0.0.2:7777", sim.NodeOpts{})
+	ks := keys("a", 4)
+	f.put(p, ks)
+	p.T.NewRequest(f.net.Now, "p1", decoder("kv1"))
+	sj := p.T.SubmitStore(f.net.Now, "p1", ks)
+	p.T.RequestFinished(f.net.Now, "p1")
+	f.net.Advance(5 * time.Second)
+	f.noResult(p, sj)
+	c.T.NewRequest(f.net.Now, "d1", pd("kv1", "10.0.0.1", 7777))
+	f.net.Run()
+	lj := c.T.SubmitLoad(f.net.Now, "d1", ks)
+	if r := f.mustResult(c, lj); !r.OK {
+		t.Fatalf("load: %+v", r)
+	}
+	if r := f.mustResult(p, sj); !r.OK {
+		t.Fatalf("store: %+v", r)
+	}
+	f.verify(c, ks)
+	c.T.RequestFinished(f.net.Now, "d1")
+	f.net.Run()
+	f.settled(p)
+	f.settled(c)
+}
+
+// A symmetric consumer finishing with a load in flight and the next
+// round's lookup open releases the open round's pins on the producer at
+// once (terminal empty fetch), not at the producer's store timeout.
+func TestSymmetricFinishReleasesOpenLookupPins(t *testing.T) {
+	f := newFleet(t)
+	p := f.node("10.0.0.1:7777", sim.NodeOpts{})
+	c := f.node("10.0.0.2:7777", sim.NodeOpts{})
+	a, b := keys("a", 2), keys("b", 1)
+	f.put(p, append(append([]wire.Key{}, a...), b...))
+	c.T.NewRequest(f.net.Now, "r", sym("kv", "10.0.0.1", 7777))
+	f.net.Run()
+	lookupAll := func(ks []wire.Key) {
+		for _, k := range ks {
+			c.T.Lookup(f.net.Now, "r", k)
+		}
+		c.T.EndStep(f.net.Now)
+		f.net.Run()
+		for _, k := range ks {
+			if v := c.T.Lookup(f.net.Now, "r", k); v != session.Hit {
+				t.Fatalf("lookup %v", v)
+			}
+		}
+	}
+	lookupAll(a)
+	p.DataBlackhole = true // the load stays in flight
+	j := c.T.SubmitLoad(f.net.Now, "r", a)
+	f.net.Run()
+	lookupAll(b)
+	if n := p.Store.Stats().Pinned; n != 3 {
+		t.Fatalf("producer pins %d, want 3", n)
+	}
+	c.T.RequestFinished(f.net.Now, "r")
+	f.net.Run()
+	if r := f.mustResult(c, j); r.OK {
+		t.Fatal("finished request's load OK")
+	}
+	if n := p.Store.Stats().Pinned; n != 2 {
+		t.Fatalf("producer pins %d after the finish, want 2 (only the aborting round's)", n)
+	}
 }

@@ -41,6 +41,7 @@ func TestScripts(t *testing.T) {
 
 type scriptBlock struct {
 	line int
+	pre  string // the comment lines before the directive, kept by -rewrite
 	cmd  string
 	want string
 }
@@ -51,13 +52,19 @@ func parseScript(t *testing.T, file string) []scriptBlock {
 		t.Fatal(err)
 	}
 	var out []scriptBlock
+	var pre []string
 	lines := strings.Split(string(raw), "\n")
 	for i := 0; i < len(lines); i++ {
 		l := strings.TrimSpace(lines[i])
-		if l == "" || strings.HasPrefix(l, "#") {
+		if l == "" {
 			continue
 		}
-		b := scriptBlock{line: i + 1, cmd: l}
+		if strings.HasPrefix(l, "#") {
+			pre = append(pre, l)
+			continue
+		}
+		b := scriptBlock{line: i + 1, cmd: l, pre: strings.Join(pre, "\n")}
+		pre = nil
 		if i+1 >= len(lines) || strings.TrimSpace(lines[i+1]) != "----" {
 			t.Fatalf("%s:%d: directive without ----", file, i+1)
 		}
@@ -92,6 +99,9 @@ func runScript(t *testing.T, file string) {
 		scriptDo(t, pr, fields[0], args, file, b.line)
 		got := pr.traceSince(mark)
 		if *rewrite {
+			if b.pre != "" {
+				fmt.Fprintf(&buf, "%s\n", b.pre)
+			}
 			fmt.Fprintf(&buf, "%s\n----\n%s\n\n", b.cmd, got)
 			continue
 		}
@@ -197,9 +207,12 @@ func scriptDo(t *testing.T, pr *pair, cmd string, a map[string]string, file stri
 		pr.c.s.ConnFailed(now)
 		pr.p.s.ConnFailed(now)
 		pr.flush()
-	case "data-closed":
-		pr.c.s.DataClosed(now)
-		pr.p.s.DataClosed(now)
+	case "data-closed": // the connections of every ended side are closed
+		for _, sd := range []*side{pr.c, pr.p} {
+			if sd.ended != health.CauseNone {
+				sd.s.DataClosed(now)
+			}
+		}
 		pr.flush()
 	case "advance":
 		d, err := time.ParseDuration(a["by"])
@@ -237,7 +250,11 @@ func (pr *pair) traceSince(m traceMark) string {
 		}
 	}
 	for _, r := range pr.c.loads[m.cl:] {
-		out = append(out, fmt.Sprintf("c load job=%d ok=%v bytes=%d %s", r.Job, r.OK, r.Bytes, r.Reason))
+		l := fmt.Sprintf("c load job=%d ok=%v bytes=%d", r.Job, r.OK, r.Bytes)
+		if r.Reason != "" {
+			l += " (" + r.Reason + ")"
+		}
+		out = append(out, l)
 	}
 	for _, r := range pr.p.stores[m.ps2:] {
 		out = append(out, fmt.Sprintf("p store job=%d ok=%v", r.Job, r.OK))

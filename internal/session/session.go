@@ -337,6 +337,9 @@ func (s *Session) DataClosed(now time.Time) {
 	if s.dataClosed {
 		return
 	}
+	if s.phase != ended {
+		s.ConnFailed(now) // the data path is gone: so is the session
+	}
 	s.dataClosed = true
 	s.client.dataClosed(s)
 	s.server.dataClosed(s)

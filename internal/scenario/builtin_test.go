@@ -1,0 +1,93 @@
+package scenario
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+var wantBuiltins = []string{
+	"colocated", "data-stall", "flapping", "handshake-fail", "host-blackhole", "idle-eviction",
+	"pod-crash", "pod-partial", "rank-crash", "restart", "slow-peer",
+}
+
+func TestBuiltinsParse(t *testing.T) {
+	if got := Builtins(); !slices.Equal(got, wantBuiltins) {
+		t.Fatalf("Builtins() = %v, want %v", got, wantBuiltins)
+	}
+	all, err := LoadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, sc := range all {
+		if sc.Name != wantBuiltins[i] {
+			t.Errorf("%s.yaml: name %q, want the file's name", wantBuiltins[i], sc.Name)
+		}
+		if sc.Duration < 20e9 || sc.Duration > 60e9 {
+			t.Errorf("%s: duration %v, want 20-60 s", sc.Name, sc.Duration)
+		}
+		if len(sc.Faults) == 0 {
+			t.Errorf("%s: no faults", sc.Name)
+		}
+		if err := sc.Validate(); err != nil {
+			t.Errorf("%s: a parsed built-in fails Validate: %v", sc.Name, err)
+		}
+	}
+}
+
+// The built-ins must document themselves: each opens with a comment naming
+// it and saying what it shows.
+func TestBuiltinsCommented(t *testing.T) {
+	for _, name := range wantBuiltins {
+		data, err := os.ReadFile(filepath.Join("..", "..", "scenarios", name+".yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(string(data), "# "+name+": ") {
+			t.Errorf("%s.yaml does not open with a '# %s: ...' comment", name, name)
+		}
+	}
+}
+
+func TestPodPartialMatchesDesign(t *testing.T) {
+	sc, err := Load("pod-partial")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range sc.Faults {
+		got = append(got, f.String())
+	}
+	want := []string{"10s close-control src-a/0", "10s blackhole-data src-a/1-7", "25s heal src-a/*"}
+	if !slices.Equal(got, want) {
+		t.Errorf("faults = %q, want %q", got, want)
+	}
+	if sc.Duration != 40e9 || sc.Workload.Stop != 30e9 || sc.Workload.Rate != 40 || sc.Workload.BlockBytes != 262144 {
+		t.Errorf("workload differs from design.md §7: %+v duration %v", sc.Workload, sc.Duration)
+	}
+}
+
+func TestLoadPath(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "mine.yaml")
+	src, err := os.ReadFile(filepath.Join("..", "..", "scenarios", "rank-crash.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := strings.Replace(string(src), "target: src-a/3", "target: src-a/30", 1)
+	if err := os.WriteFile(path, []byte(bad), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Load(path)
+	if err == nil || !strings.Contains(err.Error(), "mine.yaml:") || !strings.Contains(err.Error(), "rank 30 out of range") {
+		t.Errorf("Load(bad file) = %v", err)
+	}
+	if _, err := Load("no-such-scenario"); err == nil || !strings.Contains(err.Error(), "pod-partial") {
+		t.Errorf("Load(unknown name) = %v, want a list of built-ins", err)
+	}
+	if _, err := Load(filepath.Join(dir, "missing.yaml")); err == nil {
+		t.Error("Load(missing file) succeeded")
+	}
+}
