@@ -86,9 +86,11 @@ func (t *Table) identified(now time.Time, c *conn) {
 		old.s.Close(now, health.CauseConnReset)
 		t.drain(now, old)
 		t.byPeer[c.peer] = c
-	case !c.s.Outbound() && old.s.Outbound() && old.s.Pending() && t.cfg.Session.LocalID > c.peer:
-		// Simultaneous dial: the lower id's dial wins on both sides. Ours
-		// loses; it never carried anything, so it ends quietly.
+	case !c.s.Outbound() && old.s.Outbound() && t.cfg.Session.LocalID > c.peer:
+		// Simultaneous dial: the lower id's dial wins on both sides, whatever
+		// state each side's handshake reached (a peer only dials us while
+		// it knows of no session, so two live ones mean a race). Ours loses
+		// and ends quietly: not a fault.
 		old.rejected = true
 		old.s.Goodbye(now, wire.GoodbyeDuplicate)
 		t.drain(now, old)

@@ -42,7 +42,8 @@ func KVP2PTimers() Timers {
 		AbortAckTimeout: 5 * time.Second, HandshakeTimeout: 5 * time.Second,
 		LookupTimeout: 2 * time.Second, IdleTimeout: 300 * time.Second,
 		UnboundStoreTimeout: 60 * time.Second, StoreTimeout: 30 * time.Second,
-		CancelDrainTimeout: 10 * time.Second, LookupPendingTimeout: 5 * time.Second,
+		// The producer acks an abort it cannot drain before the consumer gives up on it.
+		CancelDrainTimeout: 3 * time.Second, LookupPendingTimeout: 5 * time.Second,
 		ProbeTimeout: 250 * time.Millisecond, ConnectWait: 250 * time.Millisecond,
 		EjectionBase: 10 * time.Second, EjectionCap: 300 * time.Second,
 		HostQuarantine: 10 * time.Second, ShutdownDrain: 3 * time.Second,
@@ -59,6 +60,7 @@ func VLLMTimers() Timers {
 	t.HeartbeatInterval, t.HeartbeatTimeout = 2*time.Second, 10*time.Second
 	t.StallTimeout = 0
 	t.AbortAckTimeout = 10 * time.Second
+	t.CancelDrainTimeout = 10 * time.Second
 	t.HandshakeTimeout = 30 * time.Second
 	t.LookupTimeout = 0
 	t.ProbeTimeout, t.ConnectWait = 0, 0

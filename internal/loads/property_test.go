@@ -3,6 +3,7 @@ package loads_test
 import (
 	"bytes"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -45,6 +46,8 @@ type propRun struct {
 	reqs  []*propReq
 	jobs  map[*sim.Node]map[uint64]propJob
 	down  map[*sim.Node]bool // shut down
+	opts  sim.NodeOpts
+	inc   uint64
 	next  int
 }
 
@@ -164,6 +167,8 @@ func (pr *propRun) step() {
 	case x < 85:
 		nd := pr.pick()
 		nd.Silent, nd.DataBlackhole = false, false
+	case x == 86 && pr.rng.IntN(2) == 0:
+		pr.restart(pr.rng.IntN(len(pr.nodes)))
 	case x == 85 && pr.rng.IntN(4) == 0:
 		nd := pr.pick()
 		pr.down[nd] = true
@@ -172,6 +177,33 @@ func (pr *propRun) step() {
 		pr.f.net.Advance(time.Duration(1+pr.rng.IntN(100)) * 10 * time.Millisecond)
 	}
 	pr.f.net.Run()
+}
+
+// restart crashes node i and starts a new incarnation in its place. What
+// the dead process owed its own engine dies with it; its peers must settle
+// everything they had with it.
+func (pr *propRun) restart(i int) {
+	old := pr.nodes[i]
+	pr.f.net.Crash(old.ID)
+	pr.inc++
+	o := pr.opts
+	o.Incarnation = pr.inc
+	o.Log = slog.New(slog.NewTextHandler(pr.f.log, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", old.ID)
+	nd, err := pr.f.net.Replace(old, o)
+	if err != nil {
+		pr.t.Fatal(err)
+	}
+	pr.nodes[i] = nd
+	pr.jobs[nd] = map[uint64]propJob{}
+	delete(pr.jobs, old)
+	for _, r := range pr.reqs {
+		if r.consumer == old {
+			r.consumer, r.cDone = nd, true
+		}
+		if r.producer == old {
+			r.producer, r.pDone = nd, true
+		}
+	}
 }
 
 func (pr *propRun) settle() {
@@ -238,6 +270,7 @@ func TestEveryJobGetsExactlyOneResult(t *testing.T) {
 		{"per-peer", health.PerPeer, nil},
 		{"host-group", health.HostGroup, nil},
 		{"kvp2p-timers", health.PerPeer, &kvp2p},
+		{"domain", health.Domain, &kvp2p},
 	}
 	seeds := 12
 	if testing.Short() {
@@ -248,9 +281,10 @@ func TestEveryJobGetsExactlyOneResult(t *testing.T) {
 		for seed := 1; seed <= seeds; seed++ {
 			t.Run(fmt.Sprintf("%s/seed=%d", cfg.name, seed), func(t *testing.T) {
 				f := newFleet(t)
-				pr := &propRun{t: t, f: f, rng: rand.New(rand.NewPCG(uint64(seed), 7)), jobs: map[*sim.Node]map[uint64]propJob{}, down: map[*sim.Node]bool{}}
+				pr := &propRun{t: t, f: f, rng: rand.New(rand.NewPCG(uint64(seed), 7)), jobs: map[*sim.Node]map[uint64]propJob{}, down: map[*sim.Node]bool{},
+					opts: sim.NodeOpts{Policy: cfg.policy, Timers: cfg.timers, Slots: 512}, inc: 1}
 				for _, id := range []string{"10.0.0.1:7777", "10.0.0.1:7778", "10.0.0.2:7777"} {
-					nd := f.node(id, sim.NodeOpts{Policy: cfg.policy, Timers: cfg.timers, Slots: 512})
+					nd := f.node(id, pr.opts)
 					pr.nodes = append(pr.nodes, nd)
 					pr.jobs[nd] = map[uint64]propJob{}
 				}

@@ -192,3 +192,35 @@ func TestNewIncarnationFailsOldAtOnce(t *testing.T) {
 		t.Fatal("no restart log line")
 	}
 }
+
+// TestFinishedRequestLeavesFailedSet: the failed set holds ids of live
+// requests only. A finish that aborts a load in flight (publishing its
+// failure) or a session that dies after the finish must not leave the id
+// behind, or the set grows for ever.
+func TestFinishedRequestLeavesFailedSet(t *testing.T) {
+	f := newFleet(t)
+	f.node("10.0.0.1:7777", sim.NodeOpts{})
+	c := f.node("10.0.0.2:7777", sim.NodeOpts{})
+	c.T.NewRequest(f.net.Now, "r", pd("kv", "10.0.0.1", 7777))
+	f.net.Run()
+	j := c.T.SubmitLoad(f.net.Now, "r", keys("a", 2)) // parked: decoder first
+	f.net.Run()
+	c.T.RequestFinished(f.net.Now, "r")
+	if r := f.mustResult(c, j); r.OK {
+		t.Fatal("load OK")
+	}
+	if c.T.Failed("kv") {
+		t.Fatal("finished request's id left in the failed set by its own abort")
+	}
+	c.T.NewRequest(f.net.Now, "r2", pd("kv2", "10.0.0.1", 7777))
+	f.net.Run()
+	j2 := c.T.SubmitLoad(f.net.Now, "r2", keys("b", 2))
+	f.net.Run()
+	c.T.RequestFinished(f.net.Now, "r2")
+	f.net.CloseControl("10.0.0.1:7777") // the session dies with the failed load still held
+	f.mustResult(c, j2)
+	if c.T.Failed("kv2") {
+		t.Fatal("finished request's id put in the failed set by the reap")
+	}
+	f.settled(c)
+}

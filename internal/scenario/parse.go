@@ -38,7 +38,7 @@ const (
 // an *Error naming the file, line and field; all of them are returned
 // together as an ErrorList. Parse never panics, whatever the input.
 func Parse(data []byte, file string) (sc *Scenario, err error) {
-	p := &parser{file: file, lines: map[string]int{}}
+	p := &parser{file: file, lines: map[string]int{}, keys: map[string]int{}}
 	if len(data) > maxFileBytes {
 		return nil, ErrorList{{File: file, Msg: fmt.Sprintf("file is %d bytes, more than the %d a scenario may have", len(data), maxFileBytes)}}
 	}
@@ -64,6 +64,7 @@ type parser struct {
 	file  string
 	errs  ErrorList
 	lines map[string]int // field path -> line of its value, for validation messages
+	keys  map[string]int // field path -> line of its key
 }
 
 // errorf records a problem at node n (or at the line last seen for path
@@ -76,18 +77,24 @@ func (p *parser) errorf(n *yaml.Node, path, format string, args ...any) {
 	p.errs = append(p.errs, &Error{File: p.file, Line: line, Field: path, Msg: fmt.Sprintf(format, args...)})
 }
 
-// line finds the line of path, or of its nearest ancestor that has one
-// (a field left out takes its parent mapping's line).
+// line finds the line of path or, for a field left out, the line of the
+// nearest enclosing key ("workload:"), which is where a person would add it.
 func (p *parser) line(path string) int {
+	if l, ok := p.lines[path]; ok {
+		return l
+	}
 	for path != "" {
-		if l, ok := p.lines[path]; ok {
-			return l
-		}
 		i := strings.LastIndexAny(path, ".[")
 		if i < 0 {
 			break
 		}
 		path = path[:i]
+		if l, ok := p.keys[path]; ok {
+			return l
+		}
+		if l, ok := p.lines[path]; ok {
+			return l
+		}
 	}
 	return p.lines[""]
 }
@@ -196,6 +203,7 @@ func (p *parser) fields(n *yaml.Node, path string, known ...string) map[string]*
 		keyLine[name] = k.Line
 		out[name] = v
 		p.lines[sub] = v.Line
+		p.keys[sub] = k.Line
 	}
 	return out
 }
@@ -222,12 +230,17 @@ func kindName(n *yaml.Node) string {
 	return "something else"
 }
 
-// require reports each named field that is missing from m.
+// require reports each named field that is missing from m, at the line
+// of the key that holds m ("workload:"), which is where a person looks.
 func (p *parser) require(n *yaml.Node, m map[string]*yaml.Node, path string, names ...string) bool {
+	line := n.Line
+	if l, ok := p.keys[path]; ok {
+		line = l
+	}
 	ok := true
 	for _, name := range names {
 		if _, has := m[name]; !has {
-			p.errorf(n, join(path, name), "missing (required)")
+			p.errs = append(p.errs, &Error{File: p.file, Line: line, Field: join(path, name), Msg: "missing (required)"})
 			ok = false
 		}
 	}

@@ -11,7 +11,7 @@ import (
 // applies to a file (messages then carry no file or line). It expects
 // defaults to be filled in already and does not modify sc.
 func (sc *Scenario) Validate() error {
-	p := &parser{lines: map[string]int{}}
+	p := &parser{lines: map[string]int{}, keys: map[string]int{}}
 	p.validate(sc)
 	if len(p.errs) > 0 {
 		return p.errs

@@ -16,7 +16,12 @@
 // one health.Cause. After the end the owner closes the connections and
 // reports DataClosed once no data-path goroutine can touch a slot any more;
 // only then are failed loads' destination slots released and the producer's
-// pins dropped. Failures are published at once; slots wait for proof.
+// pins dropped. Failures are published at once; slots wait for proof: the
+// producer stopped (TransferDone or AbortAck) and the reader saw the job's
+// terminal frame, or DataClosed. A failed load without that proof
+// AbortAckTimeout after its failure ends the session (protocol-error if no
+// ack came, progress-stall if the data path never ended), so that slots
+// are never held for the life of a session.
 //
 // Guarantees: exactly one LoadResult per load; a failed load's bytes are
 // never reported as loaded; a round number is never reused for a request id

@@ -2,48 +2,56 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/loads"
-	"github.com/kvp2p/kvp2p/internal/session"
 	"github.com/kvp2p/kvp2p/internal/store"
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
-// Net is an in-memory network of nodes' decision cores on a virtual clock.
-// Messages cross it through the wire codec (encode, then decode), so nodes
-// never share memory; block bytes are copied slot to slot. Delivery is FIFO
-// and instantaneous unless a fault says otherwise; everything is
-// deterministic.
+// Net is a deterministic discrete-event network of nodes' decision cores on
+// a virtual clock. See the package doc for the model and its contract.
 type Net struct {
-	Now   time.Time
-	Tick  time.Duration // timer granularity of Advance
-	nodes map[string]*Node
-	order []*Node // creation order: deterministic iteration
-	queue []func()
-	lim   wire.Limits
-	Dials []Dial // every dial attempted, in order
+	// Now is the virtual time; only the network moves it.
+	Now time.Time
+	// Tick is the timer granularity: nodes' Table.Tick runs on a grid of
+	// Tick from the start.
+	Tick time.Duration
+	// IdleTick is the granularity for a node with nothing in flight (see
+	// Node.Busy); zero means Tick. Its heartbeats and idle timers then run
+	// up to IdleTick late, which no load can observe.
+	IdleTick time.Duration
+	// Latency is the one-way latency of every link (0: delivery at once).
+	Latency time.Duration
+	// Bandwidth is each node's outgoing data bandwidth in bytes per second
+	// (0: unlimited).
+	Bandwidth int64
+	// ProgressInterval is how often a producer's writer sends a Progress
+	// frame while a job is open (0: never).
+	ProgressInterval time.Duration
+	// WireBlockBytes is what one block costs on the wire, for transfer
+	// times (0: the producer's store block size).
+	WireBlockBytes int
+	// OnResults, when set, receives every node's job results as the node
+	// publishes them, instead of Node.Results.
+	OnResults func(nd *Node, rs []loads.JobResult)
+	// FineAll ticks every node at Tick, busy or not (shutdown, tests).
+	FineAll bool
 
-	lastProgress time.Time
-}
+	Dials  []Dial // every dial attempted, in order
+	Events uint64 // events fired
 
-// progress delivers a Progress for every open producer job whose data path
-// works, as the data path's writer does every progress interval.
-func (n *Net) progress() {
-	for _, nd := range n.order {
-		for _, e := range nd.ends {
-			p := e.peer
-			if !e.open || p == nil || len(e.opened) == 0 || nd.DataBlackhole || p.node.DataBlackhole ||
-				nd.Silent || p.node.Silent || p.node.Crashed || nd.Crashed {
-				continue
-			}
-			for job := range e.opened {
-				bytes := p.got[job]
-				n.later(func() { p.node.T.DataProgress(n.Now, p.conn, job, bytes) })
-			}
-		}
-	}
-	n.Run()
+	start    time.Time
+	now      int64 // ns since start
+	lastTick int64
+	q        queue
+	seq      uint64
+	nodes    map[string]*Node
+	order    []*Node // creation order: deterministic iteration
+	hot      []*Node // nodes that may need a tick at Tick
+	lim      wire.Limits
+	buf      []byte
 }
 
 // Dial records one outbound dial.
@@ -52,33 +60,101 @@ type Dial struct {
 	At       time.Time
 }
 
+// NewNet returns an empty network whose clock starts at start: zero
+// latency, unlimited bandwidth, Progress frames every 100 ms, 10 ms ticks.
+func NewNet(start time.Time) *Net {
+	return &Net{
+		Now: start, start: start, Tick: 10 * time.Millisecond, ProgressInterval: 100 * time.Millisecond,
+		nodes: map[string]*Node{}, lim: wire.DefaultLimits(),
+	}
+}
+
 // Node is one kvp2p node in the network.
 type Node struct {
-	ID    string
+	ID    string // advertised peer id (host:port)
+	Rank  string // pod/rank, when the runner built it
 	T     *loads.Table
 	Store *store.Store
-	net   *Net
-	ends  map[loads.ConnID]*end
+	// Results collects the node's job results (unless Net.OnResults is set).
+	Results []loads.JobResult
 
-	Crashed       bool // process gone: its connections reset, dials refused
-	Silent        bool // process paused or blackholed: nothing in or out, connections stay open
-	DataBlackhole bool // data path silently drops everything
-	Results       []loads.JobResult
+	// Fault state. Tests may set the flags directly; Net's fault methods
+	// set them with their side effects (resets, queued delivery).
+	Crashed         bool          // process gone: dials refused, nothing in or out, no ticks
+	Silent          bool          // blackhole: nothing in or out, connections stay open, dials hang
+	DataBlackhole   bool          // data path silently drops everything, both directions
+	RefuseHandshake bool          // Hellos to and from it are refused as incompatible
+	SlowBps         int64         // outgoing data limited to this many bytes per second
+	ExtraDelay      time.Duration // added to every message and data frame to or from it
+	// Busy says the node's engine has work in flight: the node ticks at
+	// Tick even if the network sees nothing in flight on it.
+	Busy bool
+
+	net      *Net
+	opts     NodeOpts
+	ends     map[loads.ConnID]*end
+	stalled  bool
+	held     []event // what reached it while stalled, in order
+	gone     bool    // replaced: events to it are dropped
+	inHot    bool
+	work     int   // data jobs and handshakes in flight on its ends
+	egress   int64 // when its outgoing data link is free (ns since start)
+	lastTick int64
 }
 
+// Stalled reports whether the node's process is paused (see Net.Stall).
+func (nd *Node) Stalled() bool { return nd.stalled }
+
+// Opts returns the options the node was built with.
+func (nd *Node) Opts() NodeOpts { return nd.opts }
+
+// end is one side of a connection.
 type end struct {
-	node    *Node
-	conn    loads.ConnID
-	peer    *end
-	open    bool
-	expects map[uint64][]store.Slot // consumer jobs: destination slots
-	got     map[uint64]uint64       // consumer jobs: bytes landed
-	opened  map[uint64]bool         // producer jobs open on the data path (Progress every interval)
+	node      *Node
+	conn      loads.ConnID
+	peer      *end
+	open      bool // this side's socket is open
+	pending   bool // handshake in flight (counted in node.work)
+	greeted   uint8
+	ctlFloor  int64 // FIFO: no message from this end arrives before this
+	dataFloor int64 // same for data frames
+	rx        map[uint64]*rxJob
+	tx        map[uint64]*txJob
 }
 
-// NewNet returns an empty network whose clock starts at start.
-func NewNet(start time.Time) *Net {
-	return &Net{Now: start, Tick: 10 * time.Millisecond, nodes: map[string]*Node{}, lim: wire.DefaultLimits()}
+type rxJob struct {
+	slots []store.Slot
+	got   uint64 // bytes landed, in the consumer's store units
+}
+
+type txJob struct {
+	job   uint64
+	from  *end
+	ended bool
+	cut   bool   // the stream vanished in a blackhole: nothing more gets through
+	bytes uint64 // sent so far, in store units
+}
+
+func (n *Net) newEnd(nd *Node, conn loads.ConnID) *end {
+	e := &end{node: nd, conn: conn, open: true, pending: true}
+	nd.ends[conn] = e
+	nd.work++
+	n.wake(nd)
+	return e
+}
+
+// drop forgets everything in flight on e (it closed or its node died).
+func (e *end) drop() {
+	w := len(e.rx) + len(e.tx)
+	if e.pending {
+		w++
+		e.pending = false
+	}
+	e.node.work -= w
+	for _, t := range e.tx {
+		t.ended = true
+	}
+	e.rx, e.tx = nil, nil
 }
 
 // Add registers a node built by the caller around its table and store.
@@ -92,81 +168,149 @@ func (n *Net) Add(id string, t *loads.Table, st *store.Store) *Node {
 // Node returns the node with id, or nil.
 func (n *Net) Node(id string) *Node { return n.nodes[id] }
 
-// Run performs every pending action and delivery until the network is quiet.
+// Nodes returns every live node in creation order.
+func (n *Net) Nodes() []*Node { return n.order }
+
+func (n *Net) off(t time.Time) int64 { return int64(t.Sub(n.start)) }
+
+func (n *Net) setNow(t int64) {
+	if t != n.now {
+		n.now = t
+		n.Now = n.start.Add(time.Duration(t))
+	}
+}
+
+// At runs fn at virtual time t (at once, in order, if t is not after Now).
+func (n *Net) At(t time.Time, fn func()) {
+	n.schedule(max(n.off(t), n.now), event{kind: evFunc, fn: fn})
+}
+
+func (n *Net) schedule(at int64, ev event) {
+	ev.at = at
+	n.seq++
+	ev.seq = n.seq
+	n.q.push(ev)
+}
+
+// Run performs every node's pending actions and every event due by Now.
 func (n *Net) Run() {
-	for {
-		for _, nd := range n.order {
-			if nd.Crashed {
-				nd.T.TakeActions()
-				continue
-			}
-			for _, a := range nd.T.TakeActions() {
-				n.act(nd, a)
-			}
-			nd.Results = append(nd.Results, nd.T.PollFinished()...)
-		}
-		if len(n.queue) == 0 {
-			return
-		}
-		f := n.queue[0]
-		n.queue[0] = nil
-		n.queue = n.queue[1:]
-		f()
-	}
+	n.flushAll()
+	n.runUntil(n.now)
 }
 
-// Advance moves the clock by d in Tick steps, running every timer.
+// Advance moves the clock by d, firing events in time order and ticking
+// nodes on the Tick grid.
 func (n *Net) Advance(d time.Duration) {
-	end := n.Now.Add(d)
-	for n.Now.Before(end) {
-		step := n.Tick
-		if rem := end.Sub(n.Now); rem < step {
-			step = rem
+	n.flushAll()
+	n.advance(d)
+}
+
+func (n *Net) advance(d time.Duration) {
+	target := n.now + int64(d)
+	for {
+		tt := n.lastTick + int64(n.Tick)
+		if tt > target {
+			n.runUntil(target)
+			n.setNow(target)
+			return
 		}
-		n.Now = n.Now.Add(step)
-		if n.Now.Sub(n.lastProgress) >= 100*time.Millisecond {
-			n.lastProgress = n.Now
-			n.progress()
-		}
-		for _, nd := range n.order {
-			if !nd.Crashed && !nd.Silent {
-				nd.T.Tick(n.Now)
-			}
-		}
-		n.Run()
+		n.runUntil(tt)
+		n.setNow(tt)
+		n.lastTick = tt
+		n.tickAll(tt)
+		n.runUntil(tt)
 	}
 }
 
-func (n *Net) later(f func()) { n.queue = append(n.queue, f) }
-
-func (n *Net) act(nd *Node, a loads.Action) {
-	switch a.Kind {
-	case loads.ActDial:
-		n.dial(nd, a.Conn, a.Peer)
-	case loads.ActSend:
-		e := nd.ends[a.Conn]
-		if e == nil || !e.open || nd.Silent || e.peer.node.Silent || e.peer.node.Crashed {
-			return
-		}
-		m := n.copyMsg(a.Msg)
-		p := e.peer
-		n.later(func() {
-			if p.open && !p.node.Crashed {
-				p.node.T.Receive(n.Now, p.conn, m)
-			}
-		})
-	case loads.ActData:
-		n.data(nd, a.Conn, a.Op)
-	case loads.ActClose:
-		n.close(nd, a.Conn)
+func (n *Net) runUntil(t int64) {
+	for len(n.q) > 0 && n.q[0].at <= t {
+		ev := n.q.pop()
+		n.setNow(ev.at)
+		n.Events++
+		n.fire(ev)
 	}
+}
+
+// Flush performs a node's pending actions and collects its results; call
+// it after calling the node's table directly.
+func (n *Net) Flush(nd *Node) {
+	acts := nd.T.TakeActions()
+	if nd.Crashed || nd.gone {
+		nd.T.PollFinished()
+		return
+	}
+	for i := range acts {
+		n.act(nd, &acts[i])
+	}
+	if rs := nd.T.PollFinished(); len(rs) > 0 {
+		if n.OnResults != nil {
+			n.OnResults(nd, rs)
+		} else {
+			nd.Results = append(nd.Results, rs...)
+		}
+	}
+}
+
+func (n *Net) flushAll() {
+	for _, nd := range n.order {
+		n.Flush(nd)
+	}
+}
+
+// wake puts nd on the list of nodes that may need fine ticks.
+func (n *Net) wake(nd *Node) {
+	if !nd.inHot {
+		nd.inHot = true
+		n.hot = append(n.hot, nd)
+	}
+}
+
+func (nd *Node) tickable() bool { return !nd.Crashed && !nd.gone && !nd.stalled }
+
+func (n *Net) tickAll(t int64) {
+	idle := n.IdleTick
+	if idle < n.Tick {
+		idle = n.Tick
+	}
+	if n.FineAll || t%int64(idle) == 0 {
+		for _, nd := range n.order {
+			n.tick(nd, t)
+		}
+	}
+	for i := 0; i < len(n.hot); {
+		nd := n.hot[i]
+		if nd.gone || nd.Crashed || !(nd.Busy || nd.work > 0) {
+			nd.inHot = false
+			last := len(n.hot) - 1
+			n.hot[i] = n.hot[last]
+			n.hot[last] = nil
+			n.hot = n.hot[:last]
+			continue
+		}
+		n.tick(nd, t)
+		i++
+	}
+}
+
+func (n *Net) tick(nd *Node, t int64) {
+	if nd.lastTick == t || !nd.tickable() {
+		return
+	}
+	nd.lastTick = t
+	nd.T.Tick(n.Now)
+	n.Flush(nd)
+}
+
+func (n *Net) lat(a, b *Node) int64 {
+	return int64(n.Latency + a.ExtraDelay + b.ExtraDelay)
 }
 
 func (n *Net) copyMsg(m wire.Message) wire.Message {
-	b, err := wire.Append(nil, m)
+	b, err := wire.Append(n.buf[:0], m)
 	if err != nil {
 		panic(fmt.Sprintf("sim: encode %T: %v", m, err))
 	}
+	n.buf = b
 	out, err := wire.Decode(wire.Type(b[5]), b[6:], n.lim)
 	if err != nil {
 		panic(fmt.Sprintf("sim: decode %T: %v", m, err))
@@ -174,124 +318,85 @@ func (n *Net) copyMsg(m wire.Message) wire.Message {
 	return out
 }
 
-func (n *Net) dial(nd *Node, conn loads.ConnID, peer string) {
-	n.Dials = append(n.Dials, Dial{From: nd.ID, To: peer, At: n.Now})
-	me := &end{node: nd, conn: conn, open: true, expects: map[uint64][]store.Slot{}, got: map[uint64]uint64{}}
-	nd.ends[conn] = me
-	t := n.nodes[peer]
-	if t == nil || t.Crashed {
-		me.open = false
-		n.later(func() { nd.T.ConnLost(n.Now, conn) })
-		return
-	}
-	if t.Silent {
-		return // the SYN goes nowhere: the handshake deadline decides
-	}
-	n.later(func() {
-		if !me.open {
+func (n *Net) act(nd *Node, a *loads.Action) {
+	switch a.Kind {
+	case loads.ActDial:
+		n.dial(nd, a.Conn, a.Peer)
+	case loads.ActSend:
+		e := nd.ends[a.Conn]
+		if e == nil || !e.open || e.peer == nil {
 			return
 		}
-		pc := t.T.Accept(n.Now)
-		pe := &end{node: t, conn: pc, open: true, peer: me, expects: map[uint64][]store.Slot{}, got: map[uint64]uint64{}}
-		t.ends[pc] = pe
-		me.peer = pe
-		nd.T.Connected(n.Now, conn)
-	})
+		n.send(e, n.copyMsg(a.Msg))
+	case loads.ActData:
+		n.data(nd, a.Conn, &a.Op)
+	case loads.ActClose:
+		n.close(nd, a.Conn)
+	}
+}
+
+// send puts m on the wire from e to its peer (FIFO per direction).
+func (n *Net) send(e *end, m wire.Message) {
+	p := e.peer
+	if e.node.Silent || p.node.Silent {
+		return // the blackhole swallows it
+	}
+	at := max(n.now+n.lat(e.node, p.node), e.ctlFloor)
+	e.ctlFloor = at
+	n.schedule(at, event{kind: evMsg, e: p, msg: m})
+}
+
+// reset tells e's side, after d, that its connection is gone (EOF/RST),
+// unless a blackhole eats the news.
+func (n *Net) reset(e *end, d int64) {
+	if e == nil || !e.open || e.node.Silent {
+		return
+	}
+	if p := e.peer; p != nil && p.node.Silent && d > 0 {
+		return
+	}
+	n.schedule(n.now+d, event{kind: evLost, e: e})
+}
+
+func (n *Net) dial(nd *Node, conn loads.ConnID, peer string) {
+	n.Dials = append(n.Dials, Dial{From: nd.ID, To: peer, At: n.Now})
+	me := n.newEnd(nd, conn)
+	t := n.nodes[peer]
+	switch {
+	case t == nil || t.Crashed:
+		d := 2 * n.Latency
+		if t != nil {
+			d = time.Duration(2 * n.lat(nd, t))
+		}
+		n.schedule(n.now+int64(d), event{kind: evLost, e: me}) // refused
+	case nd.Silent || t.Silent:
+		// The SYN goes nowhere: the handshake deadline decides.
+	default:
+		n.schedule(n.now+n.lat(nd, t), event{kind: evAccept, e: me, nd: t})
+	}
 }
 
 func (n *Net) close(nd *Node, conn loads.ConnID) {
+	n.schedule(n.now, event{kind: evClosed, nd: nd, conn: conn})
 	e := nd.ends[conn]
 	if e == nil {
-		n.later(func() { nd.T.DataClosed(n.Now, conn) })
 		return
 	}
 	delete(nd.ends, conn)
+	was := e.open
 	e.open = false
-	n.later(func() { nd.T.DataClosed(n.Now, conn) })
-	if p := e.peer; p != nil && p.open && !p.node.Silent {
-		p.open = false
-		n.later(func() {
-			if !p.node.Crashed {
-				p.node.T.ConnLost(n.Now, p.conn)
-			}
-		})
+	e.drop()
+	if was && e.peer != nil && !nd.Silent {
+		n.reset(e.peer, n.lat(nd, e.peer.node))
 	}
 }
 
-func (n *Net) data(nd *Node, conn loads.ConnID, op session.DataOp) {
-	e := nd.ends[conn]
-	if e == nil || !e.open {
-		return
-	}
-	if op.Kind == session.OpExpect {
-		e.expects[op.Job] = op.Slots
-		return
-	}
-	p := e.peer
-	if p == nil || nd.DataBlackhole || p.node.DataBlackhole || nd.Silent || p.node.Silent || p.node.Crashed {
-		return // the bytes never arrive; nor does the writer finish
-	}
-	switch op.Kind {
-	case session.OpOpen:
-		if e.opened == nil {
-			e.opened = map[uint64]bool{}
-		}
-		e.opened[op.Job] = true
-		n.later(func() { p.node.T.DataProgress(n.Now, p.conn, op.Job, 0) })
-	case session.OpProbe:
-		n.later(func() { nd.T.ProbeAck(n.Now, conn, op.Seq) })
-	case session.OpSend:
-		dst := p.expects[op.Job]
-		for _, b := range op.Blocks {
-			if int(b.Index) >= len(dst) {
-				panic("sim: producer sent a block outside the consumer's fetch")
-			}
-			copy(p.node.Store.Bytes(dst[b.Index]), nd.Store.Bytes(b.Slot))
-			p.got[op.Job] += uint64(nd.Store.BlockBytes())
-		}
-		bytes := p.got[op.Job]
-		n.later(func() { p.node.T.DataProgress(n.Now, p.conn, op.Job, bytes) })
-		if op.Last {
-			delete(e.opened, op.Job)
-			n.later(func() {
-				delete(p.expects, op.Job)
-				p.node.T.DataEnd(n.Now, p.conn, op.Job, true, bytes)
-			})
-			n.later(func() { nd.T.SendEnd(n.Now, conn, op.Job, true, bytes) })
-		}
-	case session.OpCancel:
-		delete(e.opened, op.Job)
-		bytes := p.got[op.Job]
-		n.later(func() {
-			delete(p.expects, op.Job)
-			p.node.T.DataEnd(n.Now, p.conn, op.Job, false, bytes)
-		})
-		n.later(func() { nd.T.SendEnd(n.Now, conn, op.Job, false, bytes) })
-	}
-}
-
-// Crash kills a node: its peers see their connections reset.
-func (n *Net) Crash(id string) {
-	nd := n.nodes[id]
-	nd.Crashed = true
+// sortedEnds returns nd's ends in connection order.
+func sortedEnds(nd *Node) []*end {
+	es := make([]*end, 0, len(nd.ends))
 	for _, e := range nd.ends {
-		e.open = false
-		if p := e.peer; p != nil && p.open {
-			p.open = false
-			n.later(func() { p.node.T.ConnLost(n.Now, p.conn) })
-		}
+		es = append(es, e)
 	}
-	n.Run()
-}
-
-// CloseControl resets one node's connections from its side (its process
-// lives on but its sockets are gone), as rank 0 in vLLM #56828.
-func (n *Net) CloseControl(id string) {
-	nd := n.nodes[id]
-	for _, e := range nd.ends {
-		if e.open {
-			n.close(nd, e.conn)
-		}
-	}
-	n.Run()
+	slices.SortFunc(es, func(a, b *end) int { return int(a.conn) - int(b.conn) })
+	return es
 }

@@ -57,10 +57,14 @@ func (n *Net) NewNode(id string, o NodeOpts) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sim: node %s: %w", id, err)
 	}
-	return n.Add(id, tb, st), nil
+	nd := n.Add(id, tb, st)
+	nd.opts = o
+	return nd, nil
 }
 
-// Replace swaps a node's table and store (a restart keeps its id).
+// Replace swaps a node for a fresh one with the same id (a restart): the
+// old one's connections stay as they are (half-open if it was silent) and
+// whatever reaches it from now on is dropped.
 func (n *Net) Replace(nd *Node, o NodeOpts) (*Node, error) {
 	for i, x := range n.order {
 		if x == nd {
@@ -68,6 +72,11 @@ func (n *Net) Replace(nd *Node, o NodeOpts) (*Node, error) {
 			break
 		}
 	}
+	nd.gone = true
 	delete(n.nodes, nd.ID)
-	return n.NewNode(nd.ID, o)
+	nn, err := n.NewNode(nd.ID, o)
+	if err == nil {
+		nn.Rank = nd.Rank
+	}
+	return nn, err
 }

@@ -1,0 +1,207 @@
+package scenario
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+const s = time.Second
+
+func fleet(faults ...Fault) *Scenario {
+	return &Scenario{
+		Name: "t", Duration: 40 * s, Seed: 1,
+		Pods: []Pod{{Name: "a", Host: "h1", Ranks: 4, BasePort: 7777}, {Name: "d", Host: "h2", Ranks: 1, BasePort: 7777}},
+		Workload: Workload{Mode: ModePD, Rate: 1, Blocks: 1, BlockBytes: 1, Sources: []string{"a"},
+			Consumers: []string{"d"}, Stop: 40 * s},
+		Faults: faults,
+	}
+}
+
+func f(at time.Duration, k FaultKind, target string) Fault {
+	t, err := ParseTarget(target)
+	if err != nil {
+		panic(err)
+	}
+	return Fault{At: at, Kind: k, Target: t}
+}
+
+func TestWindows(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		faults []Fault
+		want   []Window
+	}{
+		{"none", nil, nil},
+		{"crash forever", []Fault{f(10*s, Crash, "a/1")}, []Window{{"a/1", Crash, 10 * s, -1}}},
+		{"instants", []Fault{f(5*s, CloseControl, "a/0"), f(6*s, Restart, "a/2")},
+			[]Window{{"a/0", CloseControl, 5 * s, 5 * s}, {"a/2", Restart, 6 * s, 6 * s}}},
+		{"non-faults ignored", []Fault{f(1*s, Slow, "a/0"), f(2*s, Delay, "a/0"), f(3*s, GoodbyeIdle, "a/0"), f(4*s, Heal, "a/0")}, nil},
+		{"range and star heal", []Fault{f(10*s, BlackholeData, "a/1-2"), f(25*s, Heal, "a/*")},
+			[]Window{{"a/1", BlackholeData, 10 * s, 25 * s}, {"a/2", BlackholeData, 10 * s, 25 * s}}},
+		{"partial heal", []Fault{f(10*s, Stall, "a/0-1"), f(12*s, Heal, "a/1")},
+			[]Window{{"a/0", Stall, 10 * s, -1}, {"a/1", Stall, 10 * s, 12 * s}}},
+		{"heal ends every open window", []Fault{f(1*s, Blackhole, "a/0"), f(2*s, RefuseHandshake, "a/0"), f(3*s, Heal, "a/0")},
+			[]Window{{"a/0", Blackhole, 1 * s, 3 * s}, {"a/0", RefuseHandshake, 2 * s, 3 * s}}},
+		{"flap", []Fault{f(1*s, BlackholeData, "a/3"), f(2*s, Heal, "a/3"), f(3*s, BlackholeData, "a/3")},
+			[]Window{{"a/3", BlackholeData, 1 * s, 2 * s}, {"a/3", BlackholeData, 3 * s, -1}}},
+		{"heal does not end a later fault", []Fault{f(1*s, Crash, "a/0"), f(2*s, Heal, "a/0"), f(2*s, Restart, "a/0")},
+			[]Window{{"a/0", Crash, 1 * s, 2 * s}, {"a/0", Restart, 2 * s, 2 * s}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Windows(fleet(tc.faults...)); !slices.Equal(got, tc.want) {
+				t.Errorf("Windows =\n %v\nwant\n %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func req(src string, arrived, resolved time.Duration, o Outcome) Request {
+	return Request{Source: src, Arrived: arrived, Resolved: resolved, Outcome: o}
+}
+
+func TestComputeOneRequest(t *testing.T) {
+	ms := func(v float64) float64 { return v }
+	blackhole := []Fault{f(10*s, BlackholeData, "a/1"), f(20*s, Heal, "a/1")}
+	for _, tc := range []struct {
+		name     string
+		faults   []Fault
+		r        Request
+		affected bool
+		falseFB  bool
+		ttf      float64 // ms; -1 when the request has no TTF
+	}{
+		{"hit, healthy", nil, req("a/1", 1*s, 2*s, Hit), false, false, -1},
+		{"fallback, healthy: false", nil, req("a/1", 1*s, 2*s, Fallback), false, true, -1},
+		{"fallback before the fault: false", blackhole, req("a/1", 5*s, 9*s, Fallback), false, true, -1},
+		{"resolved exactly at the fault: affected", blackhole, req("a/1", 5*s, 10*s, Fallback), true, false, ms(0)},
+		{"in flight at the fault", blackhole, req("a/1", 9*s, 12*s, Fallback), true, false, ms(2000)},
+		{"arrives exactly at the fault", blackhole, req("a/1", 10*s, 10*s+250*time.Millisecond, Fallback), true, false, ms(250)},
+		{"arrives during the fault: TTF from arrival", blackhole, req("a/1", 15*s, 15*s+30*time.Millisecond, Fallback), true, false, ms(30)},
+		{"arrives exactly at the heal: affected", blackhole, req("a/1", 20*s, 21*s, Fallback), true, false, ms(1000)},
+		{"arrives after the heal: false", blackhole, req("a/1", 20*s+1, 21*s, Fallback), false, true, -1},
+		{"another rank's fault: false", blackhole, req("a/2", 12*s, 13*s, Fallback), false, true, -1},
+		{"affected hit", blackhole, req("a/1", 9*s, 11*s, Hit), true, false, -1},
+		{"instant inside life", []Fault{f(10*s, CloseControl, "a/1")}, req("a/1", 9*s, 10*s+5*time.Millisecond, Fallback), true, false, ms(5)},
+		{"instant at arrival", []Fault{f(10*s, Restart, "a/1")}, req("a/1", 10*s, 10*s+5*time.Millisecond, Fallback), true, false, ms(5)},
+		{"instant before arrival: false", []Fault{f(10*s, Restart, "a/1")}, req("a/1", 10*s+1, 11*s, Fallback), false, true, -1},
+		{"instant after resolution: false", []Fault{f(10*s, CloseControl, "a/1")}, req("a/1", 9*s, 10*s-1, Fallback), false, true, -1},
+		{"stuck lives to the end", []Fault{f(39*s, Crash, "a/1")}, req("a/1", 1*s, 0, Stuck), true, false, -1},
+		{"stuck, healthy", nil, req("a/1", 1*s, 0, Stuck), false, false, -1},
+		{"slow is not a fault", []Fault{f(1*s, Slow, "a/1"), f(9*s, Heal, "a/1")}, req("a/1", 2*s, 3*s, Fallback), false, true, -1},
+		{"earliest window gives the TTF", []Fault{f(10*s, Stall, "a/1"), f(12*s, Heal, "a/1"), f(14*s, Crash, "a/1")},
+			req("a/1", 8*s, 15*s, Fallback), true, false, ms(5000)},
+		{"later window when the first healed before arrival", []Fault{f(10*s, Stall, "a/1"), f(12*s, Heal, "a/1"), f(14*s, Crash, "a/1")},
+			req("a/1", 13*s, 15*s, Fallback), true, false, ms(1000)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := fleet(tc.faults...)
+			rep := Compute(sc, "p", []Request{tc.r}, 0)
+			if got := rep.Affected == 1; got != tc.affected {
+				t.Errorf("affected = %v, want %v", got, tc.affected)
+			}
+			if got := rep.FalseFallbacks == 1; got != tc.falseFB {
+				t.Errorf("false fallback = %v, want %v", got, tc.falseFB)
+			}
+			want := TTF{}
+			if tc.ttf >= 0 {
+				want = TTF{tc.ttf, tc.ttf, tc.ttf}
+			}
+			if rep.TTFms != want {
+				t.Errorf("ttf = %+v, want %+v", rep.TTFms, want)
+			}
+		})
+	}
+}
+
+func TestComputeTotals(t *testing.T) {
+	sc := fleet(f(10*s, Crash, "a/0"))
+	var reqs []Request
+	// 100 affected fallbacks with TTF 1..100 ms.
+	for i := 1; i <= 100; i++ {
+		reqs = append(reqs, req("a/0", 10*s, 10*s+time.Duration(i)*time.Millisecond, Fallback))
+	}
+	reqs = append(reqs,
+		Request{Source: "a/1", Arrived: 1 * s, Resolved: 2 * s, Outcome: Hit, Bytes: 1000},
+		Request{Source: "a/1", Arrived: 1 * s, Resolved: 2 * s, Outcome: Hit, Bytes: 24, Corrupt: true},
+		req("a/2", 1*s, 2*s, Fallback),
+		req("a/0", 11*s, 0, Stuck),
+	)
+	got := Compute(sc, "per-peer", reqs, 3)
+	want := Report{Scenario: "t", Policy: "per-peer", Requests: 104, Hits: 2, Fallbacks: 101, Affected: 101,
+		FalseFallbacks: 1, Stuck: 1, TTFms: TTF{P50: 50, P99: 99, Max: 100}, CorruptLoads: 1, LeakedSlots: 3, BytesLoaded: 1024}
+	if got != want {
+		t.Errorf("Compute =\n %+v\nwant\n %+v", got, want)
+	}
+	if empty := Compute(sc, "x", nil, 0); empty.TTFms != (TTF{}) || empty.Requests != 0 {
+		t.Errorf("empty run: %+v", empty)
+	}
+}
+
+func TestNearestRank(t *testing.T) {
+	for _, tc := range []struct {
+		v    []float64
+		p    float64
+		want float64
+	}{
+		{nil, 50, 0}, {[]float64{7}, 50, 7}, {[]float64{7}, 99, 7},
+		{[]float64{1, 2}, 50, 1}, {[]float64{1, 2}, 99, 2}, {[]float64{1, 2, 3, 4}, 50, 2}, {[]float64{1, 2, 3, 4}, 100, 4},
+	} {
+		if got := nearestRank(tc.v, tc.p); got != tc.want {
+			t.Errorf("nearestRank(%v, %v) = %v, want %v", tc.v, tc.p, got, tc.want)
+		}
+	}
+}
+
+func TestReportJSON(t *testing.T) {
+	b, err := Report{Scenario: "pod-partial", Policy: "domain", TTFms: TTF{P50: 1.5}}.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.ContainsRune(b, '\n') {
+		t.Error("JSON spans lines")
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	want := []string{"affected", "bytes_loaded", "corrupt_loads", "fallbacks", "false_fallbacks", "hits",
+		"leaked_slots", "policy", "requests", "scenario", "stuck", "ttf_ms"}
+	if !slices.Equal(keys, want) {
+		t.Errorf("keys %v, want design.md's %v", keys, want)
+	}
+	if ttf := m["ttf_ms"].(map[string]any); len(ttf) != 3 || ttf["p50"] != 1.5 {
+		t.Errorf("ttf_ms = %v", ttf)
+	}
+}
+
+func TestTable(t *testing.T) {
+	var b bytes.Buffer
+	Table(&b, []Report{
+		{Scenario: "pod-partial", Policy: "per-peer", Requests: 1200, Fallbacks: 300, TTFms: TTF{30000, 30010, 30020.4}},
+		{Scenario: "pod-partial", Policy: "domain", Requests: 1200, Fallbacks: 12, TTFms: TTF{1.25, 240, 250}, BytesLoaded: 3 << 20},
+	})
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("table:\n%s", b.String())
+	}
+	for _, l := range lines[1:] {
+		if len(l) != len(lines[0]) {
+			t.Errorf("rows not aligned:\n%s", b.String())
+			break
+		}
+	}
+	for _, want := range []string{"per-peer", "30020", "1.2", "3.0"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+}
