@@ -41,10 +41,9 @@ func (t *timeline) header(b *bytes.Buffer) {
 func (t *timeline) panel(b *bytes.Buffer, r Run, y int) int {
 	rep := r.Report
 	fmt.Fprintf(b, `<g class="panel" data-policy="%s">`+"\n", esc(r.Policy))
-	fmt.Fprintf(b, `<text x="12" y="%d"><tspan font-weight="bold" font-size="13">%s</tspan>`+
-		`<tspan dx="12" fill="#333">%d requests (%d affected)&#160;·&#160;%d fallbacks,&#160;</tspan>`+
-		`<tspan fill="#e03131" font-weight="bold">%d false</tspan>`+
-		`<tspan fill="#333">&#160;·&#160;%d stuck&#160;·&#160;TTF p50 %s / p99 %s / max %s ms</tspan></text>`+"\n",
+	fmt.Fprintf(b, `<text x="12" y="%d" fill="#333"><tspan font-weight="bold" font-size="13" fill="#000">%s</tspan>`+
+		` &#160; %d requests (%d affected) · %d fallbacks, <tspan fill="#e03131" font-weight="bold">%d false</tspan>`+
+		` · %d stuck · TTF p50 %s / p99 %s / max %s ms</text>`+"\n",
 		y+17, esc(r.Policy), rep.Requests, rep.Affected, rep.Fallbacks, rep.FalseFallbacks, rep.Stuck,
 		fmtMs(rep.TTFms.P50), fmtMs(rep.TTFms.P99), fmtMs(rep.TTFms.Max))
 	y += panelTitleH
