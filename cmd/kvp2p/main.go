@@ -26,6 +26,7 @@ const usage = `usage: kvp2p <command> [flags]
 
 commands:
   demo    run a small fleet on 127.0.0.1 with injected faults, per policy
+  sim     simulate scenarios under each failure policy (kvp2p sim -h)
   serve   run one node from a YAML config, env and flags (kvp2p serve -h)
 `
 
@@ -40,6 +41,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runDemo(ctx, args[1:], stdout, stderr)
 	case "serve":
 		err = runServe(ctx, args[1:], stdout, stderr)
+	case "sim":
+		err = runSim(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

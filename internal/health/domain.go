@@ -85,19 +85,37 @@ func (d *domainPolicy) peer(p Peer) *peerHealth {
 	if ph == nil {
 		ph = &peerHealth{peer: p}
 		d.peers[p.ID] = ph
+	} else if p.Domain == "" {
+		// A call that names no domain (a dial for a request that named
+		// none, before the hello) keeps the one the peer is known in.
+		dom = ph.domain
 	}
 	if ph.domain != dom {
-		if old := d.domains[ph.domain]; old != nil {
+		old := d.domains[ph.domain]
+		if old != nil {
 			delete(old.members, p.ID)
+			if len(old.members) == 0 {
+				delete(d.domains, ph.domain) // not a known domain any more
+			}
 		}
 		ph.domain = dom
 		ph.peer = p
+		ph.verified = 0 // an epoch of the old domain
 		dh := d.domains[dom]
 		if dh == nil {
 			dh = &domainHealth{members: map[string]*peerHealth{}, epoch: 1}
 			d.domains[dom] = dh
 		}
 		dh.members[p.ID] = ph
+		// What the peer counts in its domain moves with it.
+		if old != nil && ph.probeSeq != 0 {
+			old.probing--
+			dh.probing++
+		}
+		if old != nil && !ph.ejectedUntil.IsZero() {
+			old.ejected--
+			dh.ejected++
+		}
 	}
 	return ph
 }
@@ -140,6 +158,7 @@ func (d *domainPolicy) SessionEnded(now time.Time, p Peer, e End) []Peer {
 	ph := d.peer(p)
 	ph.live = false
 	d.endProbe(ph)
+	d.ejected(now, ph) // an ejection that ran out ends before this end counts
 	if !e.Cause.IsFault() || e.Restart {
 		return nil
 	}
@@ -191,16 +210,22 @@ func sortedIDs(m map[string]*peerHealth) []string {
 // eject takes a flapping peer out for a time that doubles per repeat, if
 // the cap on ejected domains allows.
 func (d *domainPolicy) eject(now time.Time, ph *peerHealth, dh *domainHealth) {
-	if now.Before(ph.ejectedUntil) {
+	if d.ejected(now, ph) {
 		return
 	}
-	if dh.ejected == 0 {
-		ejectedDomains := 0
-		for _, o := range d.domains {
+	// Ejections end lazily: lift the ones that ran out before counting.
+	ejectedDomains := 0
+	for _, o := range d.domains {
+		if o.ejected > 0 {
+			for _, m := range o.members {
+				d.ejected(now, m)
+			}
 			if o.ejected > 0 {
 				ejectedDomains++
 			}
 		}
+	}
+	if dh.ejected == 0 {
 		allowed := len(d.domains) * d.opt.MaxEjectionPercent / 100
 		if allowed < 1 {
 			allowed = 1
@@ -209,14 +234,23 @@ func (d *domainPolicy) eject(now time.Time, ph *peerHealth, dh *domainHealth) {
 			return // the cap: never eject more than this much of the fleet
 		}
 	}
-	dur := d.opt.EjectionBase << min(ph.ejections, 30)
-	if dur > d.opt.EjectionCap || dur <= 0 {
-		dur = d.opt.EjectionCap
-	}
+	ph.ejectedUntil = now.Add(d.ejectionFor(ph.ejections))
 	ph.ejections++
-	ph.ejectedUntil = now.Add(dur)
 	ph.halfOpen = false
 	dh.ejected++
+}
+
+// ejectionFor is the length of the n+1th ejection in a row: EjectionBase
+// doubled n times, at most EjectionCap (without overflow).
+func (d *domainPolicy) ejectionFor(n int) time.Duration {
+	dur := d.opt.EjectionBase
+	for ; n > 0 && dur < d.opt.EjectionCap; n-- {
+		if dur > d.opt.EjectionCap/2 {
+			return d.opt.EjectionCap
+		}
+		dur *= 2
+	}
+	return min(dur, d.opt.EjectionCap)
 }
 
 func (d *domainPolicy) ejected(now time.Time, ph *peerHealth) bool {
@@ -247,7 +281,7 @@ func (d *domainPolicy) MayDial(now time.Time, p Peer) bool {
 	if !d.ejected(now, ph) {
 		return true
 	}
-	half := ph.ejectedUntil.Add(-(d.opt.EjectionBase << min(ph.ejections-1, 30)) / 2)
+	half := ph.ejectedUntil.Add(-d.ejectionFor(ph.ejections-1) / 2)
 	if !ph.halfOpen && !now.Before(half) {
 		ph.halfOpen = true
 		return true
@@ -317,10 +351,7 @@ func (d *domainPolicy) Tick(now time.Time) {
 		dh.suspectUntil = now.Add(d.opt.SuspectHold)
 		if ph.halfOpen {
 			ph.halfOpen = false
-			ph.ejectedUntil = now.Add(d.opt.EjectionBase << min(ph.ejections, 30))
-			if ph.ejectedUntil.Sub(now) > d.opt.EjectionCap {
-				ph.ejectedUntil = now.Add(d.opt.EjectionCap)
-			}
+			ph.ejectedUntil = now.Add(d.ejectionFor(ph.ejections))
 			ph.ejections++
 		}
 		d.out = append(d.out, Decision{Kind: DecideClose, Peer: ph.peer.ID, Cause: CauseProgressStall})

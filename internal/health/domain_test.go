@@ -324,7 +324,7 @@ func TestDomainProbeTimeoutCloses(t *testing.T) {
 	seq := f.wantProbes("fault", "h:2", "h:3", "h:4")
 	f.ack(now.Add(probeTO/2), ps[1], seq["h:2"])
 	f.end(now.Add(probeTO/2), ps[3], End{Cause: CauseGoodbye}) // its probe goes with it
-	f.fault(now.Add(probeTO/2), other)                      // another domain: nothing to probe
+	f.fault(now.Add(probeTO/2), other)                         // another domain: nothing to probe
 	f.wantNothing("other domain")
 
 	if ds := f.tick(now.Add(probeTO - time.Nanosecond)); ds != nil {
@@ -352,9 +352,10 @@ func TestDomainProbeTimeoutCloses(t *testing.T) {
 		t.Errorf("answered new session: Gate %v", g)
 	}
 	n2 := Peer{ID: "h:6", Domain: "pod"}
-	f.up(now.Add(base), n2) // SuspectHold is over
+	over := now.Add(probeTO + base) // SuspectHold after the failed probe
+	f.up(over, n2)
 	f.wantNothing("session after SuspectHold")
-	if g := f.gate(now.Add(base), n2); g != GateOpen {
+	if g := f.gate(over, n2); g != GateOpen {
 		t.Errorf("after SuspectHold: Gate %v", g)
 	}
 }
@@ -666,16 +667,26 @@ func TestDomainExpiredEjectionFreesCap(t *testing.T) {
 	}
 }
 
-// The table names a peer's domain from the request (or none) before the
-// handshake and from the peer's hello after: a peer can change domain.
-// What it owed its old domain (a probe, an ejection) moves with it.
+// The table names a peer's domain from the request before the handshake
+// and from the peer's hello after, so the policy sees a peer with no
+// domain (a dial for a request that named none) or, rarely, a new one.
 func TestDomainPeerChangesDomain(t *testing.T) {
-	f := newDfix(t, Options{FlapThreshold: 1})
+	f := newDfix(t, Options{FlapThreshold: 1, MaxEjectionPercent: 50})
 	ps := pod("pod", "h:1", "h:2")
 	f.up(at(0), ps...)
 	f.fault(at(0), ps[0])
 	s := f.wantProbes("fault", "h:2")
-	moved := Peer{ID: "h:2"} // its own domain now
+
+	// A call naming no domain keeps a known peer where it is.
+	if !f.mayDial(at(0), Peer{ID: "h:2"}) || f.d.peers["h:2"].domain != "pod" {
+		t.Fatalf("a call without a domain moved h:2 to %q", f.d.peers["h:2"].domain)
+	}
+	if _, ok := f.d.domains["peer:h:2"]; ok {
+		t.Fatal("a call without a domain made a domain up for a known peer")
+	}
+
+	// A new domain named: the outstanding probe moves with the peer.
+	moved := Peer{ID: "h:2", Domain: "pod-b"}
 	if g := f.gate(at(time.Millisecond), moved); g == GateMiss {
 		t.Fatalf("Gate %v", g)
 	}
@@ -688,11 +699,25 @@ func TestDomainPeerChangesDomain(t *testing.T) {
 	f.up(at(2*time.Millisecond), Peer{ID: "h:4", Domain: "pod"})
 	f.wantNothing("pod cleared")
 
+	// An ejection follows the peer, and is still counted once.
 	f.flap(at(time.Second), Peer{ID: "h:5", Domain: "x"})
-	if f.mayDial(at(time.Second), Peer{ID: "h:5"}) { // asked without a domain
-		t.Fatal("the ejection did not follow the peer")
+	if f.mayDial(at(time.Second), Peer{ID: "h:5"}) {
+		t.Fatal("a dial naming no domain escaped the ejection")
 	}
-	if f.gate(at(time.Second+base), Peer{ID: "h:5", Domain: "x"}) == GateMiss {
+	if f.gate(at(time.Second), Peer{ID: "h:5", Domain: "y"}) != GateMiss {
+		t.Fatal("the ejection did not follow the peer to its new domain")
+	}
+	if f.gate(at(time.Second+base), Peer{ID: "h:5", Domain: "y"}) == GateMiss {
 		t.Fatal("still ejected after it ran out")
+	}
+
+	// First contact without a domain, then the hello names one: the
+	// peer's own domain was a placeholder and is no longer known.
+	f.mayDial(at(0), Peer{ID: "h:9"})
+	f.up(at(0), Peer{ID: "h:9", Domain: "pod"})
+	for name := range f.d.domains {
+		if len(f.d.domains[name].members) == 0 {
+			t.Errorf("empty domain %q still known (it would loosen the ejection cap)", name)
+		}
 	}
 }

@@ -12,6 +12,7 @@ func TestHostOf(t *testing.T) {
 		{"[fe80::1%eth0]:7777", "fe80::1%eth0"},
 		{"[2001:db8::2]:80", "2001:db8::2"},
 		{"host:", "host"},
+		{"fe80::1:7777", "fe80::1"}, // unbracketed IPv6: the last colon, as vLLM splits
 		{"10.0.0.1", "10.0.0.1"},
 		{"node-a", "node-a"},
 		{"", ""},

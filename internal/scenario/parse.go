@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -38,11 +39,12 @@ const (
 // an *Error naming the file, line and field; all of them are returned
 // together as an ErrorList. Parse never panics, whatever the input.
 func Parse(data []byte, file string) (sc *Scenario, err error) {
-	p := &parser{file: file, lines: map[string]int{}, keys: map[string]int{}}
+	p := &parser{file: file, lines: map[string]int{"": 1}, keys: map[string]int{}}
 	if len(data) > maxFileBytes {
 		return nil, ErrorList{{File: file, Msg: fmt.Sprintf("file is %d bytes, more than the %d a scenario may have", len(data), maxFileBytes)}}
 	}
 	root := p.decode(data)
+	p.data = nil
 	if root != nil {
 		sc = p.scenario(root)
 	}
@@ -65,6 +67,7 @@ type parser struct {
 	errs  ErrorList
 	lines map[string]int // field path -> line of its value, for validation messages
 	keys  map[string]int // field path -> line of its key
+	data  []byte         // the input, while decoding, to locate errors the library gives no line for
 }
 
 // errorf records a problem at node n (or at the line last seen for path
@@ -114,6 +117,7 @@ func (p *parser) decode(data []byte) (root *yaml.Node) {
 			p.errorf(nil, "", "malformed YAML (%v)", r)
 		}
 	}()
+	p.data = data
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
@@ -145,6 +149,8 @@ func (p *parser) decode(data []byte) (root *yaml.Node) {
 }
 
 // yamlError re-shapes the library's "yaml: line 3: ..." into file:3: ....
+// A few library errors carry no line (bad UTF-8, control characters);
+// those get the line of the first such byte, or line 1.
 func (p *parser) yamlError(err error) {
 	msg := err.Error()
 	line := 0
@@ -152,8 +158,27 @@ func (p *parser) yamlError(err error) {
 		line, _ = strconv.Atoi(m[1])
 		msg = strings.TrimPrefix(msg, m[0])
 	}
+	if line <= 0 {
+		line = badByteLine(p.data)
+	}
 	msg = strings.TrimPrefix(msg, "yaml: ")
 	p.errs = append(p.errs, &Error{File: p.file, Line: line, Msg: "bad YAML: " + msg})
+}
+
+// badByteLine is the line of the first byte YAML rejects outright, or 1.
+func badByteLine(data []byte) int {
+	line := 1
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && size <= 1 || r < 0x20 && r != '\t' && r != '\n' && r != '\r' || r == 0x7f {
+			return line
+		}
+		if r == '\n' {
+			line++
+		}
+		i += size
+	}
+	return 1
 }
 
 func findAlias(n *yaml.Node, depth int) *yaml.Node {

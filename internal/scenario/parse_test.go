@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvp2p/kvp2p/scenarios"
 )
 
 // base is a valid scenario; the bad-input table edits it line by line, so
@@ -69,8 +71,10 @@ func TestParseErrors(t *testing.T) {
 		name, in string
 		want     string // a substring of the message: file, line, field and the problem
 	}{
-		{"empty", "", "t.yaml: empty scenario"},
-		{"comment only", "# nothing\n", "t.yaml: empty scenario"},
+		{"empty", "", "t.yaml:1: empty scenario"},
+		{"comment only", "# nothing\n", "t.yaml:1: empty scenario"},
+		{"bad utf8", "name: t\nduration: \xff\n", "t.yaml:2: bad YAML"},
+		{"control char", "name: t\n\n x\x01\n", "t.yaml:3: bad YAML"},
 		{"scalar", "hello\n", "t.yaml:1: want a mapping of fields"},
 		{"list", "- a\n- b\n", "t.yaml:1: want a mapping of fields"},
 		{"syntax", "name: [a\n", "t.yaml:"},
@@ -206,8 +210,11 @@ func TestValidateInCode(t *testing.T) {
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(base))
 	for _, name := range Builtins() {
-		sc, _ := Load(name)
-		_ = sc
+		data, err := scenarios.FS.ReadFile(name + ".yaml")
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
 	}
 	f.Add([]byte("name: x\nduration: 1s\n"))
 	f.Add([]byte("{a: *b}"))
@@ -218,8 +225,14 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse returned scenario %v and error %v", sc != nil, err)
 		}
 		if err != nil {
-			if !strings.HasPrefix(err.Error(), "f.yaml") {
-				t.Fatalf("error does not name the file: %v", err)
+			var l ErrorList
+			if !errors.As(err, &l) || len(l) == 0 {
+				t.Fatalf("error is not an ErrorList: %v", err)
+			}
+			for _, e := range l {
+				if e.File != "f.yaml" || e.Line < 1 {
+					t.Fatalf("error does not name the file and line: %v", e)
+				}
 			}
 			return
 		}

@@ -21,9 +21,11 @@ import (
 // The windows are the ground truth a policy is judged against: they come
 // from the scenario, never from what the policy under test believed.
 func Windows(sc *Scenario) []Window {
+	faults := slices.Clone(sc.Faults) // Parse sorts them; a Scenario built in code may not
+	slices.SortStableFunc(faults, func(a, b Fault) int { return cmp.Compare(a.At, b.At) })
 	var out []Window
 	open := map[string][]int{} // rank -> indices into out still open
-	for _, f := range sc.Faults {
+	for _, f := range faults {
 		for _, r := range sc.Ranks(f.Target) {
 			switch {
 			case f.Kind == Heal:

@@ -17,9 +17,17 @@ func esc(s string) string {
 
 // header: the scenario's name and fault timeline in words, and the legend.
 func (t *timeline) header(b *bytes.Buffer) {
+	// The whole timeline in words, cut short where it would run off the
+	// page (a flapping scenario has dozens of entries; the bands show them).
 	var faults []string
-	for _, f := range t.sc.Faults {
-		faults = append(faults, f.String())
+	room := 150 - len(t.sc.Name)
+	for i, f := range t.sc.Faults {
+		s := f.String()
+		if room -= len(s) + 2; room < 0 {
+			faults = append(faults, fmt.Sprintf("… %d more", len(t.sc.Faults)-i))
+			break
+		}
+		faults = append(faults, s)
 	}
 	fmt.Fprintf(b, `<text x="12" y="20" font-size="15" font-weight="bold">%s</text>`+"\n", esc(t.sc.Name))
 	fmt.Fprintf(b, `<text x="%d" y="20" fill="#555">%v run · faults: %s</text>`+"\n",

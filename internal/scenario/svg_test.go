@@ -156,3 +156,25 @@ func TestSVGEscapesAndRejects(t *testing.T) {
 		t.Error("SVG of a zero-length run succeeded")
 	}
 }
+
+// Every built-in draws, with its fault markers, as well-formed SVG.
+func TestSVGBuiltins(t *testing.T) {
+	all, err := LoadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sc := range all {
+		var b bytes.Buffer
+		if err := SVG(&b, sc, toyRuns(sc)); err != nil {
+			t.Fatalf("%s: %v", sc.Name, err)
+		}
+		if err := xml.Unmarshal(b.Bytes(), new(struct{})); err != nil {
+			t.Errorf("%s: not well-formed: %v", sc.Name, err)
+		}
+		if dir := os.Getenv("KVP2P_SVG_DIR"); dir != "" {
+			if err := os.WriteFile(dir+"/"+sc.Name+".svg", b.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}

@@ -113,9 +113,20 @@ func (f Fault) String() string {
 	s := fmt.Sprintf("%v %s %s", f.At, f.Kind, f.Target)
 	switch f.Kind {
 	case Slow:
-		s += fmt.Sprintf(" %d B/s", f.BytesPerSec)
+		s += " " + fmtRate(f.BytesPerSec)
 	case Delay:
 		s += " +" + f.Latency.String()
 	}
 	return s
+}
+
+// fmtRate prints bytes per second the way people think of link speeds.
+func fmtRate(bps int64) string {
+	switch {
+	case bps >= 1<<20 && bps%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB/s", bps>>20)
+	case bps >= 1<<10 && bps%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB/s", bps>>10)
+	}
+	return fmt.Sprintf("%d B/s", bps)
 }

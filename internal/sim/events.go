@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"time"
+
 	"github.com/kvp2p/kvp2p/internal/loads"
 	"github.com/kvp2p/kvp2p/internal/session"
 	"github.com/kvp2p/kvp2p/internal/wire"
@@ -29,7 +31,7 @@ func (n *Net) fire(ev event) {
 	}
 	switch ev.kind {
 	case evAccept:
-		n.accept(nd, ev.e)
+		n.accept(nd, ev.e, ev.n)
 	case evConnected:
 		if ev.e.open {
 			nd.T.Connected(n.Now, ev.e.conn)
@@ -53,12 +55,21 @@ func (n *Net) fire(ev event) {
 	n.Flush(nd)
 }
 
-// accept: a dial from me reaches listener t.
-func (n *Net) accept(t *Node, me *end) {
+// synRetries is how often a dial's SYN is retransmitted, at 1, 3, 7, 15
+// and 31 s after the first (Linux's backoff); the dialer's handshake
+// deadline usually ends it first.
+const synRetries = 5
+
+// accept: a dial from me reaches listener t (attempt is 0 for the first
+// SYN, k for its k-th retransmission).
+func (n *Net) accept(t *Node, me *end, attempt uint64) {
 	if !me.open || me.node.gone {
 		return // the dialer gave up first
 	}
 	if t.Silent || me.node.Silent {
+		if attempt < synRetries {
+			n.schedule(n.now+int64(time.Second)<<attempt, event{kind: evAccept, e: me, nd: t, n: attempt + 1})
+		}
 		return
 	}
 	pc := t.T.Accept(n.Now)

@@ -370,7 +370,8 @@ func (n *Net) dial(nd *Node, conn loads.ConnID, peer string) {
 		}
 		n.schedule(n.now+int64(d), event{kind: evLost, e: me}) // refused
 	case nd.Silent || t.Silent:
-		// The SYN goes nowhere: the handshake deadline decides.
+		// The SYN goes nowhere; TCP retransmits it (see accept).
+		n.schedule(n.now+int64(time.Second), event{kind: evAccept, e: me, nd: t, n: 1})
 	default:
 		n.schedule(n.now+n.lat(nd, t), event{kind: evAccept, e: me, nd: t})
 	}

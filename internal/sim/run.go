@@ -1,0 +1,291 @@
+package sim
+
+import (
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/kvp2p/kvp2p/internal/loads"
+	"github.com/kvp2p/kvp2p/internal/scenario"
+	"github.com/kvp2p/kvp2p/internal/wire"
+)
+
+// Options tunes a run. The zero value is the defaults noted per field.
+type Options struct {
+	Seed          int64         // 0: the scenario's seed
+	Latency       time.Duration // one-way link latency; default 100µs
+	Bandwidth     int64         // per-node outgoing data bytes/s; default 10 GB/s
+	Tick          time.Duration // timer and engine-step granularity; default 10ms
+	IdleTick      time.Duration // tick of nodes with nothing in flight; default 100ms
+	PrefillDelay  time.Duration // PD: arrival to SubmitStore on the source; default 20ms
+	Warmup        time.Duration // sessions opened before time 0; default 1s
+	NoWarmup      bool          // start cold (large fleets: every pair would be a session)
+	StoreBlock    int           // bytes a block holds in the sim's stores; default 64 (timing uses the scenario's block_bytes)
+	Slots         int           // store slots of consumer ranks; default 16384
+	SourceSlots   int           // store slots of the other ranks; default 4096
+	Timers        *loads.Timers // nil: the policy's preset
+	MaxDrain      time.Duration // virtual time allowed for the final shutdown; default 2m
+	Log           *slog.Logger  // nil: discard
+	StopAfterDone bool          // reserved
+}
+
+func (o *Options) defaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.Latency, 100*time.Microsecond)
+	def(&o.Tick, 10*time.Millisecond)
+	def(&o.IdleTick, 100*time.Millisecond)
+	def(&o.PrefillDelay, 20*time.Millisecond)
+	def(&o.Warmup, time.Second)
+	def(&o.MaxDrain, 2*time.Minute)
+	if o.Bandwidth <= 0 {
+		o.Bandwidth = 10_000_000_000
+	}
+	if o.StoreBlock <= 0 {
+		o.StoreBlock = 64
+	}
+	if o.Slots <= 0 {
+		o.Slots = 16384
+	}
+	if o.SourceSlots <= 0 {
+		o.SourceSlots = 4096
+	}
+}
+
+// Result is one (scenario, policy) run.
+type Result struct {
+	Requests []scenario.Request // in arrival order per engine step
+	Report   scenario.Report
+	Leaked   int    // slots still Filling or Pinned after the drain
+	Drained  bool   // every table drained within MaxDrain
+	Events   uint64 // simulator events fired
+	Nodes    int
+}
+
+// t0 is the virtual clock's origin (any fixed instant: runs are
+// reproducible to the nanosecond).
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Run simulates sc under policy and reports it (see the package doc).
+func Run(sc *scenario.Scenario, policy string, o Options) (Result, error) {
+	o.defaults()
+	r, err := newRunner(sc, policy, o)
+	if err != nil {
+		return Result{}, err
+	}
+	return r.run()
+}
+
+// rank is one rank of a pod.
+type rank struct {
+	id     string // pod/r
+	pod    scenario.Pod
+	r      int
+	peer   string // host:port
+	source bool
+	cons   *consumer
+}
+
+func (rk *rank) domain() string { return rk.pod.Domain }
+
+type runner struct {
+	sc     *scenario.Scenario
+	policy string
+	o      Options
+	net    *Net
+	zero   time.Time
+	seed   uint64
+	ranks  []*rank
+	byID   map[string]*rank
+	srcs   []*rank
+	cons   []*consumer
+	reqs   []*req
+	prod   []prodItem
+	log    *slog.Logger
+}
+
+func newRunner(sc *scenario.Scenario, policy string, o Options) (*runner, error) {
+	r := &runner{sc: sc, policy: policy, o: o, byID: map[string]*rank{}, log: o.Log}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	seed := sc.Seed
+	if o.Seed != 0 {
+		seed = o.Seed
+	}
+	r.seed = uint64(seed)
+	n := NewNet(t0)
+	n.Tick, n.IdleTick, n.Latency, n.Bandwidth = o.Tick, o.IdleTick, o.Latency, o.Bandwidth
+	n.WireBlockBytes = sc.Workload.BlockBytes
+	n.OnResults = r.onResults
+	r.net = n
+	isSrc, isCons := map[string]bool{}, map[string]bool{}
+	for _, p := range sc.Workload.Sources {
+		isSrc[p] = true
+	}
+	for _, p := range sc.Workload.Consumers {
+		isCons[p] = true
+	}
+	for _, p := range sc.Pods {
+		for i := range p.Ranks {
+			rk := &rank{id: scenario.RankID(p.Name, i), pod: p, r: i, peer: p.PeerID(i), source: isSrc[p.Name]}
+			slots := o.SourceSlots
+			if isCons[p.Name] {
+				slots = max(slots, o.Slots)
+			}
+			nd, err := n.NewNode(rk.peer, NodeOpts{
+				Policy: policy, Timers: o.Timers, Domain: p.Domain, BlockBytes: o.StoreBlock,
+				Slots: slots, HashSeed: "sim", Log: r.log.With("node", rk.peer),
+			})
+			if err != nil {
+				return nil, err
+			}
+			nd.Rank = rk.id
+			if isCons[p.Name] {
+				rk.cons = &consumer{idx: len(r.cons), rank: rk, rng: rand.New(rand.NewPCG(r.seed, uint64(len(r.cons)))), jobs: map[uint64]*req{}}
+				rk.cons.next = rk.cons.gap(sc.Workload.Rate) + sc.Workload.Start
+				r.cons = append(r.cons, rk.cons)
+			}
+			if rk.source {
+				r.srcs = append(r.srcs, rk)
+			}
+			r.ranks = append(r.ranks, rk)
+			r.byID[rk.id] = rk
+		}
+	}
+	if len(r.srcs) == 0 || len(r.cons) == 0 {
+		return nil, fmt.Errorf("sim: scenario %s has no source or no consumer rank", sc.Name)
+	}
+	return r, nil
+}
+
+// node is the current node of a rank (a restart replaces it).
+func (r *runner) node(rk *rank) *Node { return r.net.nodes[rk.peer] }
+
+func (r *runner) run() (Result, error) {
+	n := r.net
+	if !r.o.NoWarmup {
+		r.warm()
+	}
+	r.zero = n.Now
+	for _, f := range r.sc.Faults {
+		f := f
+		n.At(r.zero.Add(f.At), func() { r.fault(f) })
+	}
+	end := r.zero.Add(r.sc.Duration)
+	for n.Now.Before(end) {
+		n.advance(min(r.o.Tick, end.Sub(n.Now)))
+		r.step()
+	}
+	out := r.finish()
+	out.Report = scenario.Compute(r.sc, r.policy, out.Requests, out.Leaked)
+	return out, nil
+}
+
+// warm opens a session from every consumer to every source before time 0,
+// as a fleet that has been running has them (the demo does the same).
+func (r *runner) warm() {
+	var ids []func()
+	for _, c := range r.cons {
+		cn := r.node(c.rank)
+		for _, s := range r.srcs {
+			id := "warm-" + c.rank.id + "-" + s.id
+			if err := cn.T.NewRequest(r.net.Now, id, r.params(s, id, true)); err == nil {
+				ids = append(ids, func() { cn.T.RequestFinished(r.net.Now, id) })
+			}
+		}
+		r.net.Flush(cn)
+	}
+	r.net.advance(r.o.Warmup / 2)
+	for _, f := range ids {
+		f()
+	}
+	r.net.flushAll()
+	r.net.advance(r.o.Warmup - r.o.Warmup/2)
+}
+
+func (r *runner) params(s *rank, kv string, pd bool) loads.TransferParams {
+	rm := &loads.Remote{KVRequestID: kv, RemoteHost: s.pod.Host, RemotePort: s.pod.BasePort + s.r, RemoteDomain: s.domain()}
+	if pd {
+		return loads.TransferParams{RemotePrefiller: rm}
+	}
+	return loads.TransferParams{RemoteKVSource: rm}
+}
+
+// fault applies one timeline entry to every rank it targets.
+func (r *runner) fault(f scenario.Fault) {
+	for _, id := range r.sc.Ranks(f.Target) {
+		rk := r.byID[id]
+		if rk == nil {
+			continue
+		}
+		nd := r.node(rk)
+		if nd == nil {
+			continue
+		}
+		r.log.Info("fault", "kind", string(f.Kind), "rank", id, "at", f.At)
+		switch f.Kind {
+		case scenario.Crash:
+			r.net.crash(nd)
+		case scenario.CloseControl:
+			r.net.closeControl(nd)
+		case scenario.Blackhole:
+			nd.Silent = true
+		case scenario.BlackholeData:
+			nd.DataBlackhole = true
+		case scenario.Stall:
+			nd.stalled = true
+		case scenario.Slow:
+			nd.SlowBps = f.BytesPerSec
+		case scenario.Delay:
+			nd.ExtraDelay = f.Latency
+		case scenario.GoodbyeIdle:
+			r.net.goodbyeIdle(nd)
+		case scenario.RefuseHandshake:
+			nd.RefuseHandshake = true
+		case scenario.Restart:
+			r.mustNode(r.net.restart(nd))
+		case scenario.Heal:
+			r.mustNode(r.net.heal(nd))
+		}
+	}
+}
+
+func (r *runner) mustNode(nd *Node, err error) {
+	if err != nil {
+		panic(fmt.Sprintf("sim: rebuilding a node: %v", err)) // same options that built it once
+	}
+}
+
+// key is block i of request seq of consumer c: distinct for every block
+// of a run, the same for every run of (scenario, seed).
+func (r *runner) key(c, seq, i int) wire.Key {
+	var k wire.Key
+	a := splitmix(r.seed ^ uint64(c)<<48 ^ uint64(seq)<<16 ^ uint64(i))
+	b := splitmix(a ^ 0x9e3779b97f4a7c15)
+	for j := range 8 {
+		k[j] = byte(a >> (8 * j))
+		k[8+j] = byte(b >> (8 * j))
+	}
+	return k
+}
+
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// content is the deterministic bytes of a block: what the source writes
+// and what the consumer must find after a load.
+func content(dst []byte, k wire.Key) []byte {
+	for i := range dst {
+		dst[i] = k[i%wire.KeySize] ^ byte(i*7)
+	}
+	return dst
+}
