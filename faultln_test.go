@@ -94,7 +94,7 @@ func (l *testListener) blackhole(on bool) {
 type testConn struct {
 	net.Conn
 	l         *testListener
-	sniffed   int // bytes of the first frame header seen (read goroutine only)
+	sniffed   int  // bytes of the first frame header seen (read goroutine only)
 	data      bool // set once, by the read goroutine, before any data write
 	dataMu    sync.Mutex
 	closeOnce sync.Once

@@ -76,7 +76,10 @@ func (m *Manager) EndStep() { _ = m.do(func(now time.Time) { m.n.tb.EndStep(now)
 // comes from PollFinished.
 func (m *Manager) SubmitLoad(reqID string, keys []Key) (uint64, error) {
 	var j uint64
-	err := m.do(func(now time.Time) { j = m.n.tb.SubmitLoad(now, reqID, keys) })
+	err := m.do(func(now time.Time) {
+		j = m.n.tb.SubmitLoad(now, reqID, keys)
+		m.n.open[j] = JobResult{Job: j, Kind: JobLoad, ReqID: reqID, Reason: "node closed"}
+	})
 	return j, err
 }
 
@@ -84,14 +87,28 @@ func (m *Manager) SubmitLoad(reqID string, keys []Key) (uint64, error) {
 // request's decoder; they stay pinned until the job's result.
 func (m *Manager) SubmitStore(reqID string, keys []Key) (uint64, error) {
 	var j uint64
-	err := m.do(func(now time.Time) { j = m.n.tb.SubmitStore(now, reqID, keys) })
+	err := m.do(func(now time.Time) {
+		j = m.n.tb.SubmitStore(now, reqID, keys)
+		m.n.open[j] = JobResult{Job: j, Kind: JobStore, ReqID: reqID, Reason: "node closed"}
+	})
 	return j, err
 }
 
 // PollFinished returns the results of jobs finished since the last call.
+// Every job submitted gets exactly one result: after the node stopped,
+// PollFinished returns once what its shutdown settled, and a failed result
+// for every job a Close cut short.
 func (m *Manager) PollFinished() []JobResult {
 	var r []JobResult
-	_ = m.do(func(time.Time) { r = m.n.tb.PollFinished() })
+	err := m.do(func(time.Time) {
+		r = m.n.tb.PollFinished()
+		for _, x := range r {
+			delete(m.n.open, x.Job)
+		}
+	})
+	if err != nil {
+		return m.n.finalResults()
+	}
 	return r
 }
 

@@ -44,12 +44,16 @@ type Node struct {
 	stopOnce sync.Once
 	wg       sync.WaitGroup // every goroutine but the loop
 
-	// Owned by the loop.
+	// Owned by the loop; after it exited (done closed), by whoever holds
+	// finalMu.
 	ln          net.Listener
 	conns       map[loads.ConnID]*ctlConn
 	heldHellos  map[attachKey]loads.ConnID
 	pendingData map[attachKey]pendingData
+	open        map[uint64]JobResult // jobs submitted and not yet polled: a failed result each
 	closedErr   error
+
+	finalMu sync.Mutex // serializes PollFinished after the loop exited
 }
 
 type pendingData struct {
@@ -129,7 +133,7 @@ func NewNode(cfg Config) (*Node, error) {
 		events: make(chan event, 256), calls: make(chan func()),
 		stopReq: make(chan struct{}), quit: make(chan struct{}), done: make(chan struct{}),
 		conns: map[loads.ConnID]*ctlConn{}, heldHellos: map[attachKey]loads.ConnID{},
-		pendingData: map[attachKey]pendingData{},
+		pendingData: map[attachKey]pendingData{}, open: map[uint64]JobResult{},
 	}
 	return n, nil
 }
@@ -159,7 +163,29 @@ func (n *Node) Serve(ln net.Listener) error {
 		}
 	}
 	n.wg.Wait()
-	return n.closedErr
+	// Nobody posts any more. Events queued before the loop exited may carry
+	// sockets nobody owns yet: close them, or the peer waits on them.
+	for {
+		select {
+		case ev := <-n.events:
+			closeEventConns(ev)
+		default:
+			return n.closedErr
+		}
+	}
+}
+
+// closeEventConns closes the sockets an event hands over to the loop.
+func closeEventConns(ev event) {
+	switch ev := ev.(type) {
+	case evAccepted:
+		ev.nc.Close()
+	case evDialed:
+		if ev.err == nil {
+			ev.ctl.Close()
+			ev.data.Close()
+		}
+	}
 }
 
 // Shutdown drains: transfers in flight get the shutdown drain to finish,
@@ -183,11 +209,13 @@ func (n *Node) Close() error {
 	return nil
 }
 
-// post delivers an event to the loop unless it has exited.
+// post delivers an event to the loop unless it has exited; then the
+// sockets the event carries are closed.
 func (n *Node) post(ev event) {
 	select {
 	case n.events <- ev:
 	case <-n.done:
+		closeEventConns(ev)
 	}
 }
 
@@ -283,6 +311,25 @@ func (n *Node) startData(c *ctlConn, nc net.Conn, rd *wire.Reader) {
 }
 
 func (n *Node) String() string { return fmt.Sprintf("kvp2p.Node(%s)", n.cfg.PeerID) }
+
+// finalResults returns the results of a stopped node that were never
+// polled: those its last loop iterations settled, then a failed result for
+// every job that had none (Close does not wait for jobs to settle). Each
+// job's result is returned once, as by PollFinished.
+func (n *Node) finalResults() []JobResult {
+	<-n.done
+	n.finalMu.Lock()
+	defer n.finalMu.Unlock()
+	rs := n.tb.PollFinished()
+	for _, r := range rs {
+		delete(n.open, r.Job)
+	}
+	for _, r := range n.open {
+		rs = append(rs, r)
+	}
+	clear(n.open)
+	return rs
+}
 
 // FinalStats waits for the node to stop and returns its store's slot
 // counts: what a stopped node still holds (filling or pinned) is leaked.

@@ -159,10 +159,11 @@ func (d *domainPolicy) SessionEnded(now time.Time, p Peer, e End) []Peer {
 	ph.live = false
 	d.endProbe(ph)
 	d.ejected(now, ph) // an ejection that ran out ends before this end counts
+	dh := d.domains[ph.domain]
 	if !e.Cause.IsFault() || e.Restart {
+		d.maybeClear(dh) // it may have been the last sibling under probe
 		return nil
 	}
-	dh := d.domains[ph.domain]
 	// Flapping is a rank that connects but keeps failing loads: sessions
 	// that die with loads on them, without a successful load in between. A
 	// session closed by a failed probe before any load does not count, so a
@@ -173,6 +174,11 @@ func (d *domainPolicy) SessionEnded(now time.Time, p Peer, e End) []Peer {
 		if ph.faults >= d.opt.FlapThreshold {
 			d.eject(now, ph, dh)
 		}
+	}
+	if e.ByPolicy {
+		// Closed because its probe went unanswered: the domain is suspect
+		// already and its siblings are being probed; no new round.
+		return nil
 	}
 	// The domain turns suspect at once: a new epoch, and every live sibling
 	// proves its data path again. New sessions into it prove theirs while it
@@ -187,6 +193,13 @@ func (d *domainPolicy) SessionEnded(now time.Time, p Peer, e End) []Peer {
 		}
 	}
 	return nil
+}
+
+// maybeClear ends the suspicion once every live sibling answered its probe.
+func (d *domainPolicy) maybeClear(dh *domainHealth) {
+	if dh.probing == 0 && !dh.failed && d.anyLive(dh) {
+		dh.suspectUntil = time.Time{}
+	}
 }
 
 func (d *domainPolicy) anyLive(dh *domainHealth) bool {
@@ -327,9 +340,7 @@ func (d *domainPolicy) ProbeAck(now time.Time, p Peer, seq uint64) {
 	if ph.halfOpen {
 		d.lift(ph) // a successful half-open probe lifts the ejection early
 	}
-	if dh.probing == 0 && !dh.failed && d.anyLive(dh) {
-		dh.suspectUntil = time.Time{} // every live sibling answered: the domain clears
-	}
+	d.maybeClear(dh)
 }
 
 // Tick closes the siblings whose probes went unanswered.

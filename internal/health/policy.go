@@ -51,6 +51,9 @@ type End struct {
 	Restart bool
 	// LoadsFailed is how many loads the end failed.
 	LoadsFailed int
+	// ByPolicy: the table closed it because the policy decided so (a probe
+	// went unanswered).
+	ByPolicy bool
 }
 
 // Gate is a policy's answer for a lookup.

@@ -22,6 +22,7 @@ type conn struct {
 	closed   bool // ActClose emitted
 	up       bool // the policy was told the session is up
 	restart  bool // ended because the peer restarted (a new incarnation)
+	byPolicy bool // closed on the policy's decision
 }
 
 // request is one engine request.

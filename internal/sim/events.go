@@ -273,6 +273,7 @@ func (n *Net) fireData(nd *Node, ev *event) {
 		}
 	case evProbeAck:
 		if open && !dataCut(e) {
+			n.probeAcks++
 			nd.T.ProbeAck(n.Now, e.conn, ev.n)
 		}
 	}

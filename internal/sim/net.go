@@ -42,6 +42,8 @@ type Net struct {
 	Dials  []Dial // every dial attempted, in order
 	Events uint64 // events fired
 
+	probeAcks uint64 // probe answers delivered (tests)
+
 	start    time.Time
 	now      int64 // ns since start
 	lastTick int64
