@@ -24,6 +24,10 @@ type ctlConn struct {
 	key       attachKey
 	heldHello *wire.Hello // inbound: the peer's Hello, held until its data connection attaches
 	heldAt    time.Time
+	// dataLostAt: the peer closed the data connection at this time; the
+	// table is told once the control connection explains, or after
+	// dataLossGrace (zero: not waiting).
+	dataLostAt time.Time
 }
 
 // attachKey matches a data connection to its control connection.

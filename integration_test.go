@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -49,7 +50,7 @@ type nodeOpt struct {
 }
 
 // startTN runs a node on a fresh loopback port; it is closed at cleanup.
-func startTN(t *testing.T, o nodeOpt) *tnode {
+func startTN(t testing.TB, o nodeOpt) *tnode {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -89,14 +90,27 @@ func startTN(t *testing.T, o nodeOpt) *tnode {
 	return tn
 }
 
-func pdParams(t *testing.T, kv string, src *tnode) TransferParams {
-	host, port := hostPort(t, src.PeerID())
+func pdParams(t testing.TB, kv string, src *tnode) TransferParams {
+	host, port := splitPeer(t, src.PeerID())
 	return TransferParams{RemotePrefiller: &Remote{KVRequestID: kv, RemoteHost: host, RemotePort: port}}
 }
 
-func symParams(t *testing.T, kv string, src *tnode) TransferParams {
-	host, port := hostPort(t, src.PeerID())
+func symParams(t testing.TB, kv string, src *tnode) TransferParams {
+	host, port := splitPeer(t, src.PeerID())
 	return TransferParams{RemoteKVSource: &Remote{KVRequestID: kv, RemoteHost: host, RemotePort: port}}
+}
+
+func splitPeer(t testing.TB, id string) (string, int) {
+	t.Helper()
+	h, p, err := net.SplitHostPort(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, port
 }
 
 func keysOf(prefix string, n int) []Key {

@@ -1,6 +1,7 @@
 package kvp2p
 
 import (
+	"errors"
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/datapath"
@@ -25,6 +26,7 @@ func (n *Node) loop() {
 		case now := <-tick.C:
 			n.tb.Tick(now)
 			n.expirePending(now)
+			n.expireDataLoss(now)
 		case <-stopReq:
 			stopReq = nil // handled once
 			n.ln.Close()
@@ -190,8 +192,39 @@ func (n *Node) dataEvent(now time.Time, ev evData) {
 		c.dataDone = true
 		if !c.closing {
 			n.log.Info("data connection closed", "conn", ev.id, "err", e.Err)
+			if c.nc != nil && peerClosed(e.Err) {
+				// A peer that ends the session in order (Goodbye: shutdown,
+				// idle, incompatible) closes both connections; our two
+				// readers race to report. Let the control connection say why
+				// before the session is failed for its data path.
+				c.dataLostAt = now
+				return
+			}
 		}
 		n.dataClosed(now, c)
+	}
+}
+
+// dataLossGrace is how long a data connection the peer closed waits for
+// its control connection to explain (a Goodbye, or its own end) before the
+// session fails for it: a crashed peer's sockets end together, an orderly
+// one's Goodbye is already on the wire.
+const dataLossGrace = 250 * time.Millisecond
+
+// peerClosed reports whether a data connection ended by the peer's doing
+// (EOF, reset), not by our close, our read timeout or a protocol error.
+func peerClosed(err error) bool {
+	return !errors.Is(err, datapath.ErrClosed) && !errors.Is(err, datapath.ErrTimeout) &&
+		!errors.Is(err, datapath.ErrProtocol)
+}
+
+// expireDataLoss fails the sessions whose data connection the peer closed
+// while their control connection stayed silent for dataLossGrace.
+func (n *Node) expireDataLoss(now time.Time) {
+	for _, c := range n.conns {
+		if !c.dataLostAt.IsZero() && !c.closing && now.Sub(c.dataLostAt) >= dataLossGrace {
+			n.dataClosed(now, c)
+		}
 	}
 }
 

@@ -29,7 +29,8 @@ type domainPolicy struct {
 type peerHealth struct {
 	peer         Peer
 	domain       string
-	live         bool      // a ready session exists
+	live         bool      // a ready session exists (ups > 0)
+	ups          int       // ready sessions: briefly two while a restarted peer's new one replaces the old
 	probeSeq     uint64    // outstanding probe, 0 if none
 	probeBy      time.Time // its deadline
 	verified     uint64    // the suspicion epoch this peer last answered a probe in
@@ -37,13 +38,15 @@ type peerHealth struct {
 	ejections    int       // how many times ejected (the doubling exponent)
 	ejectedUntil time.Time
 	halfOpen     bool // ejected, but one probe may lift it
+	mustProbe    bool // its last session ended in a fault: its next must prove its data path
+	probeRound   bool // the outstanding probe is part of its domain's suspicion round
 }
 
 type domainHealth struct {
 	members      map[string]*peerHealth
 	epoch        uint64    // bumped at every fault: probes answer for an epoch
 	suspectUntil time.Time // a failed probe keeps the domain suspect until then
-	probing      int       // probes outstanding for the current epoch
+	probing      int       // round probes outstanding (a rank's own re-check does not count)
 	failed       bool      // a probe of the current epoch went unanswered
 	ejected      int       // members currently ejected
 }
@@ -79,6 +82,10 @@ func (*domainPolicy) Name() string { return Domain }
 // that re-opening a session (after an idle eviction, say) costs no fallback.
 func (d *domainPolicy) HandshakeWait() time.Duration { return d.opt.ConnectWait }
 
+// WaitBudget: a request waits for at most one handshake and one probe, even
+// if the sessions it waits on keep being replaced.
+func (d *domainPolicy) WaitBudget() time.Duration { return d.opt.ConnectWait + d.opt.ProbeTimeout }
+
 func (d *domainPolicy) peer(p Peer) *peerHealth {
 	ph := d.peers[p.ID]
 	dom := DomainOf(p)
@@ -108,7 +115,7 @@ func (d *domainPolicy) peer(p Peer) *peerHealth {
 		}
 		dh.members[p.ID] = ph
 		// What the peer counts in its domain moves with it.
-		if old != nil && ph.probeSeq != 0 {
+		if old != nil && ph.probeSeq != 0 && ph.probeRound {
 			old.probing--
 			dh.probing++
 		}
@@ -122,10 +129,13 @@ func (d *domainPolicy) peer(p Peer) *peerHealth {
 
 func (d *domainPolicy) SessionUp(now time.Time, p Peer) {
 	ph := d.peer(p)
+	ph.ups++
 	ph.live = true
 	dh := d.domains[ph.domain]
-	if d.suspect(now, dh) && ph.verified != dh.epoch {
-		d.probe(now, ph) // a new session into a suspect domain proves its data path first
+	// A new session into a suspect domain, or to a rank whose last session
+	// faulted, proves its data path first.
+	if round := d.suspect(now, dh) && ph.verified != dh.epoch; round || ph.mustProbe {
+		d.probe(now, ph, round)
 	}
 }
 
@@ -133,15 +143,21 @@ func (d *domainPolicy) suspect(now time.Time, dh *domainHealth) bool {
 	return dh.probing > 0 || now.Before(dh.suspectUntil)
 }
 
-func (d *domainPolicy) probe(now time.Time, ph *peerHealth) {
+// probe asks ph's data path to answer. A round probe is part of its
+// domain's suspicion (the domain stays suspect while one is outstanding); a
+// rank's own re-check after its fault is not.
+func (d *domainPolicy) probe(now time.Time, ph *peerHealth, round bool) {
 	if ph.probeSeq != 0 || !ph.live {
 		return
 	}
 	d.seq++
 	ph.probeSeq = d.seq
 	ph.probeBy = now.Add(d.opt.ProbeTimeout)
+	ph.probeRound = round
 	d.probes[d.seq] = ph.peer.ID
-	d.domains[ph.domain].probing++
+	if round {
+		d.domains[ph.domain].probing++
+	}
 	d.out = append(d.out, Decision{Kind: DecideProbe, Peer: ph.peer.ID, Seq: d.seq})
 }
 
@@ -151,13 +167,21 @@ func (d *domainPolicy) endProbe(ph *peerHealth) {
 	}
 	delete(d.probes, ph.probeSeq)
 	ph.probeSeq = 0
-	d.domains[ph.domain].probing--
+	if ph.probeRound {
+		d.domains[ph.domain].probing--
+	}
+	ph.probeRound = false
 }
 
 func (d *domainPolicy) SessionEnded(now time.Time, p Peer, e End) []Peer {
 	ph := d.peer(p)
-	ph.live = false
-	d.endProbe(ph)
+	if e.WasUp && ph.ups > 0 {
+		ph.ups--
+	}
+	ph.live = ph.ups > 0
+	if !ph.live {
+		d.endProbe(ph)
+	}
 	d.ejected(now, ph) // an ejection that ran out ends before this end counts
 	dh := d.domains[ph.domain]
 	if !e.Cause.IsFault() || e.Restart {
@@ -175,6 +199,9 @@ func (d *domainPolicy) SessionEnded(now time.Time, p Peer, e End) []Peer {
 			d.eject(now, ph, dh)
 		}
 	}
+	// Whatever its siblings show, this rank proves its data path before its
+	// next session carries a load.
+	ph.mustProbe = true
 	if e.ByPolicy {
 		// Closed because its probe went unanswered: the domain is suspect
 		// already and its siblings are being probed; no new round.
@@ -189,7 +216,7 @@ func (d *domainPolicy) SessionEnded(now time.Time, p Peer, e End) []Peer {
 	for _, id := range sortedIDs(dh.members) {
 		if sib := dh.members[id]; sib != ph && sib.live {
 			d.endProbe(sib)
-			d.probe(now, sib)
+			d.probe(now, sib, true)
 		}
 	}
 	return nil
@@ -308,9 +335,10 @@ func (d *domainPolicy) Gate(now time.Time, p Peer) Gate {
 		return GateMiss
 	}
 	dh := d.domains[ph.domain]
-	if ph.halfOpen || (d.suspect(now, dh) && ph.verified != dh.epoch) {
+	round := d.suspect(now, dh) && ph.verified != dh.epoch
+	if ph.halfOpen || ph.mustProbe || round {
 		if ph.probeSeq == 0 {
-			d.probe(now, ph)
+			d.probe(now, ph, round)
 		}
 		return GateWait
 	}
@@ -337,6 +365,7 @@ func (d *domainPolicy) ProbeAck(now time.Time, p Peer, seq uint64) {
 	d.endProbe(ph)
 	dh := d.domains[ph.domain]
 	ph.verified = dh.epoch
+	ph.mustProbe = false
 	if ph.halfOpen {
 		d.lift(ph) // a successful half-open probe lifts the ejection early
 	}
@@ -356,10 +385,15 @@ func (d *domainPolicy) Tick(now time.Time) {
 	}
 	sort.Slice(late, func(i, j int) bool { return late[i].peer.ID < late[j].peer.ID })
 	for _, ph := range late {
+		round := ph.probeRound
 		d.endProbe(ph)
-		dh := d.domains[ph.domain]
-		dh.failed = true
-		dh.suspectUntil = now.Add(d.opt.SuspectHold)
+		if round {
+			// A sibling of the faulted rank is dead too: the domain stays
+			// suspect, and new sessions into it prove their data path.
+			dh := d.domains[ph.domain]
+			dh.failed = true
+			dh.suspectUntil = now.Add(d.opt.SuspectHold)
+		}
 		if ph.halfOpen {
 			ph.halfOpen = false
 			ph.ejectedUntil = now.Add(d.ejectionFor(ph.ejections))

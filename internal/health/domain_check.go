@@ -47,7 +47,7 @@ func (d *domainPolicy) check() error {
 			if m.domain != name || d.peers[id] != m {
 				return fmt.Errorf("domain %q: stray member %q (in %q)", name, id, m.domain)
 			}
-			if m.probeSeq != 0 {
+			if m.probeSeq != 0 && m.probeRound {
 				probing++
 			}
 			if !m.ejectedUntil.IsZero() {

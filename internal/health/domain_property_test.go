@@ -46,6 +46,7 @@ func (m *propModel) forget(id string) {
 
 func (m *propModel) ended(p Peer, e End) {
 	m.t.Helper()
+	e.WasUp = m.live[p.ID]
 	m.log = append(m.log, fmt.Sprintf("%v end %s %+v", m.now.Sub(t0), p.ID, e))
 	if out := m.d.SessionEnded(m.now, p, e); out != nil {
 		m.failf("SessionEnded closed %v", out)
@@ -78,8 +79,13 @@ func (m *propModel) decisions(fromTick bool) {
 			if !m.live[dc.Peer] {
 				m.failf("probe of a dead session: %+v", dc)
 			}
-			if !m.d.suspect(m.now, m.d.domains[ph.domain]) {
-				m.failf("probe in a domain that is not suspect: %+v", dc)
+			// A probe is part of a suspect domain's round, or a rank's own
+			// re-check after its fault (or half-open after an ejection).
+			if ph.probeRound != m.d.suspect(m.now, m.d.domains[ph.domain]) && ph.probeRound {
+				m.failf("round probe in a domain that is not suspect: %+v", dc)
+			}
+			if !ph.probeRound && !ph.mustProbe && !ph.halfOpen {
+				m.failf("probe of a rank that is neither suspect nor re-checking: %+v", dc)
 			}
 			if dc.Seq <= m.lastSeq {
 				m.failf("probe seq %d not above %d", dc.Seq, m.lastSeq)

@@ -41,6 +41,10 @@ func (f *dfix) up(now time.Time, ps ...Peer) {
 
 func (f *dfix) end(now time.Time, p Peer, e End) {
 	f.t.Helper()
+	// As the table does: WasUp for a session whose SessionUp was reported.
+	if ph := f.d.peers[p.ID]; ph != nil && ph.ups > 0 {
+		e.WasUp = true
+	}
 	if out := f.d.SessionEnded(now, p, e); out != nil {
 		f.t.Fatalf("SessionEnded(%s) closed %v: the domain policy never closes in the reap", p.ID, out)
 	}
@@ -273,10 +277,20 @@ func TestDomainProbeAckClearsSuspicion(t *testing.T) {
 	f.wantNothing("acks")
 	// Every live sibling answered: the domain is clear, well before SuspectHold.
 	later := now.Add(probeTO)
-	f.up(later, ps[0]) // the dead peer comes back: no probe
 	d := Peer{ID: "h:4", Domain: "pod"}
 	f.up(later, d) // a new member: no probe
 	f.wantNothing("sessions into a cleared domain")
+	// The dead peer comes back: the domain is clear, but the rank that
+	// faulted proves its own data path before its session carries a load.
+	f.up(later, ps[0])
+	own := f.wantProbes("the faulted rank's re-check", "h:1")
+	if g := f.gate(later, ps[0]); g != GateWait {
+		t.Fatalf("faulted rank before its re-check: Gate %v", g)
+	}
+	if g := f.gate(later, d); g != GateOpen {
+		t.Fatalf("its re-check made the domain suspect: Gate(h:4) %v", g)
+	}
+	f.ack(later, ps[0], own["h:1"])
 	for _, p := range append(ps, d) {
 		if g := f.gate(later, p); g != GateOpen {
 			t.Errorf("cleared domain: Gate(%s) = %v", p.ID, g)

@@ -33,6 +33,9 @@ type Policy interface {
 	// Gate says whether a lookup for a request naming p (whose session is
 	// ready) may answer now, must wait (RETRY), or must fall back.
 	Gate(now time.Time, p Peer) Gate
+	// WaitBudget bounds how long one request may wait in all (for a
+	// handshake, then a probe) before it falls back.
+	WaitBudget() time.Duration
 	// LoadDone reports a load's end on p's session.
 	LoadDone(now time.Time, p Peer, ok bool)
 	// ProbeAck reports that p's data path answered probe seq.
@@ -54,6 +57,8 @@ type End struct {
 	// ByPolicy: the table closed it because the policy decided so (a probe
 	// went unanswered).
 	ByPolicy bool
+	// WasUp: SessionUp was reported for this session.
+	WasUp bool
 }
 
 // Gate is a policy's answer for a lookup.
@@ -129,6 +134,7 @@ func New(name string, opt Options) (Policy, error) {
 type quiet struct{}
 
 func (quiet) HandshakeWait() time.Duration       { return 0 }
+func (quiet) WaitBudget() time.Duration          { return 0 }
 func (quiet) Gate(time.Time, Peer) Gate          { return GateOpen }
 func (quiet) LoadDone(time.Time, Peer, bool)     {}
 func (quiet) ProbeAck(time.Time, Peer, uint64)   {}

@@ -53,13 +53,32 @@ func (t *Table) Lookup(now time.Time, id string, k wire.Key) session.Verdict {
 	}
 	c := t.byPeer[r.src.peer]
 	if c == nil || c.s.Ended() != health.CauseNone {
+		// A request already waiting under the policy (for a handshake or a
+		// probe) whose session just ended is retried on demand within its
+		// budget: the probe it waited on may have been sent before a heal.
+		if !r.waitFrom.IsZero() && !r.redialed && t.mayWait(now, r) {
+			r.redialed = true // once: a refused or dead peer is not dialed in a loop
+			if t.session(now, r.src.peer, r.src.domain) != nil {
+				return session.Retry
+			}
+		}
 		return session.Miss
 	}
 	if c.s.Pending() {
 		// A load is never queued behind a handshake. per-peer and host-group
 		// fall back at once (#64501); a policy may let lookups wait a little.
-		if wait := t.policy.HandshakeWait(); wait > 0 && now.Sub(c.s.PendingSince()) < wait {
-			return session.Retry
+		if wait := t.policy.HandshakeWait(); wait > 0 && t.mayWait(now, r) {
+			if now.Sub(c.s.PendingSince()) < wait {
+				return session.Retry
+			}
+			if !r.redialed && c.s.Outbound() {
+				// The attempt it waited on is stale (sent into a partition
+				// that may have healed): one fresh attempt, within its budget.
+				r.redialed = true
+				if t.session(now, r.src.peer, r.src.domain) != nil {
+					return session.Retry
+				}
+			}
 		}
 		t.markFailed(r.src.kvID)
 		return session.Miss
@@ -67,6 +86,10 @@ func (t *Table) Lookup(now time.Time, id string, k wire.Key) session.Verdict {
 	switch t.policy.Gate(now, t.peerOf(c)) {
 	case health.GateWait:
 		t.applyDecisions(now)
+		if !t.mayWait(now, r) {
+			t.markFailed(r.src.kvID)
+			return session.Miss
+		}
 		return session.Retry
 	case health.GateMiss:
 		t.markFailed(r.src.kvID)
@@ -261,4 +284,13 @@ func (t *Table) flushActions(now time.Time) {
 		t.drain(now, c)
 	}
 	t.reap(now)
+}
+
+// mayWait starts or checks a request's wait budget: however the sessions it
+// waits on come and go, it waits for one handshake and one probe at most.
+func (t *Table) mayWait(now time.Time, r *request) bool {
+	if r.waitFrom.IsZero() {
+		r.waitFrom = now
+	}
+	return now.Sub(r.waitFrom) < t.policy.WaitBudget()
 }

@@ -41,7 +41,7 @@ func (t *Table) applyDecisions(now time.Time) {
 			case health.DecideClose:
 				t.log.Warn("closing a peer whose data path did not answer its probe", "peer", d.Peer, "cause", d.Cause.String())
 				c.byPolicy = true
-				c.s.Close(now, d.Cause)
+				c.s.Abandon(now, d.Cause)
 			}
 			t.drain(now, c)
 		}

@@ -50,7 +50,7 @@ func (t *Table) reap(now time.Time) {
 				continue // never a session: the policy does not see it
 			}
 			t.log.Warn("peer down", "peer", c.peer, "cause", cause.String(), "loads_failed", n, "policy", t.policy.Name())
-			end := health.End{Cause: cause, Restart: c.restart, LoadsFailed: n, ByPolicy: c.byPolicy}
+			end := health.End{Cause: cause, Restart: c.restart, LoadsFailed: n, ByPolicy: c.byPolicy, WasUp: c.up}
 			for _, p := range t.policy.SessionEnded(now, t.peerOf(c), end) {
 				o := t.byPeer[p.ID]
 				if o == nil || o.reaped || o.s.Ended() != health.CauseNone {

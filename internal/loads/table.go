@@ -27,9 +27,11 @@ type conn struct {
 
 // request is one engine request.
 type request struct {
-	id  string
-	src *source
-	dst *dest
+	id       string
+	src      *source
+	dst      *dest
+	waitFrom time.Time // first RETRY the policy asked for
+	redialed bool      // its session ended while it waited, and it dialed again
 }
 
 // job is a load or store in flight.
@@ -166,10 +168,20 @@ func (t *Table) liveCount() int {
 // cap allow. nil means the request must fall back.
 func (t *Table) session(now time.Time, peer, domain string) *conn {
 	if c := t.byPeer[peer]; c != nil && c.s.Ended() == health.CauseNone {
-		if domain != "" {
-			c.domain = domain
+		// One connect attempt in flight per peer; but one that outlived the
+		// time a request may wait for it (a SYN into a partition that has
+		// healed since) is replaced on demand rather than waited out.
+		wait := t.policy.HandshakeWait()
+		if !(wait > 0 && c.s.Outbound() && c.s.Pending() && now.Sub(c.s.PendingSince()) >= wait) {
+			if domain != "" {
+				c.domain = domain
+			}
+			return c
 		}
-		return c
+		t.log.Info("replacing a stale connect attempt", "peer", peer, "pending_for", now.Sub(c.s.PendingSince()))
+		c.rejected = true // never a session: nothing to hold against anyone
+		c.s.Close(now, health.CauseHandshakeFailed)
+		t.drain(now, c)
 	}
 	if t.shuttingDown {
 		return nil
@@ -192,6 +204,11 @@ func (t *Table) session(now time.Time, peer, domain string) *conn {
 // drain turns what a session decided into actions, results and slot work.
 func (t *Table) drain(now time.Time, c *conn) {
 	for {
+		if !c.up && c.s.Ready() && !c.rejected {
+			// Checked before anything else: becoming ready may decide nothing.
+			c.up = true
+			t.policy.SessionUp(now, t.peerOf(c))
+		}
 		o := c.s.TakeOut()
 		if o.Empty() {
 			return
@@ -217,10 +234,6 @@ func (t *Table) drain(now time.Time, c *conn) {
 		}
 		for _, id := range o.NewFetch {
 			t.bind(now, c, id)
-		}
-		if !c.up && c.s.Ready() && !c.rejected {
-			c.up = true
-			t.policy.SessionUp(now, t.peerOf(c))
 		}
 		if o.Ended != health.CauseNone && !c.closed {
 			c.closed = true

@@ -265,6 +265,19 @@ func (s *Session) protocolError(now time.Time, why string) {
 	s.Close(now, health.CauseProtocolError)
 }
 
+// Abandon ends the session on a fault this side detected, telling the peer
+// first (Goodbye{Fault}): for the peer it is an orderly end, not evidence
+// against it or its domain; for us the cause is the fault.
+func (s *Session) Abandon(now time.Time, cause health.Cause) {
+	if s.phase == ended {
+		return
+	}
+	if s.phase != connecting {
+		s.sendNow(now, &wire.Goodbye{Reason: wire.GoodbyeFault, Detail: cause.String()})
+	}
+	s.Close(now, cause)
+}
+
 // Goodbye ends the session in order (idle eviction, shutdown, peer cap).
 func (s *Session) Goodbye(now time.Time, reason wire.GoodbyeReason) {
 	if s.phase == ended {
@@ -290,7 +303,7 @@ func (s *Session) Tick(now time.Time) {
 	case ready:
 		if now.Sub(s.lastRecv) >= s.cfg.HeartbeatTimeout {
 			s.logger().Warn("heartbeat timed out", "silent_for", now.Sub(s.lastRecv))
-			s.Close(now, health.CauseHeartbeatTimeout)
+			s.Abandon(now, health.CauseHeartbeatTimeout)
 			return
 		}
 		if now.Sub(s.lastSend) >= s.cfg.HeartbeatInterval {

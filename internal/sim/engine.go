@@ -69,9 +69,13 @@ func (r *runner) step() {
 		}
 		r.arrivals(c, nd)
 		r.results(c, nd)
-		r.lookups(c, nd)
-		nd.T.EndStep(r.net.Now)
-		r.net.Flush(nd)
+		if r.lookups(c, nd) {
+			// on_schedule_end. Only lookups registered this step have
+			// anything to flush (PD lookups register none), and the table
+			// costs a pass over every session per call: skip it otherwise.
+			nd.T.EndStep(r.net.Now)
+			r.net.Flush(nd)
+		}
 		nd.Busy = len(c.pending) > 0
 		if nd.Busy {
 			r.net.wake(nd)
@@ -198,7 +202,9 @@ func (r *runner) results(c *consumer, nd *Node) {
 	c.done = c.done[:0]
 }
 
-func (r *runner) lookups(c *consumer, nd *Node) {
+// lookups runs one step's lookups; it reports whether any registered a
+// key to flush (symmetric).
+func (r *runner) lookups(c *consumer, nd *Node) (registered bool) {
 	now := r.net.Now
 	for _, q := range c.pending {
 		if q.state != waiting {
@@ -208,6 +214,7 @@ func (r *runner) lookups(c *consumer, nd *Node) {
 		if q.pd {
 			v = nd.T.Lookup(now, q.rec.ID, q.keys[0])
 		} else {
+			registered = true
 			for _, k := range q.keys {
 				switch nd.T.Lookup(now, q.rec.ID, k) {
 				case session.Miss:
@@ -237,6 +244,7 @@ func (r *runner) lookups(c *consumer, nd *Node) {
 	}
 	clear(c.pending[len(kept):])
 	c.pending = kept
+	return registered
 }
 
 func (r *runner) resolve(nd *Node, c *consumer, q *req, o scenario.Outcome) {
@@ -285,7 +293,7 @@ func (r *runner) finish() Result {
 			}
 		}
 	}
-	out := Result{Drained: drained, Events: n.Events, Nodes: len(n.order)}
+	out := Result{Drained: drained, Events: n.Events, Ticks: n.ticks, Nodes: len(n.order)}
 	for _, nd := range n.order {
 		st := nd.Store.Stats()
 		out.Leaked += st.Filling + st.Pinned

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/loads"
@@ -38,11 +39,17 @@ type Net struct {
 	OnResults func(nd *Node, rs []loads.JobResult)
 	// FineAll ticks every node at Tick, busy or not (shutdown, tests).
 	FineAll bool
+	// Workers > 1 runs the Table.Tick calls of one grid point on that many
+	// goroutines when there are many (each table is touched by one of
+	// them; their actions are then performed in node order, so the run is
+	// the same as with one worker).
+	Workers int
 
 	Dials  []Dial // every dial attempted, in order
 	Events uint64 // events fired
 
 	probeAcks uint64 // probe answers delivered (tests)
+	ticks     uint64
 
 	start    time.Time
 	now      int64 // ns since start
@@ -52,6 +59,7 @@ type Net struct {
 	nodes    map[string]*Node
 	order    []*Node // creation order: deterministic iteration
 	hot      []*Node // nodes that may need a tick at Tick
+	batch    []*Node // nodes to tick at the current grid point
 	lim      wire.Limits
 	buf      []byte
 }
@@ -274,9 +282,10 @@ func (n *Net) tickAll(t int64) {
 	if idle < n.Tick {
 		idle = n.Tick
 	}
+	batch := n.batch[:0]
 	if n.FineAll || t%int64(idle) == 0 {
 		for _, nd := range n.order {
-			n.tick(nd, t)
+			batch = n.due(batch, nd, t)
 		}
 	}
 	for i := 0; i < len(n.hot); {
@@ -289,18 +298,42 @@ func (n *Net) tickAll(t int64) {
 			n.hot = n.hot[:last]
 			continue
 		}
-		n.tick(nd, t)
+		batch = n.due(batch, nd, t)
 		i++
 	}
+	n.ticks += uint64(len(batch))
+	if w := min(n.Workers, len(batch)/parallelMin); w > 1 {
+		var wg sync.WaitGroup
+		for i := range w {
+			wg.Go(func() {
+				for j := i; j < len(batch); j += w { // strided: costly nodes spread out
+					batch[j].T.Tick(n.Now)
+				}
+			})
+		}
+		wg.Wait()
+	} else {
+		for _, nd := range batch {
+			nd.T.Tick(n.Now)
+		}
+	}
+	for _, nd := range batch {
+		n.Flush(nd)
+	}
+	clear(batch)
+	n.batch = batch[:0]
 }
 
-func (n *Net) tick(nd *Node, t int64) {
+// parallelMin is the least number of ticks per worker worth a goroutine.
+const parallelMin = 256
+
+// due appends nd to the nodes to tick at t, once.
+func (n *Net) due(batch []*Node, nd *Node, t int64) []*Node {
 	if nd.lastTick == t || !nd.tickable() {
-		return
+		return batch
 	}
 	nd.lastTick = t
-	nd.T.Tick(n.Now)
-	n.Flush(nd)
+	return append(batch, nd)
 }
 
 func (n *Net) lat(a, b *Node) int64 {

@@ -33,6 +33,7 @@ func TestTransferTime(t *testing.T) {
 			f := newPair(t, health.PerPeer, nil)
 			f.n.Bandwidth, f.n.WireBlockBytes = tc.bw, 10_000
 			ks := keysOf("a", 4)
+			f.connOf(f.c) // the session is up before the fault
 			f.store("kv", ks)
 			tc.set(f.p)
 			j := f.load("kv", ks)
@@ -165,7 +166,7 @@ func TestBlackholeData(t *testing.T) {
 	if f.logHas("peer down") {
 		t.Fatalf("control connection died:\n%s", f.log)
 	}
-	f.n.Advance(f.tm.LoadTimeoutPD - f.tm.HeartbeatTimeout - time.Second)
+	f.n.Advance(f.tm.LoadTimeoutPD - f.tm.HeartbeatTimeout - time.Second + f.n.Tick)
 	if d := f.mustResult(f.c, j); d.r.OK || d.r.Reason != "load timed out" {
 		t.Fatalf("load: %+v", d.r)
 	}

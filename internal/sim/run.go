@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"runtime"
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/loads"
@@ -13,21 +14,21 @@ import (
 
 // Options tunes a run. The zero value is the defaults noted per field.
 type Options struct {
-	Seed          int64         // 0: the scenario's seed
-	Latency       time.Duration // one-way link latency; default 100µs
-	Bandwidth     int64         // per-node outgoing data bytes/s; default 10 GB/s
-	Tick          time.Duration // timer and engine-step granularity; default 10ms
-	IdleTick      time.Duration // tick of nodes with nothing in flight; default 100ms
-	PrefillDelay  time.Duration // PD: arrival to SubmitStore on the source; default 20ms
-	Warmup        time.Duration // sessions opened before time 0; default 1s
-	NoWarmup      bool          // start cold (large fleets: every pair would be a session)
-	StoreBlock    int           // bytes a block holds in the sim's stores; default 64 (timing uses the scenario's block_bytes)
-	Slots         int           // store slots of consumer ranks; default 16384
-	SourceSlots   int           // store slots of the other ranks; default 4096
-	Timers        *loads.Timers // nil: the policy's preset
-	MaxDrain      time.Duration // virtual time allowed for the final shutdown; default 2m
-	Log           *slog.Logger  // nil: discard
-	StopAfterDone bool          // reserved
+	Seed         int64         // 0: the scenario's seed
+	Latency      time.Duration // one-way link latency; default 100µs
+	Bandwidth    int64         // per-node outgoing data bytes/s; default 10 GB/s
+	Tick         time.Duration // timer and engine-step granularity; default 10ms
+	IdleTick     time.Duration // tick of nodes with nothing in flight; default 100ms
+	PrefillDelay time.Duration // PD: arrival to SubmitStore on the source; default 20ms
+	Warmup       time.Duration // sessions opened before time 0; default 1s
+	NoWarmup     bool          // start cold (large fleets: every pair would be a session)
+	StoreBlock   int           // bytes a block holds in the sim's stores; default 64 (timing uses the scenario's block_bytes)
+	Slots        int           // store slots of consumer ranks; default 16384
+	SourceSlots  int           // store slots of the other ranks; default 4096
+	Timers       *loads.Timers // nil: the policy's preset
+	MaxDrain     time.Duration // virtual time allowed for the final shutdown; default 2m
+	Log          *slog.Logger  // nil: discard
+	Workers      int           // goroutines for the tick of a large fleet; default GOMAXPROCS (results do not depend on it)
 }
 
 func (o *Options) defaults() {
@@ -42,6 +43,9 @@ func (o *Options) defaults() {
 	def(&o.PrefillDelay, 20*time.Millisecond)
 	def(&o.Warmup, time.Second)
 	def(&o.MaxDrain, 2*time.Minute)
+	if o.Workers <= 0 {
+		o.Workers = runtime.GOMAXPROCS(0)
+	}
 	if o.Bandwidth <= 0 {
 		o.Bandwidth = 10_000_000_000
 	}
@@ -63,6 +67,7 @@ type Result struct {
 	Leaked   int    // slots still Filling or Pinned after the drain
 	Drained  bool   // every table drained within MaxDrain
 	Events   uint64 // simulator events fired
+	Ticks    uint64 // Table.Tick calls
 	Nodes    int
 }
 
@@ -120,6 +125,7 @@ func newRunner(sc *scenario.Scenario, policy string, o Options) (*runner, error)
 	r.seed = uint64(seed)
 	n := NewNet(t0)
 	n.Tick, n.IdleTick, n.Latency, n.Bandwidth = o.Tick, o.IdleTick, o.Latency, o.Bandwidth
+	n.Workers = o.Workers
 	n.WireBlockBytes = sc.Workload.BlockBytes
 	n.OnResults = r.onResults
 	r.net = n

@@ -169,6 +169,10 @@ const (
 	GoodbyeDuplicate
 	GoodbyeProtocol
 	GoodbyeTooManyPeers
+	// GoodbyeFault: this side detected a fault on the session (a stalled
+	// data path, a silent peer, an unacknowledged abort) and ends it. For
+	// the receiver it is an orderly end: the sender is alive and chose to.
+	GoodbyeFault
 )
 
 // Goodbye ends a session in order. Never evidence of a fault.

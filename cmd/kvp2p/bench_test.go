@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestBenchOutput runs bench with tiny sizes and checks the shape of its
+// table and of its JSON, not the numbers.
+func TestBenchOutput(t *testing.T) {
+	args := []string{"bench", "--bytes", "256KiB", "--block-bytes", "65536", "--runs", "2", "--lookups", "10"}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), args, &out, &errb); code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, &errb)
+	}
+	num := `[0-9]+(\.[0-9]+)?`
+	for _, re := range []string{
+		`(?m)^kvp2p bench: 256 KiB per load in 4 blocks of 65536 bytes, 127\.0\.0\.1, 2 interleaved runs$`,
+		`(?m)^run +kvp2p_MB/s +raw_MB/s +kvp2p/raw +lookup_p50_us +lookups/s$`,
+		`(?m)^1 +` + num + ` +` + num + ` +` + num + ` +` + num + ` +` + num + `$`,
+		`(?m)^2 +` + num + ` +` + num + ` +` + num + ` +` + num + ` +` + num + `$`,
+		`(?m)^median +` + num + ` +` + num + ` +` + num + ` +` + num + ` +` + num + `$`,
+		`(?m)^load: +kvp2p ` + num + ` MB/s, raw TCP ` + num + ` MB/s, kvp2p/raw ` + num + ` `,
+		`(?m)^lookup: p50 ` + num + ` µs, p99 ` + num + ` µs round trip, ` + num + ` lookups/s`,
+	} {
+		if !regexp.MustCompile(re).MatchString(out.String()) {
+			t.Errorf("output does not match %s:\n%s", re, &out)
+		}
+	}
+
+	out.Reset()
+	if code := run(context.Background(), append(args, "--json"), &out, &errb); code != 0 {
+		t.Fatalf("--json: exit %d; stderr:\n%s", code, &errb)
+	}
+	var rep benchReport
+	dec := json.NewDecoder(strings.NewReader(out.String()))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rep); err != nil {
+		t.Fatalf("--json output: %v\n%s", err, &out)
+	}
+	if dec.More() {
+		t.Fatalf("--json printed more than one object:\n%s", &out)
+	}
+	if rep.Bytes != 256<<10 || rep.BlockBytes != 65536 || rep.Runs != 2 || len(rep.PerRun) != 2 {
+		t.Fatalf("--json header fields: %+v", rep)
+	}
+	for name, v := range map[string]float64{
+		"kvp2p_mb_s": rep.KVP2PMBps, "raw_mb_s": rep.RawMBps, "ratio": rep.Ratio,
+		"lookup_p50_us": rep.LookupP50us, "lookup_p99_us": rep.LookupP99us, "lookups_per_s": rep.LookupsPerS,
+	} {
+		if !(v > 0) {
+			t.Errorf("%s = %v, want > 0", name, v)
+		}
+	}
+}
+
+// TestBenchFlags: bad flags exit 2 with a message naming the flag.
+func TestBenchFlags(t *testing.T) {
+	for _, tt := range []struct {
+		args   []string
+		stderr string
+	}{
+		{[]string{"--bytes", "lots"}, `invalid value "lots" for flag -bytes`},
+		{[]string{"--bytes", "1KiB"}, "kvp2p bench: --bytes 1024: want at least one block"},
+		{[]string{"--block-bytes", "0"}, "kvp2p bench: --block-bytes 0"},
+		{[]string{"--runs", "0"}, "kvp2p bench: --runs 0"},
+		{[]string{"now"}, `kvp2p bench: unexpected argument "now"`},
+	} {
+		var errb bytes.Buffer
+		if code := run(context.Background(), append([]string{"bench"}, tt.args...), &bytes.Buffer{}, &errb); code != 2 {
+			t.Errorf("%v: exit %d, want 2", tt.args, code)
+		}
+		if !strings.Contains(errb.String(), tt.stderr) {
+			t.Errorf("%v: stderr lacks %q:\n%s", tt.args, tt.stderr, &errb)
+		}
+	}
+	if n, err := parseSize("256MiB"); err != nil || n != 256<<20 {
+		t.Errorf("parseSize(256MiB) = %d, %v", n, err)
+	}
+	if n, err := parseSize("64MB"); err != nil || n != 64e6 {
+		t.Errorf("parseSize(64MB) = %d, %v", n, err)
+	}
+}

@@ -1,0 +1,159 @@
+package sim
+
+import (
+	"reflect"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/scenario"
+)
+
+// TestDeterministic: the same (scenario, policy, seed) gives the same
+// records and the same number of events; another seed gives other ones.
+func TestDeterministic(t *testing.T) {
+	sc := load(t, "pod-partial")
+	for _, p := range health.Names() {
+		a, b := run(t, sc, p, 0), run(t, sc, p, 0)
+		if !reflect.DeepEqual(a.Requests, b.Requests) || a.Events != b.Events || a.Report != b.Report {
+			t.Fatalf("%s: two runs with one seed differ: %d vs %d events\n%+v\n%+v", p, a.Events, b.Events, a.Report, b.Report)
+		}
+		if c := run(t, sc, p, 2); reflect.DeepEqual(a.Requests, c.Requests) {
+			t.Fatalf("%s: seeds 1 and 2 gave the same run", p)
+		}
+	}
+}
+
+func load(t *testing.T, name string) *scenario.Scenario {
+	t.Helper()
+	if !slices.Contains(scenario.Builtins(), name) {
+		t.Skipf("built-in scenario %s not there yet", name)
+	}
+	sc, err := scenario.Load(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+func run(t *testing.T, sc *scenario.Scenario, policy string, seed int64) Result {
+	t.Helper()
+	res, err := Run(sc, policy, Options{Seed: seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// runs caches one run per (scenario, policy) for the regression tests.
+var runs struct {
+	sync.Mutex
+	m map[[2]string]*Result
+}
+
+func cached(t *testing.T, name, policy string) Result {
+	t.Helper()
+	sc := load(t, name)
+	runs.Lock()
+	defer runs.Unlock()
+	if runs.m == nil {
+		runs.m = map[[2]string]*Result{}
+	}
+	k := [2]string{name, policy}
+	if r := runs.m[k]; r != nil {
+		return *r
+	}
+	r := run(t, sc, policy, 0)
+	runs.m[k] = &r
+	return r
+}
+
+// target is one pinned property of a built-in scenario under a policy.
+// check gets the policy's report and the scenario's reports by policy.
+type target struct {
+	scenario, policy string
+	what             string
+	check            func(r scenario.Report, by map[string]scenario.Report) bool
+}
+
+// targets pins the targets for per-peer and host-group, and what
+// each scenario file promises for them. The domain policy's targets are
+// the lead's to add here.
+var targets = []target{
+	{"pod-partial", health.PerPeer, "ranks 1-7 wait out their load timeout: ttf max >= 9 s",
+		func(r scenario.Report, _ map[string]scenario.Report) bool { return r.TTFms.Max >= 9000 }},
+	{"pod-partial", health.HostGroup, "rank 0's reap fails ranks 1-7 at once: ttf p99 < 1 s",
+		func(r scenario.Report, _ map[string]scenario.Report) bool { return r.TTFms.P99 < 1000 }},
+	{"pod-partial", health.HostGroup, "src-b is taken down too: false fallbacks",
+		func(r scenario.Report, _ map[string]scenario.Report) bool { return r.FalseFallbacks > 0 }},
+	{"colocated", health.HostGroup, "false fallbacks",
+		func(r scenario.Report, _ map[string]scenario.Report) bool { return r.FalseFallbacks > 0 }},
+	{"colocated", health.PerPeer, "no false fallbacks",
+		func(r scenario.Report, _ map[string]scenario.Report) bool { return r.FalseFallbacks == 0 }},
+	{"idle-eviction", health.HostGroup, "false fallbacks, more than per-peer's",
+		func(r scenario.Report, by map[string]scenario.Report) bool {
+			return r.FalseFallbacks > 0 && r.FalseFallbacks > by[health.PerPeer].FalseFallbacks
+		}},
+	{"idle-eviction", health.PerPeer, "nothing affected",
+		func(r scenario.Report, _ map[string]scenario.Report) bool { return r.Affected == 0 }},
+	{"handshake-fail", health.HostGroup, "false fallbacks",
+		func(r scenario.Report, _ map[string]scenario.Report) bool { return r.FalseFallbacks > 0 }},
+	{"rank-crash", health.PerPeer, "reset seen at once: no false fallbacks, ttf max < 100 ms",
+		func(r scenario.Report, _ map[string]scenario.Report) bool {
+			return r.FalseFallbacks == 0 && r.TTFms.Max < 100 && r.Fallbacks > 0
+		}},
+	{"rank-crash", health.HostGroup, "false fallbacks",
+		func(r scenario.Report, _ map[string]scenario.Report) bool { return r.FalseFallbacks > 0 }},
+	{"pod-crash", health.PerPeer, "no false fallbacks",
+		func(r scenario.Report, _ map[string]scenario.Report) bool { return r.FalseFallbacks == 0 }},
+	{"data-stall", health.PerPeer, "no watchdog: ttf p99 >= 9 s",
+		func(r scenario.Report, _ map[string]scenario.Report) bool { return r.TTFms.P99 >= 9000 }},
+	{"flapping", health.PerPeer, "loads caught in a silent spell still stuck at the end",
+		func(r scenario.Report, _ map[string]scenario.Report) bool { return r.Stuck > 0 }},
+	{"slow-peer", health.PerPeer, "slow is not a fault: no fallbacks",
+		func(r scenario.Report, _ map[string]scenario.Report) bool { return r.Fallbacks == 0 }},
+	{"slow-peer", health.HostGroup, "slow is not a fault: no fallbacks",
+		func(r scenario.Report, _ map[string]scenario.Report) bool { return r.Fallbacks == 0 }},
+}
+
+func TestScenarioTargets(t *testing.T) {
+	for _, tg := range targets {
+		t.Run(tg.scenario+"/"+tg.policy+"/"+tg.what, func(t *testing.T) {
+			by := map[string]scenario.Report{}
+			for _, p := range health.Names() {
+				by[p] = cached(t, tg.scenario, p).Report
+			}
+			if r := by[tg.policy]; !tg.check(r, by) {
+				t.Fatalf("%s under %s: want %s; got %+v", tg.scenario, tg.policy, tg.what, r)
+			}
+		})
+	}
+}
+
+// TestScenarioInvariants: under every policy and built-in scenario the
+// simulator itself stays sound: every load it reported OK carried the
+// right bytes, every table drains, and (per-peer, host-group) no slot
+// leaks.
+func TestScenarioInvariants(t *testing.T) {
+	for _, name := range scenario.Builtins() {
+		for _, p := range health.Names() {
+			t.Run(name+"/"+p, func(t *testing.T) {
+				res := cached(t, name, p)
+				r := res.Report
+				if r.Requests == 0 || r.Hits == 0 {
+					t.Fatalf("no traffic: %+v", r)
+				}
+				if r.CorruptLoads != 0 || !res.Drained {
+					t.Fatalf("corrupt %d, drained %v", r.CorruptLoads, res.Drained)
+				}
+				if p != "domain" && r.LeakedSlots != 0 {
+					t.Fatalf("%d slots leaked", r.LeakedSlots)
+				}
+				if r.Hits+r.Fallbacks+r.Stuck != r.Requests {
+					t.Fatalf("outcomes do not add up: %+v", r)
+				}
+			})
+		}
+	}
+}
