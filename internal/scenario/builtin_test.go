@@ -25,8 +25,8 @@ func TestBuiltinsParse(t *testing.T) {
 		if sc.Name != wantBuiltins[i] {
 			t.Errorf("%s.yaml: name %q, want the file's name", wantBuiltins[i], sc.Name)
 		}
-		if sc.Duration < 20e9 || sc.Duration > 60e9 {
-			t.Errorf("%s: duration %v, want 20-60 s", sc.Name, sc.Duration)
+		if sc.Duration < 20e9 || sc.Duration > 90e9 { // short enough for the demo to replay in wall time
+			t.Errorf("%s: duration %v, want 20-90 s", sc.Name, sc.Duration)
 		}
 		if len(sc.Faults) == 0 {
 			t.Errorf("%s: no faults", sc.Name)
