@@ -28,7 +28,7 @@ func scaleScenario(pods, consumers int, rate float64) *scenario.Scenario {
 	sc.Pods = append(sc.Pods, scenario.Pod{Name: "dst", Host: "10.2.0.1", Ranks: consumers, BasePort: 7777})
 	sc.Workload = scenario.Workload{
 		Mode: scenario.ModePD, Rate: rate, Blocks: 16, BlockBytes: 16 << 10,
-		Sources: srcs, Consumers: []string{"dst"}, Stop: 60 * time.Second,
+		Sources: srcs, Consumers: []string{"dst"}, Stop: 59 * time.Second,
 	}
 	sc.Faults = []scenario.Fault{{At: 30 * time.Second, Kind: scenario.Crash, Target: scenario.Target{Pod: "src-0", All: true}}}
 	return sc
@@ -42,24 +42,27 @@ func scaleOptions(policy string) Options {
 	return Options{NoWarmup: true, Timers: &tm, SourceSlots: 256, Slots: 16384}
 }
 
-// BenchmarkScale: 1000 pods x 8 ranks + 100 consumer ranks at 10
-// requests/s each, 60 s of virtual time. Run with -benchtime=1x.
+// BenchmarkScale: 1000 pods x 8 ranks + 100 consumer ranks, 60 s of
+// virtual time, at 5 and 10 requests/s per consumer. Run with
+// -benchtime=1x; each run reports its wall time, events and ticks.
 func BenchmarkScale(b *testing.B) {
-	for _, p := range []string{health.PerPeer, "domain"} {
-		b.Run(p, func(b *testing.B) {
-			sc := scaleScenario(1000, 100, 10)
-			for b.Loop() {
-				start := time.Now()
-				res, err := Run(sc, p, scaleOptions(p))
-				if err != nil {
-					b.Fatal(err)
+	for _, rate := range []float64{5, 10} {
+		for _, p := range []string{health.PerPeer, "domain"} {
+			b.Run(fmt.Sprintf("%s/rate=%g", p, rate), func(b *testing.B) {
+				sc := scaleScenario(1000, 100, rate)
+				for b.Loop() {
+					start := time.Now()
+					res, err := Run(sc, p, scaleOptions(p))
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.ReportMetric(float64(res.Events), "events")
+					b.ReportMetric(float64(res.Ticks), "ticks")
+					b.ReportMetric(float64(res.Report.Requests), "requests")
+					b.ReportMetric(time.Since(start).Seconds(), "wall-s")
+					b.Logf("%+v drained=%v nodes=%d", res.Report, res.Drained, res.Nodes)
 				}
-				b.ReportMetric(float64(res.Events), "events")
-				b.ReportMetric(float64(res.Ticks), "ticks")
-				b.ReportMetric(float64(res.Report.Requests), "requests")
-				b.ReportMetric(time.Since(start).Seconds(), "wall-s")
-				b.Logf("%+v drained=%v nodes=%d", res.Report, res.Drained, res.Nodes)
-			}
-		})
+			})
+		}
 	}
 }

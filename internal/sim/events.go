@@ -22,6 +22,11 @@ func (n *Net) fire(ev event) {
 		return
 	}
 	nd := ev.target()
+	if ev.kind == evAccept && nd.gone {
+		if cur := n.nodes[nd.ID]; cur != nil {
+			nd = cur // the SYN reaches whoever listens on that address now
+		}
+	}
 	if nd.gone || nd.Crashed {
 		return
 	}

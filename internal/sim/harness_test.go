@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvp2p/kvp2p/internal/health"
 	"github.com/kvp2p/kvp2p/internal/loads"
 	"github.com/kvp2p/kvp2p/internal/session"
 	"github.com/kvp2p/kvp2p/internal/wire"
@@ -187,5 +186,3 @@ func (f *pair) settled(nd *Node) {
 		f.t.Fatalf("%s: slots held: %+v", nd.ID, st)
 	}
 }
-
-var _ = health.PerPeer

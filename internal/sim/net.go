@@ -325,7 +325,7 @@ func (n *Net) tickAll(t int64) {
 }
 
 // parallelMin is the least number of ticks per worker worth a goroutine.
-const parallelMin = 256
+const parallelMin = 32
 
 // due appends nd to the nodes to tick at t, once.
 func (n *Net) due(batch []*Node, nd *Node, t int64) []*Node {
