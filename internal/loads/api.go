@@ -99,13 +99,20 @@ func (t *Table) Lookup(now time.Time, id string, k wire.Key) session.Verdict {
 		return session.Hit
 	}
 	v := c.s.RegisterLookup(r.src.kvID, k)
+	if v == session.Retry && !c.flush {
+		c.flush = true
+		t.flushQ = append(t.flushQ, c)
+	}
 	return v
 }
 
 // EndStep flushes the lookups registered this step (on_schedule_end).
 func (t *Table) EndStep(now time.Time) {
-	for _, c := range t.conns {
-		if !c.reaped {
+	q := t.flushQ
+	t.flushQ = nil
+	for _, c := range q {
+		c.flush = false
+		if !c.reaped && !c.gone {
 			c.s.FlushLookups(now)
 			t.drain(now, c)
 		}

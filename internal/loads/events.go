@@ -149,6 +149,7 @@ func (t *Table) DataClosed(now time.Time, id ConnID) {
 	c.s.DataClosed(now)
 	t.drain(now, c)
 	delete(t.conns, id)
+	c.gone = true
 	if t.byPeer[c.peer] == c {
 		delete(t.byPeer, c.peer)
 	}
@@ -156,9 +157,14 @@ func (t *Table) DataClosed(now time.Time, id ConnID) {
 
 // Tick runs every timer: sessions', idle eviction, unbound stores, shutdown.
 func (t *Table) Tick(now time.Time) {
-	for _, c := range t.conns {
-		c.s.Tick(now)
-		t.drain(now, c)
+	if len(t.list) > 2*len(t.conns)+16 {
+		t.compact()
+	}
+	for _, c := range t.list {
+		if !c.gone {
+			c.s.Tick(now)
+			t.drain(now, c)
+		}
 	}
 	t.policy.Tick(now)
 	t.applyDecisions(now)

@@ -20,16 +20,9 @@ func (t *Table) peerOf(c *conn) health.Peer {
 // ended sessions' request ids go into the failed set so their lookups are
 // MISS, and their producer bindings are purged.
 func (t *Table) reap(now time.Time) {
-	for {
-		var ended []*conn
-		for _, c := range t.conns {
-			if !c.reaped && c.s.Ended() != health.CauseNone {
-				ended = append(ended, c)
-			}
-		}
-		if len(ended) == 0 {
-			return
-		}
+	for len(t.ended) > 0 {
+		ended := t.ended
+		t.ended = nil
 		for _, c := range ended {
 			if c.reaped {
 				continue // reaped by a nested reap (applyDecisions)
@@ -92,8 +85,8 @@ func (t *Table) evictIdle(now time.Time) {
 	if t.cfg.IdleTimeout <= 0 {
 		return
 	}
-	for _, c := range t.conns {
-		if c.s.Ready() && !c.s.Busy() && c.s.IdleFor(now) >= t.cfg.IdleTimeout {
+	for _, c := range t.list {
+		if !c.gone && c.s.Ready() && !c.s.Busy() && c.s.IdleFor(now) >= t.cfg.IdleTimeout {
 			t.log.Info("evicting idle session", "peer", c.peer, "idle", c.s.IdleFor(now))
 			c.s.Goodbye(now, wire.GoodbyeIdle)
 			t.drain(now, c)
@@ -103,9 +96,14 @@ func (t *Table) evictIdle(now time.Time) {
 
 // reapUnbound fails PD stores that no fetch bound within the timeout.
 func (t *Table) reapUnbound(now time.Time) {
-	for id, at := range t.reaped {
-		if now.Sub(at) >= t.cfg.ReapedRetention {
-			delete(t.reaped, id)
+	if now.Sub(t.lastSlow) >= time.Second {
+		// The reaped ids are kept for minutes: pruning them once a second
+		// keeps a tick cheap.
+		t.lastSlow = now
+		for id, at := range t.reaped {
+			if now.Sub(at) >= t.cfg.ReapedRetention {
+				delete(t.reaped, id)
+			}
 		}
 	}
 	for id, batches := range t.unbound {

@@ -21,6 +21,8 @@ type conn struct {
 	reaped   bool
 	closed   bool // ActClose emitted
 	up       bool // the policy was told the session is up
+	gone     bool // DataClosed: removed from the table
+	flush    bool // in the table's flush queue (lookups registered this step)
 	restart  bool // ended because the peer restarted (a new incarnation)
 	byPolicy bool // closed on the policy's decision
 }
@@ -61,6 +63,10 @@ type Table struct {
 	blocks blocksView
 
 	conns    map[ConnID]*conn
+	list     []*conn          // conns in creation order: deterministic iteration
+	ended    []*conn          // sessions that ended since the last reap
+	flushQ   []*conn          // sessions with lookups registered this step
+	lastSlow time.Time        // last run of the once-a-second sweeps
 	byPeer   map[string]*conn // the live session per peer id
 	nextConn ConnID
 	nextJob  uint64
@@ -150,7 +156,20 @@ func (t *Table) newConn(peer string, outbound bool, now time.Time) *conn {
 	c := &conn{id: t.nextConn, peer: peer}
 	c.s = session.New(&t.cfg.Session, t.blocks, peer, outbound, now)
 	t.conns[c.id] = c
+	t.list = append(t.list, c)
 	return c
+}
+
+// compact drops gone conns from the creation-order list.
+func (t *Table) compact() {
+	kept := t.list[:0]
+	for _, c := range t.list {
+		if !c.gone {
+			kept = append(kept, c)
+		}
+	}
+	clear(t.list[len(kept):])
+	t.list = kept
 }
 
 // liveCount is the number of sessions that count against the peer cap.
@@ -203,6 +222,9 @@ func (t *Table) session(now time.Time, peer, domain string) *conn {
 
 // drain turns what a session decided into actions, results and slot work.
 func (t *Table) drain(now time.Time, c *conn) {
+	if c.up && c.s.OutEmpty() {
+		return // the common case on a tick: nothing decided
+	}
 	for {
 		if !c.up && c.s.Ready() && !c.rejected {
 			// Checked before anything else: becoming ready may decide nothing.
@@ -237,6 +259,7 @@ func (t *Table) drain(now time.Time, c *conn) {
 		}
 		if o.Ended != health.CauseNone && !c.closed {
 			c.closed = true
+			t.ended = append(t.ended, c)
 			t.actions = append(t.actions, Action{Kind: ActClose, Conn: c.id, Cause: o.Ended})
 		}
 	}

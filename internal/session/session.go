@@ -94,6 +94,9 @@ func (s *Session) IdleFor(now time.Time) time.Duration { return now.Sub(s.lastAc
 // Busy reports whether the session has work in flight in either role.
 func (s *Session) Busy() bool { return s.client.busy() || s.server.busy() }
 
+// OutEmpty reports whether TakeOut would return nothing.
+func (s *Session) OutEmpty() bool { return s.out.Empty() }
+
 // TakeOut returns what the session decided since the last call.
 func (s *Session) TakeOut() Out {
 	o := s.out
