@@ -173,3 +173,15 @@ func (t *Table) Tick(now time.Time) {
 	t.shutdownStep(now)
 	t.reap(now)
 }
+
+// EvictAll says goodbye to every live session with reason, as an idle
+// eviction (or an operator's drain) would: orderly ends, never evidence.
+func (t *Table) EvictAll(now time.Time, reason wire.GoodbyeReason) {
+	for _, c := range t.list {
+		if !c.gone && c.s.Ended() == health.CauseNone {
+			c.s.Goodbye(now, reason)
+			t.drain(now, c)
+		}
+	}
+	t.reap(now)
+}

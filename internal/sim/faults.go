@@ -89,17 +89,8 @@ func (n *Net) goodbyeIdle(nd *Node) {
 	if !nd.tickable() {
 		return
 	}
-	for _, e := range sortedEnds(nd) {
-		if nd.ends[e.conn] != e || !e.open || e.peer == nil {
-			continue // closed by an earlier one's reap
-		}
-		n.send(e, &wire.Goodbye{Reason: wire.GoodbyeIdle})
-		// Until the table can be told to evict one session, it hears the
-		// goodbye as if the peer had said it: the same orderly end
-		// (cause goodbye, reaped through the policy), the same close.
-		nd.T.Receive(n.Now, e.conn, &wire.Goodbye{Reason: wire.GoodbyeIdle})
-		n.Flush(nd)
-	}
+	nd.T.EvictAll(n.Now, wire.GoodbyeIdle) // as its idle eviction would
+	n.Flush(nd)
 }
 
 func (n *Net) restart(nd *Node) (*Node, error) {

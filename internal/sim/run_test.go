@@ -100,9 +100,9 @@ type target struct {
 }
 
 // targets pins the targets for per-peer and host-group, and what
-// each scenario file promises for them. The domain policy's targets are
-// the lead's to add here.
-var targets = []target{
+// each scenario file promises for them; domainTargets adds the domain
+// policy's on every built-in.
+var targets = append(domainTargets(), []target{
 	{"pod-partial", health.PerPeer, "ranks 1-7 wait out their load timeout: ttf max >= 9 s",
 		func(r scenario.Report, _ map[string]scenario.Report) bool { return r.TTFms.Max >= 9000 }},
 	{"pod-partial", health.HostGroup, "rank 0's reap fails ranks 1-7 at once: ttf p99 < 1 s",
@@ -137,6 +137,31 @@ var targets = []target{
 		func(r scenario.Report, _ map[string]scenario.Report) bool { return r.Fallbacks == 0 }},
 	{"slow-peer", health.HostGroup, "slow is not a fault: no fallbacks",
 		func(r scenario.Report, _ map[string]scenario.Report) bool { return r.Fallbacks == 0 }},
+}...)
+
+// domainTargets: in every built-in scenario the domain policy falls back
+// within 1.5 s (p99), leaves nothing stuck, loads nothing corrupt, leaks no
+// slot and never falls back on a healthy source, except in flapping, where
+// it must end with fewer fallbacks than per-peer (ejection and per-use
+// probes must pay for themselves).
+func domainTargets() []target {
+	var ts []target
+	for _, name := range scenario.Builtins() {
+		ts = append(ts, target{name, health.Domain, "ttf p99 <= 1500 ms, stuck 0, corrupt 0, leaked 0",
+			func(r scenario.Report, _ map[string]scenario.Report) bool {
+				return r.TTFms.P99 <= 1500 && r.Stuck == 0 && r.CorruptLoads == 0 && r.LeakedSlots == 0
+			}})
+		if name == "flapping" {
+			ts = append(ts, target{name, health.Domain, "fewer fallbacks than per-peer",
+				func(r scenario.Report, by map[string]scenario.Report) bool {
+					return r.Fallbacks < by[health.PerPeer].Fallbacks
+				}})
+			continue
+		}
+		ts = append(ts, target{name, health.Domain, "no false fallbacks",
+			func(r scenario.Report, _ map[string]scenario.Report) bool { return r.FalseFallbacks == 0 }})
+	}
+	return ts
 }
 
 func TestScenarioTargets(t *testing.T) {
@@ -169,7 +194,7 @@ func TestScenarioInvariants(t *testing.T) {
 				if r.CorruptLoads != 0 || !res.Drained {
 					t.Fatalf("corrupt %d, drained %v", r.CorruptLoads, res.Drained)
 				}
-				if p != "domain" && r.LeakedSlots != 0 {
+				if r.LeakedSlots != 0 {
 					t.Fatalf("%d slots leaked", r.LeakedSlots)
 				}
 				if r.Hits+r.Fallbacks+r.Stuck != r.Requests {
