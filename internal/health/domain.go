@@ -1,6 +1,7 @@
 package health
 
 import (
+	"fmt"
 	"sort"
 	"time"
 )
@@ -271,13 +272,22 @@ func (d *domainPolicy) eject(now time.Time, ph *peerHealth, dh *domainHealth) {
 			allowed = 1
 		}
 		if ejectedDomains >= allowed {
+			d.note(ph, fmt.Sprintf("flapping, not ejected: %d of %d domains ejected already (max %d%%)",
+				ejectedDomains, len(d.domains), d.opt.MaxEjectionPercent))
 			return // the cap: never eject more than this much of the fleet
 		}
 	}
-	ph.ejectedUntil = now.Add(d.ejectionFor(ph.ejections))
+	dur := d.ejectionFor(ph.ejections)
+	ph.ejectedUntil = now.Add(dur)
 	ph.ejections++
 	ph.halfOpen = false
 	dh.ejected++
+	d.note(ph, fmt.Sprintf("ejected for %v: %d sessions in a row failed loads", dur, ph.faults))
+}
+
+// note tells the operator's log what changed.
+func (d *domainPolicy) note(ph *peerHealth, what string) {
+	d.out = append(d.out, Decision{Kind: DecideNote, Peer: ph.peer.ID, Note: what})
 }
 
 // ejectionFor is the length of the n+1th ejection in a row: EjectionBase
@@ -312,6 +322,7 @@ func (d *domainPolicy) lift(ph *peerHealth) {
 	ph.halfOpen = false
 	ph.faults = 0
 	d.domains[ph.domain].ejected--
+	d.note(ph, "ejection lifted")
 }
 
 // MayDial refuses only ejected peers, except for one half-open attempt once

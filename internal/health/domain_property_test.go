@@ -65,7 +65,7 @@ func (m *propModel) randomEnd() End {
 func (m *propModel) decisions(fromTick bool) {
 	m.t.Helper()
 	var closes []Peer
-	for _, dc := range m.d.TakeDecisions() {
+	for _, dc := range actions(m.d.TakeDecisions()) {
 		m.log = append(m.log, fmt.Sprintf("  -> %+v", dc))
 		ph := m.d.peers[dc.Peer]
 		if ph == nil {

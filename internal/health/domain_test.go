@@ -82,7 +82,7 @@ func (f *dfix) tick(now time.Time) []Decision {
 	f.t.Helper()
 	f.d.Tick(now)
 	f.ok()
-	return f.d.TakeDecisions()
+	return actions(f.d.TakeDecisions())
 }
 
 // probes takes the decisions, requires them all to be probes, and returns
@@ -90,7 +90,7 @@ func (f *dfix) tick(now time.Time) []Decision {
 func (f *dfix) probes() map[string]uint64 {
 	f.t.Helper()
 	out := map[string]uint64{}
-	for _, d := range f.d.TakeDecisions() {
+	for _, d := range actions(f.d.TakeDecisions()) {
 		if d.Kind != DecideProbe || d.Seq == 0 {
 			f.t.Fatalf("decision %+v, want probes only", d)
 		}
@@ -125,7 +125,7 @@ func (f *dfix) wantProbes(what string, want ...string) map[string]uint64 {
 
 func (f *dfix) wantNothing(what string) {
 	f.t.Helper()
-	if ds := f.d.TakeDecisions(); len(ds) != 0 {
+	if ds := actions(f.d.TakeDecisions()); len(ds) != 0 {
 		f.t.Fatalf("%s: decisions %+v, want none", what, ds)
 	}
 }
@@ -443,4 +443,15 @@ func TestDomainDeadPeerNotProbed(t *testing.T) {
 	if ds := f.tick(at(time.Hour)); ds != nil {
 		t.Fatalf("tick: %+v", ds)
 	}
+}
+
+// actions drops the notes (log lines) from decisions.
+func actions(ds []Decision) []Decision {
+	var out []Decision
+	for _, d := range ds {
+		if d.Kind != DecideNote {
+			out = append(out, d)
+		}
+	}
+	return out
 }

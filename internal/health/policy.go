@@ -78,6 +78,9 @@ const (
 	DecideProbe DecisionKind = iota + 1
 	// DecideClose: close Peer's session with Cause.
 	DecideClose
+	// DecideNote: nothing to do; Note says what changed (an ejection, its
+	// lift) for the operator's log.
+	DecideNote
 )
 
 // Decision is one thing the policy asks the table to do.
@@ -86,6 +89,7 @@ type Decision struct {
 	Peer  string
 	Seq   uint64
 	Cause Cause
+	Note  string
 }
 
 // Policy names.

@@ -31,6 +31,10 @@ func (t *Table) applyDecisions(now time.Time) {
 			return
 		}
 		for _, d := range ds {
+			if d.Kind == health.DecideNote {
+				t.log.Warn("failure policy: "+d.Note, "peer", d.Peer, "policy", t.policy.Name())
+				continue
+			}
 			c := t.byPeer[d.Peer]
 			if c == nil || c.s.Ended() != health.CauseNone {
 				continue
