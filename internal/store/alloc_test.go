@@ -2,7 +2,6 @@ package store
 
 import (
 	"math/rand/v2"
-	"runtime"
 	"testing"
 )
 
@@ -82,22 +81,24 @@ func TestChurnDoesNotAllocate(t *testing.T) {
 			mustPut(t, s, key(i), 1)
 		}
 		rng := rand.New(rand.NewPCG(uint64(n), 1))
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		for i := n; i < n+300_000; i++ {
-			s.Lookup(key(i - 1 - rng.IntN(n))) // shuffle the LRU order
-			slot, err := s.Reserve(key(i))
-			if err != nil {
-				t.Fatal(err)
+		i := n
+		// One run of AllocsPerRun is the total over the whole churn, not a
+		// truncated average; it also pins GOMAXPROCS to 1 while it counts,
+		// so other goroutines' allocations do not leak into the count.
+		m := testing.AllocsPerRun(1, func() {
+			for end := i + 300_000; i < end; i++ {
+				s.Lookup(key(i - 1 - rng.IntN(n))) // shuffle the LRU order
+				slot, err := s.Reserve(key(i))
+				if err != nil {
+					panic(err)
+				}
+				_ = s.Commit(slot)
 			}
-			_ = s.Commit(slot)
-		}
-		runtime.ReadMemStats(&after)
-		// Mallocs is process-wide; allow a stray runtime allocation or
-		// two. Rehashing showed up as dozens to hundreds.
-		if m := after.Mallocs - before.Mallocs; m > 2 {
-			t.Errorf("slots=%d: %d allocations over 300k Reserve+Commit", n, m)
+		})
+		// Allow a stray runtime allocation or two. Rehashing showed up as
+		// dozens to hundreds.
+		if m > 2 {
+			t.Errorf("slots=%d: %v allocations over 300k Reserve+Commit", n, m)
 		}
 		check(t, s)
 	}
