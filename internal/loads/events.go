@@ -148,6 +148,12 @@ func (t *Table) DataClosed(now time.Time, id ConnID) {
 	}
 	c.s.DataClosed(now)
 	t.drain(now, c)
+	if !c.closed {
+		// Its data path ended while it lingered: the node still holds the
+		// control connection.
+		c.closed = true
+		t.actions = append(t.actions, Action{Kind: ActClose, Conn: c.id, Cause: c.s.Ended()})
+	}
 	delete(t.conns, id)
 	c.gone = true
 	if t.byPeer[c.peer] == c {

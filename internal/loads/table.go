@@ -19,12 +19,13 @@ type conn struct {
 	domain   string // router-named domain (wins over the advertised one)
 	rejected bool   // refused before it became a session (duplicate, over cap): the policy never sees it
 	reaped   bool
-	closed   bool // ActClose emitted
-	up       bool // the policy was told the session is up
-	gone     bool // DataClosed: removed from the table
-	flush    bool // in the table's flush queue (lookups registered this step)
-	restart  bool // ended because the peer restarted (a new incarnation)
-	byPolicy bool // closed on the policy's decision
+	closed   bool      // ActClose emitted
+	up       bool      // the policy was told the session is up
+	gone     bool      // DataClosed: removed from the table
+	flush    bool      // in the table's flush queue (lookups registered this step)
+	linger   time.Time // ended in order with loads still draining from its data connection: close then
+	restart  bool      // ended because the peer restarted (a new incarnation)
+	byPolicy bool      // closed on the policy's decision
 }
 
 // request is one engine request.
@@ -160,6 +161,22 @@ func (t *Table) newConn(peer string, outbound bool, now time.Time) *conn {
 	return c
 }
 
+// lingerFor bounds how long an orderly ended session's data connection
+// stays open for loads its producer reported sent.
+const lingerFor = time.Second
+
+// closeIfDone closes a lingering session once its last loads finished or
+// its linger time ran out.
+func (t *Table) closeIfDone(now time.Time, c *conn) {
+	if c.closed || c.linger.IsZero() || (c.s.Lingering() && now.Before(c.linger)) {
+		return
+	}
+	c.s.StopLinger(now)
+	c.closed = true
+	t.actions = append(t.actions, Action{Kind: ActClose, Conn: c.id, Cause: c.s.Ended()})
+	t.drain(now, c) // the loads StopLinger failed
+}
+
 // compact drops gone conns from the creation-order list.
 func (t *Table) compact() {
 	kept := t.list[:0]
@@ -222,6 +239,7 @@ func (t *Table) session(now time.Time, peer, domain string) *conn {
 
 // drain turns what a session decided into actions, results and slot work.
 func (t *Table) drain(now time.Time, c *conn) {
+	defer t.closeIfDone(now, c)
 	if c.up && c.s.OutEmpty() {
 		return // the common case on a tick: nothing decided
 	}
@@ -257,10 +275,15 @@ func (t *Table) drain(now time.Time, c *conn) {
 		for _, id := range o.NewFetch {
 			t.bind(now, c, id)
 		}
-		if o.Ended != health.CauseNone && !c.closed {
-			c.closed = true
+		if o.Ended != health.CauseNone && !c.closed && c.linger.IsZero() {
 			t.ended = append(t.ended, c)
-			t.actions = append(t.actions, Action{Kind: ActClose, Conn: c.id, Cause: o.Ended})
+			if c.s.Lingering() {
+				// The peer said goodbye after sending: let its last bytes land.
+				c.linger = now.Add(lingerFor)
+			} else {
+				c.closed = true
+				t.actions = append(t.actions, Action{Kind: ActClose, Conn: c.id, Cause: o.Ended})
+			}
 		}
 	}
 }

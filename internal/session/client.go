@@ -435,6 +435,12 @@ func (c *client) tick(s *Session, now time.Time) {
 // close fails every load at once. Their slots are released by dataClosed.
 func (c *client) close(s *Session, now time.Time, cause health.Cause) {
 	for _, l := range c.loads {
+		if cause == health.CauseGoodbye && l.lingers() {
+			// The producer said it sent everything before its orderly
+			// goodbye: the bytes may still be in the data connection.
+			// The load may finish from it until StopLinger.
+			continue
+		}
 		c.fail(s, now, l, "peer down: "+cause.String())
 	}
 	for _, r := range c.reqs {
@@ -447,7 +453,35 @@ func (c *client) close(s *Session, now time.Time, cause health.Cause) {
 	clear(c.outstanding)
 }
 
+// lingers: the producer reported the load sent, its data has not ended.
+func (l *load) lingers() bool { return l.ctlOK && !l.dataEnded && !l.reported }
+
+// Lingering reports whether an ended session still has loads that may
+// finish from its data connection (see close); the owner keeps the data
+// connection open for them, at most for a short time, then StopLinger.
+func (s *Session) Lingering() bool {
+	if s.phase != ended {
+		return false
+	}
+	for _, l := range s.client.loads {
+		if l.lingers() {
+			return true
+		}
+	}
+	return false
+}
+
+// StopLinger fails the loads still waiting for their data after the end.
+func (s *Session) StopLinger(now time.Time) {
+	for _, l := range s.client.loads {
+		if l.lingers() {
+			s.client.fail(s, now, l, "peer down: goodbye before its data arrived")
+		}
+	}
+}
+
 func (c *client) dataClosed(s *Session) {
+	s.StopLinger(time.Time{}) // no data can come any more
 	for job := range c.loads {
 		s.out.Releases = append(s.out.Releases, job)
 	}
@@ -460,6 +494,9 @@ func (s *Session) FailedRequests() []string {
 	seen := map[string]bool{}
 	var ids []string
 	for _, l := range s.client.loads {
+		if l.lingers() {
+			continue // it may still succeed
+		}
 		if !seen[l.req] {
 			seen[l.req] = true
 			ids = append(ids, l.req)
