@@ -1,300 +1,240 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kvp2p/kvp2p"
+	"github.com/kvp2p/kvp2p/internal/scenario"
 )
 
-// report has exactly design.md §7's fields.
-type report struct {
-	Scenario       string `json:"scenario"`
-	Policy         string `json:"policy"`
-	Requests       int    `json:"requests"`
-	Hits           int    `json:"hits"`
-	Fallbacks      int    `json:"fallbacks"`
-	Affected       int    `json:"affected"`
-	FalseFallbacks int    `json:"false_fallbacks"`
-	Stuck          int    `json:"stuck"`
-	TTFms          ttf    `json:"ttf_ms"`
-	CorruptLoads   int    `json:"corrupt_loads"`
-	LeakedSlots    int    `json:"leaked_slots"`
-	BytesLoaded    uint64 `json:"bytes_loaded"`
-	ttfs           []float64
+// A fleet is one kvp2p.Node per rank of every pod of a scenario, on
+// 127.0.0.1 with real TCP, under one policy. Peer ids are the scenario's
+// host:port labels; Config.Dial maps them to the real listen addresses.
+
+type demoRank struct {
+	id     string // pod/r
+	pod    scenario.Pod
+	r      int
+	label  string // advertised host:port
+	addr   string // 127.0.0.1:port it really listens on
+	source bool
+	cons   *demoConsumer
+	slots  int
+
+	node    *kvp2p.Node // nil while crashed
+	m       *kvp2p.Manager
+	serve   chan error
+	inc     uint64
+	stalled bool
+	stored  bool // has store results to poll
 }
 
-type ttf struct {
-	P50 float64 `json:"p50"`
-	P99 float64 `json:"p99"`
-	Max float64 `json:"max"`
+type demoFleet struct {
+	sc         *scenario.Scenario
+	policy     string
+	blockBytes int
+	fab        *fabric
+	ranks      []*demoRank
+	byID       map[string]*demoRank
+	byLabel    map[string]*demoRank
+	srcs       []*demoRank
+	cons       []*demoConsumer
+	log        *slog.Logger
 }
 
-type demoNode struct {
-	name  string // pod/rank
-	id    string // advertised label host:port
-	node  *kvp2p.Node
-	m     *kvp2p.Manager
-	fl    *faultListener
-	serve chan error
-	// fault windows: [from, to) in time since start; to zero = open
-	faultFrom, faultTo time.Duration
-}
+// Slots per node: the simulator's (16384 for consumers, 4096 for the
+// others), capped so that a fleet of large blocks fits in memory.
+const (
+	consumerArenaCap = 2 << 30
+	sourceArenaCap   = 512 << 20
+)
 
-type demoReq struct {
-	id       string
-	src      *demoNode
-	keys     []kvp2p.Key
-	arrived  time.Duration
-	job      uint64
-	loading  bool
-	resolved bool
-	hit      bool
-	at       time.Duration // resolution time
-}
-
-// runFleet runs the built-in scenario under one policy and reports it.
-func runFleet(ctx context.Context, policy string, o demoOpts) (*report, error) {
-	addrs := map[string]string{}
-	var nodes []*demoNode
-	mk := func(name, id, domain string) (*demoNode, error) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+func newDemoFleet(sc *scenario.Scenario, policy string, blockBytes int, log *slog.Logger) (*demoFleet, error) {
+	f := &demoFleet{sc: sc, policy: policy, blockBytes: blockBytes, fab: newFabric(),
+		byID: map[string]*demoRank{}, byLabel: map[string]*demoRank{}, log: log}
+	isSrc, isCons := map[string]bool{}, map[string]bool{}
+	for _, p := range sc.Workload.Sources {
+		isSrc[p] = true
+	}
+	for _, p := range sc.Workload.Consumers {
+		isCons[p] = true
+	}
+	seed := uint64(sc.Seed)
+	incBase := rand.Uint64() &^ 0xffff
+	for _, p := range sc.Pods {
+		for i := range p.Ranks {
+			rk := &demoRank{id: scenario.RankID(p.Name, i), pod: p, r: i, label: p.PeerID(i), source: isSrc[p.Name],
+				inc: incBase + uint64(len(f.ranks))<<8 + 1}
+			rk.slots = min(4096, max(64, sourceArenaCap/blockBytes))
+			if isCons[p.Name] {
+				rk.slots = min(16384, max(256, consumerArenaCap/blockBytes))
+				c := &demoConsumer{idx: len(f.cons), rank: rk, rng: rand.New(rand.NewPCG(seed, uint64(len(f.cons)))), jobs: map[uint64]*demoReq{}}
+				c.next = c.gap(sc.Workload.Rate) + sc.Workload.Start
+				rk.cons = c
+				f.cons = append(f.cons, c)
+			}
+			if rk.source {
+				f.srcs = append(f.srcs, rk)
+			}
+			f.ranks = append(f.ranks, rk)
+			f.byID[rk.id] = rk
+			f.byLabel[rk.label] = rk
+		}
+	}
+	if len(f.srcs) == 0 || len(f.cons) == 0 {
+		return nil, fmt.Errorf("demo: scenario %s has no source or no consumer rank", sc.Name)
+	}
+	for _, rk := range f.ranks {
+		ln, err := listenFree()
 		if err != nil {
+			f.closeAll()
 			return nil, err
 		}
-		addrs[id] = ln.Addr().String()
-		n, err := kvp2p.NewNode(kvp2p.Config{
-			PeerID: id, Listen: ln.Addr().String(), FailureDomain: domain, Policy: policy,
-			BlockBytes: o.block, Slots: 512, HashSeed: "demo",
-			Dial: func(p string) string {
-				if a, ok := addrs[p]; ok {
-					return a
-				}
-				return p
-			},
-			Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		})
-		if err != nil {
+		rk.addr = ln.Addr().String()
+		if err := f.start(rk, ln); err != nil {
 			ln.Close()
+			f.closeAll()
 			return nil, err
 		}
-		d := &demoNode{name: name, id: id, node: n, m: n.Manager(), fl: newFaultListener(ln), serve: make(chan error, 1)}
-		go func() { d.serve <- n.Serve(d.fl) }()
-		nodes = append(nodes, d)
-		return d, nil
 	}
-	var srcA, srcB []*demoNode
-	for r := 0; r < 8; r++ {
-		d, err := mk(fmt.Sprintf("src-a/%d", r), "10.0.0.1:"+strconv.Itoa(7777+r), "pod-a")
-		if err != nil {
-			return nil, err
+	return f, nil
+}
+
+func (f *demoFleet) dial(peer string) string {
+	if rk := f.byLabel[peer]; rk != nil {
+		return rk.addr
+	}
+	return peer
+}
+
+// start runs a new node for the rank on ln (nil: listen on its port again).
+func (f *demoFleet) start(rk *demoRank, ln net.Listener) error {
+	if ln == nil {
+		var err error
+		if ln, err = relisten(rk.addr); err != nil {
+			return fmt.Errorf("%s: listening again on %s: %w", rk.id, rk.addr, err)
 		}
-		srcA = append(srcA, d)
 	}
-	for r := 0; r < 2; r++ {
-		d, err := mk(fmt.Sprintf("src-b/%d", r), "10.0.0.1:"+strconv.Itoa(8777+r), "pod-b")
-		if err != nil {
-			return nil, err
-		}
-		srcB = append(srcB, d)
-	}
-	dst, err := mk("dst/0", "10.0.0.2:7777", "")
+	n, err := kvp2p.NewNode(kvp2p.Config{
+		PeerID: rk.label, Listen: rk.addr, FailureDomain: rk.pod.Domain, Policy: f.policy,
+		BlockBytes: f.blockBytes, Slots: rk.slots, HashSeed: "demo", Incarnation: rk.inc,
+		Dial: f.dial, Log: f.log.With("rank", rk.id),
+	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	defer func() {
-		for _, d := range nodes {
-			d.node.Close()
-			<-d.serve
-		}
-	}()
-	sources := append(append([]*demoNode{}, srcA...), srcB...)
-	start := time.Now()
-	since := func() time.Duration { return time.Since(start) }
+	rk.node, rk.m, rk.serve = n, n.Manager(), make(chan error, 1)
+	go func(n *kvp2p.Node, ch chan error) { ch <- n.Serve(newFaultListener(ln, f.fab, rk.label)) }(n, rk.serve)
+	return nil
+}
 
-	// Warm every session first, so that the run measures faults, not the
-	// cold handshake (per-peer and host-group answer MISS while one is pending).
-	warm(dst, sources)
+// crash closes the rank's node now: its connections reset, dials to its
+// port are refused.
+func (f *demoFleet) crash(rk *demoRank) {
+	if rk.node == nil {
+		return
+	}
+	rk.node.Close()
+	<-rk.serve
+	rk.node, rk.m = nil, nil
+}
 
-	rep := &report{Scenario: "crash+pod-partial", Policy: policy}
-	var reqs []*demoReq
-	byJob := map[uint64]*demoReq{}
-	step := 5 * time.Millisecond
-	interval := time.Duration(float64(time.Second) / o.rate)
-	next := 500 * time.Millisecond
-	crashed, parted := false, false
-	seq := 0
-	end := o.run + o.settle
-	for since() < end {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		now := since()
-		if !crashed && now >= o.crashAt {
-			crashed = true
-			srcB[0].faultFrom = now
-			srcB[0].node.Close() // the process is gone: its connections reset
-		}
-		if !parted && now >= o.partAt {
-			parted = true
-			srcA[0].faultFrom, srcA[0].faultTo = now, now // a reset is an instant
-			srcA[0].fl.resetAll()
-			for _, d := range srcA[1:] {
-				d.faultFrom = now
-				d.fl.blackholeData(true)
-			}
-		}
-		for now >= next && next < o.run {
-			seq++
-			src := sources[seq*7%len(sources)]
-			r := &demoReq{id: fmt.Sprintf("r%d", seq), src: src, arrived: now}
-			for i := 0; i < o.blocks; i++ {
-				r.keys = append(r.keys, demoKey(policy+r.id, i))
-			}
-			// The prefill engine computes and stores the blocks first.
-			kv := "kv-" + r.id
-			if src.m.NewRequest(r.id, kvp2p.TransferParams{RemoteDecoder: &kvp2p.Remote{KVRequestID: kv}}) == nil {
-				for _, k := range r.keys {
-					_ = src.m.PutBlock(k, demoBlock(k, o.block))
-				}
-				_, _ = src.m.SubmitStore(r.id, r.keys)
-				src.m.RequestFinished(r.id)
-				src.m.PollFinished()
-			}
-			host, port, _ := net.SplitHostPort(src.id)
-			p, _ := strconv.Atoi(port)
-			_ = dst.m.NewRequest(r.id, kvp2p.TransferParams{RemotePrefiller: &kvp2p.Remote{KVRequestID: kv, RemoteHost: host, RemotePort: p}})
-			reqs = append(reqs, r)
-			next += interval
-		}
-		// One engine step on the consumer.
-		for _, r := range reqs {
-			if r.resolved || r.loading {
-				continue
-			}
-			switch dst.m.Lookup(r.id, r.keys[0]) {
-			case kvp2p.Hit:
-				r.job, _ = dst.m.SubmitLoad(r.id, r.keys)
-				r.loading = true
-				byJob[r.job] = r
-			case kvp2p.Miss:
-				resolve(dst, r, false, since())
-			}
-		}
-		dst.m.EndStep()
-		for _, res := range dst.m.PollFinished() {
-			r := byJob[res.Job]
-			if r == nil || r.resolved {
-				continue
-			}
-			ok := res.OK
-			if ok {
-				rep.BytesLoaded += res.Bytes
-				for _, k := range r.keys {
-					got, found := dst.m.ReadBlock(k)
-					if !found || !bytes.Equal(got, demoBlock(k, o.block)) {
-						rep.CorruptLoads++
-						ok = false
-						break
-					}
-				}
-			}
-			resolve(dst, r, ok, since())
-		}
-		time.Sleep(step)
+// restart brings a crashed (or live) rank back as a new incarnation on
+// the same port.
+func (f *demoFleet) restart(rk *demoRank) error {
+	f.crash(rk)
+	rk.inc++
+	return f.start(rk, nil)
+}
+
+// closeAll closes every node at once (errors, cancellation).
+func (f *demoFleet) closeAll() {
+	for _, rk := range f.ranks {
+		f.fab.heal(rk.label)
 	}
-	// Heal, then stop every node in order and count what each still holds.
-	for _, d := range srcA[1:] {
-		d.faultTo = since()
-		d.fl.blackholeData(false)
+	for _, rk := range f.ranks {
+		f.crash(rk)
 	}
-	for _, d := range nodes {
-		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_ = d.node.Shutdown(sctx)
-		cancel()
-		st, err := d.node.FinalStats()
+}
+
+// shutdown stops every live node gracefully, all at once, and returns the
+// slots they still hold (Filling or Pinned): leaked.
+func (f *demoFleet) shutdown(ctx context.Context) (int, error) {
+	var wg sync.WaitGroup
+	var leaked atomic.Int64
+	errs := make([]error, len(f.ranks))
+	for i, rk := range f.ranks {
+		if rk.node == nil {
+			continue // crashed and never healed: the process is gone, it holds nothing
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			_ = rk.node.Shutdown(sctx)
+			<-rk.serve
+			st, err := rk.node.FinalStats()
+			if err != nil {
+				errs[i] = fmt.Errorf("%s: %v", rk.id, err)
+			}
+			leaked.Add(int64(st.Filling + st.Pinned))
+		}()
+	}
+	wg.Wait()
+	for _, rk := range f.ranks {
+		rk.node, rk.m = nil, nil
+	}
+	for _, err := range errs {
 		if err != nil {
-			return nil, fmt.Errorf("%s: %v", d.name, err)
-		}
-		rep.LeakedSlots += st.Filling + st.Pinned
-	}
-	for _, r := range reqs {
-		rep.Requests++
-		affected := r.src.faultFrom > 0 && r.src.faultFrom <= r.endOr(end) &&
-			(r.src.faultTo == 0 || r.src.faultTo == r.src.faultFrom || r.arrived < r.src.faultTo)
-		if r.src.faultTo == r.src.faultFrom && r.src.faultFrom > 0 {
-			affected = r.arrived <= r.src.faultFrom && r.endOr(end) >= r.src.faultFrom
-		}
-		if affected {
-			rep.Affected++
-		}
-		switch {
-		case !r.resolved:
-			rep.Stuck++
-		case r.hit:
-			rep.Hits++
-		default:
-			rep.Fallbacks++
-			if !affected {
-				rep.FalseFallbacks++
-			} else {
-				from := max(r.src.faultFrom, r.arrived)
-				rep.ttfs = append(rep.ttfs, float64((r.at-from).Microseconds())/1000)
-			}
+			return int(leaked.Load()), err
 		}
 	}
-	s := sortedCopy(rep.ttfs)
-	rep.TTFms = ttf{P50: percentile(s, 0.5), P99: percentile(s, 0.99)}
-	if len(s) > 0 {
-		rep.TTFms.Max = s[len(s)-1]
-	}
-	return rep, nil
+	return int(leaked.Load()), nil
 }
 
-func (r *demoReq) endOr(end time.Duration) time.Duration {
-	if r.resolved {
-		return r.at
-	}
-	return end
-}
+// Ports: below Linux's ephemeral range (32768-60999), so that an outgoing
+// connection never takes the port of a crashed rank before it comes back.
+var demoPort atomic.Int64
 
-func resolve(dst *demoNode, r *demoReq, hit bool, at time.Duration) {
-	r.resolved, r.hit, r.at = true, hit, at
-	dst.m.RequestFinished(r.id)
-}
-
-// warm opens a session from dst to every source and waits until each is ready.
-func warm(dst *demoNode, sources []*demoNode) {
-	deadline := time.Now().Add(5 * time.Second)
-	for i, s := range sources {
-		host, port, _ := net.SplitHostPort(s.id)
-		p, _ := strconv.Atoi(port)
-		for n := 0; time.Now().Before(deadline); n++ {
-			id := fmt.Sprintf("warm-%d-%d", i, n)
-			_ = dst.m.NewRequest(id, kvp2p.TransferParams{RemotePrefiller: &kvp2p.Remote{KVRequestID: id, RemoteHost: host, RemotePort: p}})
-			v := dst.m.Lookup(id, kvp2p.Key{})
-			dst.m.RequestFinished(id)
-			if v == kvp2p.Hit {
-				break
-			}
-			time.Sleep(5 * time.Millisecond)
+func listenFree() (net.Listener, error) {
+	demoPort.CompareAndSwap(0, 20000+rand.Int64N(8000))
+	var last error
+	for range 2000 {
+		p := demoPort.Add(1)
+		if p >= 32000 {
+			demoPort.Store(20000)
+			continue
 		}
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.FormatInt(p, 10))
+		if err == nil {
+			return ln, nil
+		}
+		last = err
 	}
+	return nil, fmt.Errorf("demo: no free port on 127.0.0.1: %v", last)
 }
 
-func printTable(w io.Writer, reps []*report) {
-	fmt.Fprintf(w, "%-18s %-11s %8s %5s %9s %8s %6s %5s %9s %9s %9s %7s %6s %11s\n",
-		"scenario", "policy", "requests", "hits", "fallbacks", "affected", "false", "stuck",
-		"ttf_p50", "ttf_p99", "ttf_max", "corrupt", "leaked", "bytes")
-	for _, r := range reps {
-		fmt.Fprintf(w, "%-18s %-11s %8d %5d %9d %8d %6d %5d %8.0fms %8.0fms %8.0fms %7d %6d %11d\n",
-			r.Scenario, r.Policy, r.Requests, r.Hits, r.Fallbacks, r.Affected, r.FalseFallbacks, r.Stuck,
-			r.TTFms.P50, r.TTFms.P99, r.TTFms.Max, r.CorruptLoads, r.LeakedSlots, r.BytesLoaded)
+// relisten listens on a port a closed node just released.
+func relisten(addr string) (net.Listener, error) {
+	var err error
+	for range 100 {
+		var ln net.Listener
+		if ln, err = net.Listen("tcp", addr); err == nil {
+			return ln, nil
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
+	return nil, err
 }
+
+func discardLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

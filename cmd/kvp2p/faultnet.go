@@ -1,22 +1,183 @@
 package main
 
 import (
+	"encoding/binary"
+	"errors"
+	"io"
 	"net"
+	"os"
 	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
-// faultListener wraps a node's listener so the demo can inject faults on
-// real sockets: reset every connection, or make the data connections
-// silent (bytes written vanish, nothing is read) while control lives on.
-type faultListener struct {
-	net.Listener
-	mu        sync.Mutex
-	conns     map[*faultConn]struct{}
-	dataBlack bool
+// Fault injection on real sockets for the demo (design.md §7's fault kinds).
+//
+// Every rank listens behind a faultListener; every connection it accepts is
+// a faultConn that knows its local rank (the listener's) and, from the
+// first frame (Hello or DataAttach), its remote rank. A fault of a rank
+// applies to every connection it is an end of: those it accepted, and
+// those it dialed, which are wrapped at the peer's listener. In the demo
+// every connection is dialed by a consumer and accepted by a source, so
+// both ends of every connection are covered.
+//
+// faultConn parses the frames going through it in both directions, so that
+// it can drop whole frames (the stream stays well formed, as the
+// simulator's network drops whole messages) and remember the jobs whose
+// data vanished: as in the simulator, a job stream cut by a blackhole stays
+// cut after the heal (nothing more of it gets through), while later jobs
+// and control traffic flow again.
+//
+//	blackhole       every frame of every connection of the rank is dropped,
+//	                both ways; new connections are accepted but their Hello
+//	                vanishes, so dials hang until the handshake timeout.
+//	blackhole-data  the same for data connections only.
+//	stall           the rank's connections hold still (nothing read, nothing
+//	                written, closes deferred) until the heal, then resume in
+//	                order: what peers of a paused process see. The rank's
+//	                own timers keep running (a Node cannot be paused).
+//	slow            the rank's data connections carry at most bytes_per_sec
+//	                out of the rank (its writes, and its peers' reads of
+//	                connections it dialed).
+//	delay           every write of the rank's connections, and of its
+//	                peers' ends, waits latency first (never the readers).
+//	refuse-handshake  a Hello to or from the rank arrives with its hash seed
+//	                spoiled, so the receiving node refuses it as
+//	                incompatible, as the simulator does.
+//	close-control   fabric.reset: every connection of the rank is closed.
+//	goodbye-idle    fabric.goodbye: see there.
+//
+// crash and restart are the demo's (Node.Close, a new Node on the port).
+
+// rankFault is the fault state of one rank, by its peer label.
+type rankFault struct {
+	black, dataBlack, stall, refuse bool
+	slowBps                         int64
+	delay                           time.Duration
 }
 
-func newFaultListener(ln net.Listener) *faultListener {
-	return &faultListener{Listener: ln, conns: map[*faultConn]struct{}{}}
+// fabric holds the fault state of every rank of one fleet and every
+// connection any of its ranks accepted.
+type fabric struct {
+	mu     sync.Mutex
+	faults map[string]*rankFault
+	conns  map[*faultConn]struct{}
+	change chan struct{} // closed and replaced on every change of faults
+}
+
+func newFabric() *fabric {
+	return &fabric{faults: map[string]*rankFault{}, conns: map[*faultConn]struct{}{}, change: make(chan struct{})}
+}
+
+// set changes the fault state of a rank and wakes every held connection.
+func (f *fabric) set(label string, fn func(*rankFault)) {
+	f.mu.Lock()
+	rf := f.faults[label]
+	if rf == nil {
+		rf = &rankFault{}
+		f.faults[label] = rf
+	}
+	wasStalled := rf.stall
+	fn(rf)
+	close(f.change)
+	f.change = make(chan struct{})
+	var later []*faultConn
+	if wasStalled && !rf.stall {
+		for c := range f.conns {
+			if c.local == label && c.closeLater {
+				later = append(later, c)
+			}
+		}
+	}
+	f.mu.Unlock()
+	for _, c := range later {
+		c.closeNow()
+	}
+}
+
+// heal ends every fault of a rank.
+func (f *fabric) heal(label string) { f.set(label, func(rf *rankFault) { *rf = rankFault{} }) }
+
+// state returns, under f.mu, the faults of the connection's two ends.
+func (f *fabric) state(c *faultConn) (l, r rankFault) {
+	if p := f.faults[c.local]; p != nil {
+		l = *p
+	}
+	if c.remote != "" {
+		if p := f.faults[c.remote]; p != nil {
+			r = *p
+		}
+	}
+	return l, r
+}
+
+// of lists the connections the rank is an end of.
+func (f *fabric) of(label string) []*faultConn {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []*faultConn
+	for c := range f.conns {
+		if c.local == label || c.remote == label {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// reset closes every connection of the rank once (close-control): both
+// ends see the connection gone.
+func (f *fabric) reset(label string) {
+	for _, c := range f.of(label) {
+		c.closeNow()
+	}
+}
+
+// goodbye ends every session of the rank in order, as its idle eviction
+// would (goodbye-idle): where the rank accepted the connection, a
+// Goodbye(idle) is written to the peer at the next frame boundary and the
+// connection closed; where the rank dialed it, the Goodbye is handed to
+// the accepting node as if the rank had sent it. Data connections are
+// closed a moment later, so that each peer reads the Goodbye first. The
+// evicting rank's own node sees its connections reset rather than its own
+// Goodbye: there is no API to make a Node evict its sessions. In the demo
+// the evicting rank is a source, which never dials, so that only changes
+// what the source's policy believes of the consumer.
+func (f *fabric) goodbye(label string) {
+	var data []*faultConn
+	for _, c := range f.of(label) {
+		f.mu.Lock()
+		isData := c.isData
+		f.mu.Unlock()
+		switch {
+		case isData:
+			data = append(data, c)
+		case c.local == label:
+			c.goodbyeOut()
+		default:
+			c.goodbyeIn.Store(true)
+			c.closeNow()
+		}
+	}
+	if len(data) > 0 {
+		time.AfterFunc(50*time.Millisecond, func() {
+			for _, c := range data {
+				c.closeNow()
+			}
+		})
+	}
+}
+
+// faultListener wraps a rank's listener.
+type faultListener struct {
+	net.Listener
+	fab   *fabric
+	label string
+}
+
+func newFaultListener(ln net.Listener, fab *fabric, label string) *faultListener {
+	return &faultListener{Listener: ln, fab: fab, label: label}
 }
 
 func (l *faultListener) Accept() (net.Conn, error) {
@@ -24,88 +185,384 @@ func (l *faultListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &faultConn{Conn: nc, l: l, closed: make(chan struct{})}
-	l.mu.Lock()
-	l.conns[c] = struct{}{}
-	l.mu.Unlock()
+	c := &faultConn{Conn: nc, fab: l.fab, local: l.label, closed: make(chan struct{})}
+	c.rf.first = true
+	l.fab.mu.Lock()
+	l.fab.conns[c] = struct{}{}
+	l.fab.mu.Unlock()
 	return c, nil
 }
 
-// resetAll closes every accepted connection (the peers see EOF/RST).
-func (l *faultListener) resetAll() {
-	l.mu.Lock()
-	cs := make([]*faultConn, 0, len(l.conns))
-	for c := range l.conns {
-		cs = append(cs, c)
-	}
-	l.mu.Unlock()
-	for _, c := range cs {
-		c.Close()
-	}
-}
-
-// blackholeData makes every data connection, current and future, silent.
-func (l *faultListener) blackholeData(on bool) {
-	l.mu.Lock()
-	l.dataBlack = on
-	l.mu.Unlock()
-}
-
-// faultConn learns from its first frame whether it is a data connection
-// (wire type DataAttach, byte 5 of the frame) and drops its traffic while
-// the listener's data path is blackholed.
+// faultConn is one accepted connection; see the file comment.
 type faultConn struct {
 	net.Conn
-	l         *faultListener
-	sniffed   int
-	isData    bool
+	fab        *fabric
+	local      string
+	remote     string // from the first frame; guarded by fab.mu
+	isData     bool   // guarded by fab.mu
+	closeLater bool   // closed while stalled; guarded by fab.mu
+
+	// Read side: one reader at a time (the node's).
+	rf    frameFilter
+	rcut  map[uint64]bool
+	rbuf  []byte // filtered bytes not yet returned
+	rtmp  []byte
+	rerr  error
+	rnext time.Time // slow: when the next byte may be read
+
+	// Write side.
+	wmu       sync.Mutex
+	wf        frameFilter
+	wcut      map[uint64]bool
+	wnext     time.Time // slow: when the next byte may go out
+	byePend   bool      // a Goodbye waits for a frame boundary
+	goodbyeIn atomic.Bool
+
+	rdl, wdl  atomic.Int64 // deadlines (unix ns; 0 none), for held calls
 	closeOnce sync.Once
 	closed    chan struct{}
 }
 
-const wireTypeDataAttach = 12
+func (c *faultConn) SetDeadline(t time.Time) error {
+	c.rdl.Store(unixOrZero(t))
+	c.wdl.Store(unixOrZero(t))
+	return c.Conn.SetDeadline(t)
+}
 
-func (c *faultConn) black() bool {
-	if !c.isData {
-		return false
+func (c *faultConn) SetReadDeadline(t time.Time) error {
+	c.rdl.Store(unixOrZero(t))
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *faultConn) SetWriteDeadline(t time.Time) error {
+	c.wdl.Store(unixOrZero(t))
+	return c.Conn.SetWriteDeadline(t)
+}
+
+func unixOrZero(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
 	}
-	c.l.mu.Lock()
-	defer c.l.mu.Unlock()
-	return c.l.dataBlack
+	return t.UnixNano()
+}
+
+// hold waits while an end of the connection is stalled. A stalled local
+// process cannot notice time passing, so its deadlines are ignored; a
+// stalled peer is waited for until the deadline.
+func (c *faultConn) hold(deadline *atomic.Int64) error {
+	for {
+		c.fab.mu.Lock()
+		l, r := c.fab.state(c)
+		ch := c.fab.change
+		c.fab.mu.Unlock()
+		if !l.stall && !r.stall {
+			return nil
+		}
+		var tc <-chan time.Time
+		if !l.stall {
+			if d := deadline.Load(); d != 0 {
+				t := time.NewTimer(time.Until(time.Unix(0, d)))
+				defer t.Stop()
+				tc = t.C
+			}
+		}
+		select {
+		case <-ch:
+		case <-c.closed:
+			return net.ErrClosed
+		case <-tc:
+			return os.ErrDeadlineExceeded
+		}
+	}
 }
 
 func (c *faultConn) Read(p []byte) (int, error) {
 	for {
-		n, err := c.Conn.Read(p)
-		first := c.sniffed < 6
-		if first {
-			for i := 0; i < n && c.sniffed < 6; i++ {
-				if c.sniffed == 5 {
-					c.isData = p[i] == wireTypeDataAttach
+		if len(c.rbuf) > 0 {
+			n := copy(p, c.rbuf)
+			c.rbuf = c.rbuf[n:]
+			return n, nil
+		}
+		if c.rerr != nil {
+			return 0, c.rerr
+		}
+		if err := c.hold(&c.rdl); err != nil {
+			return 0, err
+		}
+		if c.rtmp == nil {
+			c.rtmp = make([]byte, 32<<10)
+		}
+		n, err := c.Conn.Read(c.rtmp)
+		if n > 0 {
+			c.pace(&c.rnext, n, true)
+			c.rbuf = c.rbuf[:0]
+			c.rf.process(c.rtmp[:n], func(b []byte) { c.rbuf = append(c.rbuf, b...) }, c.decideIn)
+		}
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() && !errors.Is(err, net.ErrClosed) {
+				if len(c.rbuf) > 0 {
+					continue // deliver what arrived; the next read times out again
 				}
-				c.sniffed++
+				return 0, err
 			}
+			if c.goodbyeIn.Load() && c.rf.atBoundary() {
+				if b, e := wire.Append(nil, &wire.Goodbye{Reason: wire.GoodbyeIdle, Detail: "demo: idle eviction"}); e == nil {
+					c.rbuf = append(c.rbuf, b...)
+				}
+				err = io.EOF
+			}
+			c.rerr = err
 		}
-		if err != nil || first || !c.black() {
-			return n, err
-		}
-		// Blackholed: what arrived is dropped, the reader keeps waiting.
 	}
 }
 
 func (c *faultConn) Write(p []byte) (int, error) {
-	if c.black() {
-		return len(p), nil // vanishes on the wire
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if err := c.hold(&c.wdl); err != nil {
+		return 0, err
 	}
-	return c.Conn.Write(p)
+	c.fab.mu.Lock()
+	l, r := c.fab.state(c)
+	c.fab.mu.Unlock()
+	if d := max(l.delay, r.delay); d > 0 {
+		time.Sleep(d)
+	}
+	var bufs [][]byte
+	c.wf.process(p, func(b []byte) { bufs = append(bufs, b) }, c.decideOut)
+	n := 0
+	for _, b := range bufs {
+		n += len(b)
+	}
+	if n > 0 {
+		if err := c.writeOut(bufs); err != nil {
+			return 0, err
+		}
+	}
+	if c.byePend && c.wf.atBoundary() {
+		c.byePend = false
+		c.sayGoodbye()
+	}
+	return len(p), nil
 }
 
+// writeOut writes the kept bytes, paced when the data path is slow.
+func (c *faultConn) writeOut(bufs [][]byte) error {
+	c.fab.mu.Lock()
+	l, _ := c.fab.state(c)
+	slow := c.isData && l.slowBps > 0
+	c.fab.mu.Unlock()
+	if !slow {
+		nb := net.Buffers(bufs)
+		_, err := nb.WriteTo(c.Conn)
+		return err
+	}
+	for _, b := range bufs {
+		for len(b) > 0 {
+			k := min(len(b), 16<<10)
+			c.pace(&c.wnext, k, false)
+			if _, err := c.Conn.Write(b[:k]); err != nil {
+				return err
+			}
+			b = b[k:]
+		}
+	}
+	return nil
+}
+
+// pace sleeps so that bytes through this side stay under the slow rate:
+// the local rank's for writes, the remote's for reads.
+func (c *faultConn) pace(next *time.Time, n int, read bool) {
+	c.fab.mu.Lock()
+	l, r := c.fab.state(c)
+	isData := c.isData
+	c.fab.mu.Unlock()
+	bps := l.slowBps
+	if read {
+		bps = r.slowBps
+	}
+	if !isData || bps <= 0 {
+		return
+	}
+	now := time.Now()
+	due := now
+	if next.After(now) {
+		due = *next
+		time.Sleep(due.Sub(now))
+	}
+	*next = due.Add(time.Duration(float64(n) / float64(bps) * float64(time.Second)))
+}
+
+// goodbyeOut writes a Goodbye(idle) to the peer at the next frame
+// boundary, then closes the connection.
+func (c *faultConn) goodbyeOut() {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.wf.atBoundary() {
+		c.sayGoodbye()
+		return
+	}
+	c.byePend = true
+}
+
+// sayGoodbye runs with wmu held.
+func (c *faultConn) sayGoodbye() {
+	if b, err := wire.Append(nil, &wire.Goodbye{Reason: wire.GoodbyeIdle, Detail: "demo: idle eviction"}); err == nil {
+		_ = c.Conn.SetWriteDeadline(time.Now().Add(time.Second))
+		_, _ = c.Conn.Write(b)
+	}
+	c.closeNow()
+}
+
+// dataJob reports whether a data-path frame type starts with a job id.
+func dataJob(t wire.Type) bool {
+	return t == wire.TypeChunk || t == wire.TypeProgress || t == wire.TypeDone || t == wire.TypeError
+}
+
+// decideIn decides an incoming frame from its head; the first frame names
+// the remote end and the connection's kind.
+func (c *faultConn) decideIn(head []byte, first bool) ([]byte, bool) {
+	var hello *wire.Hello
+	if first && len(head) >= 6 {
+		m, err := wire.Decode(wire.Type(head[5]), head[6:], wire.DefaultLimits())
+		if err == nil {
+			c.fab.mu.Lock()
+			switch m := m.(type) {
+			case *wire.Hello:
+				c.remote, hello = m.PeerID, m
+			case *wire.DataAttach:
+				c.remote, c.isData = m.PeerID, true
+			}
+			c.fab.mu.Unlock()
+		}
+	}
+	if c.rcut == nil {
+		c.rcut = map[uint64]bool{}
+	}
+	repl, drop := c.decide(head, c.rcut)
+	if drop || hello == nil {
+		return repl, drop
+	}
+	c.fab.mu.Lock()
+	l, r := c.fab.state(c)
+	c.fab.mu.Unlock()
+	if l.refuse || r.refuse {
+		hello.HashSeed += "\x00refused" // the node refuses it as incompatible
+		if b, err := wire.Append(nil, hello); err == nil {
+			return b, false
+		}
+	}
+	return nil, false
+}
+
+func (c *faultConn) decideOut(head []byte, _ bool) ([]byte, bool) {
+	if c.wcut == nil {
+		c.wcut = map[uint64]bool{}
+	}
+	return c.decide(head, c.wcut)
+}
+
+// decide drops a frame while a blackhole covers it, and every later frame
+// of a job whose stream it cut.
+func (c *faultConn) decide(head []byte, cut map[uint64]bool) ([]byte, bool) {
+	c.fab.mu.Lock()
+	l, r := c.fab.state(c)
+	isData := c.isData
+	c.fab.mu.Unlock()
+	black := l.black || r.black || (isData && (l.dataBlack || r.dataBlack))
+	if isData && len(head) >= 14 && dataJob(wire.Type(head[5])) {
+		job := binary.BigEndian.Uint64(head[6:14])
+		if black {
+			cut[job] = true
+			return nil, true
+		}
+		return nil, cut[job]
+	}
+	return nil, black
+}
+
+// Close closes the connection, unless its rank is stalled: a paused
+// process closes nothing; the close happens when it resumes.
 func (c *faultConn) Close() error {
+	c.fab.mu.Lock()
+	if p := c.fab.faults[c.local]; p != nil && p.stall {
+		c.closeLater = true
+		c.fab.mu.Unlock()
+		return nil
+	}
+	c.fab.mu.Unlock()
+	return c.closeNow()
+}
+
+func (c *faultConn) closeNow() error {
 	c.closeOnce.Do(func() {
-		c.l.mu.Lock()
-		delete(c.l.conns, c)
-		c.l.mu.Unlock()
+		c.fab.mu.Lock()
+		delete(c.fab.conns, c)
+		c.fab.mu.Unlock()
 		close(c.closed)
 	})
 	return c.Conn.Close()
+}
+
+// frameFilter follows the wire's frames through one direction of a
+// stream and lets a decision function keep, replace or drop each whole
+// frame (a Chunk with its payload). It decides on the frame's head: the
+// first frame whole, then at most the chunk header's length.
+type frameFilter struct {
+	head  []byte
+	rest  int64 // bytes of the current frame (and payload) after its head
+	drop  bool
+	first bool // the next frame is the connection's first
+}
+
+const maxFirstFrame = 1 << 20
+
+func (f *frameFilter) atBoundary() bool { return f.rest == 0 && len(f.head) == 0 }
+
+// process feeds p through; emit receives the bytes to pass on (slices of
+// p or of the filter's buffers, valid until the next call).
+func (f *frameFilter) process(p []byte, emit func([]byte), decide func(head []byte, first bool) ([]byte, bool)) {
+	for len(p) > 0 {
+		if f.rest > 0 {
+			n := int(min(int64(len(p)), f.rest))
+			if !f.drop {
+				emit(p[:n])
+			}
+			p, f.rest = p[n:], f.rest-int64(n)
+			continue
+		}
+		if len(f.head) < 4 {
+			k := min(4-len(f.head), len(p))
+			f.head, p = append(f.head, p[:k]...), p[k:]
+			if len(f.head) < 4 {
+				continue
+			}
+		}
+		total := int64(binary.BigEndian.Uint32(f.head)) + 4
+		want := min(total, wire.ChunkHeaderLen)
+		if f.first && total <= maxFirstFrame {
+			want = total
+		}
+		if k := int(want) - len(f.head); k > 0 {
+			k = min(k, len(p))
+			f.head, p = append(f.head, p[:k]...), p[k:]
+			if int64(len(f.head)) < want {
+				continue
+			}
+		}
+		f.rest = total - int64(len(f.head))
+		if len(f.head) >= wire.ChunkHeaderLen && wire.Type(f.head[5]) == wire.TypeChunk {
+			f.rest += int64(binary.BigEndian.Uint32(f.head[6+16:]))
+		}
+		repl, drop := decide(f.head, f.first)
+		f.first, f.drop = false, drop
+		if !drop {
+			if repl == nil {
+				repl = append([]byte(nil), f.head...)
+			}
+			emit(repl)
+		}
+		f.head = f.head[:0]
+	}
 }

@@ -148,7 +148,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	served := make(chan error, 1)
 	go func() { served <- node.Serve(ln) }()
 	log.Info("serving", "peer_id", cfg.PeerID, "addr", ln.Addr().String(),
-		"failure_domain", cfg.FailureDomain, "policy", cmp.Or(cfg.Policy, "default"))
+		"failure_domain", cfg.FailureDomain, "policy", cmp.Or(cfg.Policy, kvp2p.DefaultPolicy))
 
 	select {
 	case err := <-served:
