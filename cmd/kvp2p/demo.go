@@ -166,11 +166,15 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		par := !*serial && len(policies)*demoMemEstimate(sc, bb) <= demoMemBudget
 		if !builtin && !*asJSON {
-			how := "side by side"
-			if !par && len(policies) > 1 {
-				how = "one after another"
+			how := ""
+			switch {
+			case len(policies) == 1:
+			case par:
+				how = " side by side"
+			default:
+				how = " one after another"
 			}
-			fmt.Fprintf(stdout, "%s: %v on real sockets, %s %s...\n", sc.Name, sc.Duration, strings.Join(policies, ", "), how)
+			fmt.Fprintf(stdout, "%s: %v on real sockets, %s%s...\n", sc.Name, sc.Duration, strings.Join(policies, ", "), how)
 		}
 		got, err := runDemoPolicies(ctx, sc, policies, bb, par, stdout, builtin && !*asJSON, o)
 		if err != nil {
@@ -203,7 +207,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 // demoMemBudget bounds what the fleets running side by side may hold in
 // their arenas; over it the policies run one after another.
-const demoMemBudget = 9 << 30
+const demoMemBudget = 14 << 30
 
 // demoMemEstimate is what one fleet's arenas come to hold: every block
 // written stays cached until its slot is reused.

@@ -155,6 +155,7 @@ func (r *demoRun) loop(ctx context.Context) error {
 		}
 		now := r.now()
 		if now >= r.sc.Duration {
+			r.step() // the simulator's last step is at the end too
 			return nil
 		}
 		for len(r.faults) > 0 && r.faults[0].At <= now {

@@ -202,3 +202,65 @@ func TestFrameFilter(t *testing.T) {
 		}
 	}
 }
+
+// everyFault puts every fault kind on real sockets at once; the run must
+// end in bounded time with nothing corrupt or leaked.
+const everyFault = `name: every-fault
+duration: 4s
+seed: 3
+pods:
+  - {name: src, host: 10.0.0.1, ranks: 4, base_port: 7777, domain: pod-s}
+  - {name: dst, host: 10.0.0.2, ranks: 1, base_port: 7777}
+workload:
+  mode: mixed
+  rate: 40
+  blocks: 4
+  block_bytes: 16384
+  sources: [src]
+  consumers: [dst]
+  start: 0s
+  stop: 2500ms
+faults:
+  - {at: 500ms, kind: stall, target: src/0}
+  - {at: 500ms, kind: delay, target: src/1, latency: 20ms}
+  - {at: 500ms, kind: slow, target: src/3, bytes_per_sec: 1048576}
+  - {at: 700ms, kind: goodbye-idle, target: src/2}
+  - {at: 1s, kind: blackhole, target: src/1}
+  - {at: 1s, kind: refuse-handshake, target: src/2}
+  - {at: 1s, kind: close-control, target: src/2}
+  - {at: 1500ms, kind: heal, target: src/0}
+  - {at: 1500ms, kind: heal, target: src/2}
+  - {at: 1800ms, kind: heal, target: src/1}
+  - {at: 2s, kind: restart, target: src/2}
+  - {at: 2s, kind: blackhole-data, target: src/3}
+  - {at: 2200ms, kind: heal, target: src/3}
+`
+
+func TestDemoEveryFaultKind(t *testing.T) {
+	sc, err := scenario.Parse([]byte(everyFault), "every-fault.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[scenario.FaultKind]bool{}
+	for _, f := range sc.Faults {
+		kinds[f.Kind] = true
+	}
+	for _, k := range scenario.Kinds {
+		if !kinds[k] && k != scenario.Crash { // crash: the other tests
+			t.Fatalf("the scenario lacks %s", k)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := runDemoScenario(ctx, sc, health.Domain, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := r.Report
+	if rep.Requests == 0 || rep.Hits+rep.Fallbacks+rep.Stuck != rep.Requests {
+		t.Errorf("outcomes do not add up: %+v", rep)
+	}
+	if rep.CorruptLoads != 0 || rep.LeakedSlots != 0 {
+		t.Errorf("corrupt or leaked: %+v", rep)
+	}
+}

@@ -186,7 +186,7 @@ func (l *faultListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	c := &faultConn{Conn: nc, fab: l.fab, local: l.label, closed: make(chan struct{})}
-	c.rf.first = true
+	c.rf.first, c.wf.first = true, true
 	l.fab.mu.Lock()
 	l.fab.conns[c] = struct{}{}
 	l.fab.mu.Unlock()
@@ -440,27 +440,64 @@ func (c *faultConn) decideIn(head []byte, first bool) ([]byte, bool) {
 	if c.rcut == nil {
 		c.rcut = map[uint64]bool{}
 	}
+	if first && c.isDataConn() && !c.fullBlack() {
+		// A new data connection attaches even while the data path is a
+		// blackhole: the simulator's sessions come up and their loads
+		// vanish, they do not fail the handshake.
+		return nil, false
+	}
 	repl, drop := c.decide(head, c.rcut)
 	if drop || hello == nil {
 		return repl, drop
 	}
-	c.fab.mu.Lock()
-	l, r := c.fab.state(c)
-	c.fab.mu.Unlock()
-	if l.refuse || r.refuse {
-		hello.HashSeed += "\x00refused" // the node refuses it as incompatible
-		if b, err := wire.Append(nil, hello); err == nil {
-			return b, false
-		}
-	}
-	return nil, false
+	return c.refuseHello(head), false
 }
 
-func (c *faultConn) decideOut(head []byte, _ bool) ([]byte, bool) {
+func (c *faultConn) decideOut(head []byte, first bool) ([]byte, bool) {
 	if c.wcut == nil {
 		c.wcut = map[uint64]bool{}
 	}
-	return c.decide(head, c.wcut)
+	repl, drop := c.decide(head, c.wcut)
+	if drop || !first || len(head) < 6 || wire.Type(head[5]) != wire.TypeHello {
+		return repl, drop
+	}
+	return c.refuseHello(head), false
+}
+
+// refuseHello spoils a Hello's hash seed while either end refuses
+// handshakes, so that the node receiving it refuses it as incompatible, as
+// the simulator does; nil leaves the frame as it is.
+func (c *faultConn) refuseHello(head []byte) []byte {
+	c.fab.mu.Lock()
+	l, r := c.fab.state(c)
+	c.fab.mu.Unlock()
+	if !l.refuse && !r.refuse {
+		return nil
+	}
+	m, err := wire.Decode(wire.TypeHello, head[6:], wire.DefaultLimits())
+	if err != nil {
+		return nil
+	}
+	h := m.(*wire.Hello)
+	h.HashSeed += "\x00refused"
+	b, err := wire.Append(nil, h)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+func (c *faultConn) isDataConn() bool {
+	c.fab.mu.Lock()
+	defer c.fab.mu.Unlock()
+	return c.isData
+}
+
+func (c *faultConn) fullBlack() bool {
+	c.fab.mu.Lock()
+	defer c.fab.mu.Unlock()
+	l, r := c.fab.state(c)
+	return l.black || r.black
 }
 
 // decide drops a frame while a blackhole covers it, and every later frame
