@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -76,39 +74,23 @@ func defaultDemoScenario(o demoOpts) *scenario.Scenario {
 }
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, demoUsage)
-		fs.PrintDefaults()
-	}
+	fs, rf := newRunFlags("demo", demoUsage, "", "or all; empty: the built-in demo", stderr)
 	o := demoOpts{crashAt: 3 * time.Second, partAt: 6 * time.Second}
-	scen := fs.String("scenario", "", "a scenario file, a built-in name ("+strings.Join(scenario.Builtins(), ", ")+"), or all; empty: the built-in demo")
-	pol := fs.String("policy", "all", strings.Join(health.Names(), ", ")+", or all")
-	asJSON := fs.Bool("json", false, "print one JSON report per (scenario, policy)")
-	svg := fs.String("svg", "", "write a timeline of the runs to this SVG file (one scenario only)")
 	serial := fs.Bool("serial", false, "run the policies one after another (default: side by side unless memory is short)")
 	fs.Float64Var(&o.rate, "rate", 0, "requests per second per consumer rank (default: the scenario's; 20 for the built-in demo)")
 	fs.IntVar(&o.blockBytes, "block-bytes", 0, "bytes per block (default: the scenario's; 65536 for the built-in demo); a smaller value scales a scenario down for a small machine")
 	fs.DurationVar(&o.run, "duration", 14*time.Second, "built-in demo: workload length")
 	fs.DurationVar(&o.settle, "settle", 32*time.Second, "built-in demo: time after the workload for requests to resolve")
 	fs.IntVar(&o.blocks, "blocks", 4, "built-in demo: blocks per request")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return errReported
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	if err := parseRunArgs(fs, args); err != nil {
+		return err
 	}
 	if o.rate < 0 || o.blockBytes < 0 || o.blocks <= 0 || o.run <= 0 || o.settle < 0 {
 		return fmt.Errorf("--rate, --block-bytes, --blocks, --duration, --settle: must be positive")
 	}
-	builtin := *scen == ""
+	builtin := rf.scenario == ""
 	var scs []*scenario.Scenario
-	switch {
-	case builtin:
+	if builtin {
 		d := o
 		if d.rate == 0 {
 			d.rate = 20
@@ -117,18 +99,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			d.blockBytes = 64 << 10
 		}
 		scs = []*scenario.Scenario{defaultDemoScenario(d)}
-	case *scen == "all":
-		all, err := scenario.LoadAll()
-		if err != nil {
+	} else {
+		var err error
+		if scs, err = loadScenarios(rf.scenario); err != nil {
 			return err
 		}
-		scs = all
-	default:
-		sc, err := scenario.Load(*scen)
-		if err != nil {
-			return err
-		}
-		scs = []*scenario.Scenario{sc}
 	}
 	if !builtin && o.rate > 0 {
 		for _, sc := range scs {
@@ -139,33 +114,31 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if builtin {
 		policies = []string{health.PerPeer, health.HostGroup, health.Domain}
 	}
-	if *pol != "all" {
-		if !slices.Contains(policies, *pol) {
-			return fmt.Errorf("--policy %q: want %s or all", *pol, strings.Join(policies, ", "))
-		}
-		policies = []string{*pol}
+	policies, err := rf.pickPolicies(policies)
+	if err != nil {
+		return err
 	}
-	if *svg != "" && len(scs) != 1 {
-		return fmt.Errorf("--svg draws one scenario; name it with --scenario")
+	if err := rf.checkSVG(scs); err != nil {
+		return err
 	}
 	// The arenas are large, live and pointer-free; without a lower GC
 	// target the garbage of the checks could grow as large as they are.
 	if os.Getenv("GOGC") == "" {
 		defer debug.SetGCPercent(debug.SetGCPercent(25))
 	}
-	if builtin && !*asJSON {
+	asJSON := rf.json
+	if builtin && !asJSON {
 		fmt.Fprintf(stdout, demoIntro, o.crashAt, o.partAt)
 		fmt.Fprintf(stdout, "\nrunning %s for %v (+%v to settle)...\n", strings.Join(policies, " and "), o.run, o.settle)
 	}
-	var reps []scenario.Report
-	var runs []scenario.Run
+	rep := rf.report(stdout)
 	for _, sc := range scs {
 		bb := o.blockBytes
 		if builtin || bb == 0 {
 			bb = sc.Workload.BlockBytes
 		}
 		par := !*serial && len(policies)*demoMemEstimate(sc, bb) <= demoMemBudget
-		if !builtin && !*asJSON {
+		if !builtin && !asJSON {
 			how := ""
 			switch {
 			case len(policies) == 1:
@@ -176,33 +149,24 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			}
 			fmt.Fprintf(stdout, "%s: %v on real sockets, %s%s...\n", sc.Name, sc.Duration, strings.Join(policies, ", "), how)
 		}
-		got, err := runDemoPolicies(ctx, sc, policies, bb, par, stdout, builtin && !*asJSON, o)
+		got, err := runDemoPolicies(ctx, sc, policies, bb, par, stdout, builtin && !asJSON, o)
 		if err != nil {
 			return err
 		}
 		for _, r := range got {
-			runs = append(runs, r)
-			reps = append(reps, r.Report)
-			if *asJSON {
-				b, err := r.Report.JSON()
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(stdout, "%s\n", b)
+			if err := rep.add(r); err != nil {
+				return err
 			}
 		}
 	}
-	if !*asJSON {
+	if !asJSON {
 		fmt.Fprintln(stdout)
-		scenario.Table(stdout, reps)
+		rep.table()
 		if builtin {
 			fmt.Fprint(stdout, demoOutro)
 		}
 	}
-	if *svg != "" {
-		return writeSVG(*svg, scs[0], runs)
-	}
-	return nil
+	return rep.writeSVG(rf.svg, scs[0])
 }
 
 // demoMemBudget bounds what the fleets running side by side may hold in

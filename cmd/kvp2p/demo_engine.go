@@ -5,22 +5,22 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"sync/atomic"
 	"time"
 
 	"github.com/kvp2p/kvp2p"
 	"github.com/kvp2p/kvp2p/internal/scenario"
+	"github.com/kvp2p/kvp2p/internal/workload"
 )
 
-// The engines of a demo run mirror internal/sim's (run.go, engine.go):
+// The engines of a demo run are internal/workload's, as in internal/sim:
 // one per consumer rank (Poisson arrivals, lookups, loads, byte-for-byte
 // checks) and the prefill side of every source rank (PD stores), driven
 // by one loop that steps every demoStep of wall time and applies the
 // scenario's faults when they are due. The arrival times, sources and
 // modes come from the same random streams as the simulator's, so both
-// runs make the same requests.
+// runs make the same requests. demoNode adapts a rank's kvp2p.Manager.
 
 const (
 	demoStep         = 5 * time.Millisecond
@@ -28,45 +28,12 @@ const (
 	demoWarmup       = time.Second
 )
 
-type demoConsumer struct {
-	idx     int
-	rank    *demoRank
-	rng     *rand.Rand
-	next    time.Duration
-	seq     int
-	pending []*demoReq
-	jobs    map[uint64]*demoReq
-}
-
-func (c *demoConsumer) gap(rate float64) time.Duration {
-	return time.Duration(c.rng.ExpFloat64() / rate * float64(time.Second))
-}
-
-type demoReq struct {
-	rec     scenario.Request
-	src     *demoRank
-	keys    []kvp2p.Key
-	pd      bool
-	loading bool
-	done    bool
-	job     uint64
-}
-
-type demoProd struct {
-	due  time.Duration
-	rk   *demoRank
-	node *kvp2p.Node // the incarnation that took the request
-	id   string
-	keys []kvp2p.Key
-}
-
 // demoRun is one (scenario, policy) run on real sockets.
 type demoRun struct {
 	f      *demoFleet
 	sc     *scenario.Scenario
 	zero   time.Time
-	reqs   []*demoReq
-	prod   []demoProd
+	eng    *workload.Engine
 	faults []scenario.Fault
 	want   []byte // scratch: expected block bytes
 
@@ -84,6 +51,17 @@ func runDemoScenario(ctx context.Context, sc *scenario.Scenario, policy string, 
 		return scenario.Run{}, err
 	}
 	r := &demoRun{f: f, sc: sc, faults: slices.Clone(sc.Faults), want: make([]byte, blockBytes)}
+	cfg := workload.Config{Workload: sc.Workload, Seed: uint64(sc.Seed), PrefillDelay: demoPrefillDelay, BlockBytes: blockBytes}
+	for _, rk := range f.cons {
+		cfg.Consumers = append(cfg.Consumers, rk.id)
+	}
+	for _, rk := range f.srcs {
+		cfg.Sources = append(cfg.Sources, rk.target())
+	}
+	if r.eng, err = workload.New(cfg, r); err != nil {
+		f.closeAll()
+		return scenario.Run{}, err
+	}
 	slices.SortStableFunc(r.faults, func(a, b scenario.Fault) int { return int(a.At - b.At) })
 	if progress != nil {
 		progress(r)
@@ -101,10 +79,7 @@ func runDemoScenario(ctx context.Context, sc *scenario.Scenario, policy string, 
 	if err != nil {
 		return scenario.Run{}, err
 	}
-	recs := make([]scenario.Request, len(r.reqs))
-	for i, q := range r.reqs {
-		recs[i] = q.rec
-	}
+	recs := r.eng.Requests()
 	rep := scenario.Compute(sc, policy, recs, leaked)
 	return scenario.Run{Policy: policy, Requests: recs, Report: rep}, nil
 }
@@ -121,12 +96,12 @@ func (r *demoRun) warm(ctx context.Context) error {
 			// while the handshake is pending, and a request that missed
 			// stays missed.
 			for n := 0; time.Now().Before(deadline); n++ {
-				id := fmt.Sprintf("warm-%s-%s-%d", c.rank.id, s.id, n)
-				if err := c.rank.m.NewRequest(id, r.params(s, id, true)); err != nil {
-					return fmt.Errorf("warming %s to %s: %w", c.rank.id, s.id, err)
+				id := fmt.Sprintf("warm-%s-%s-%d", c.id, s.id, n)
+				if err := c.m.NewRequest(id, workload.Params(s.target(), id, true)); err != nil {
+					return fmt.Errorf("warming %s to %s: %w", c.id, s.id, err)
 				}
-				v := c.rank.m.Lookup(id, kvp2p.Key{})
-				c.rank.m.RequestFinished(id)
+				v := c.m.Lookup(id, kvp2p.Key{})
+				c.m.RequestFinished(id)
 				if v == kvp2p.Hit {
 					break
 				}
@@ -139,12 +114,9 @@ func (r *demoRun) warm(ctx context.Context) error {
 	return sleepCtx(ctx, demoWarmup/2)
 }
 
-func (r *demoRun) params(s *demoRank, kv string, pd bool) kvp2p.TransferParams {
-	rm := &kvp2p.Remote{KVRequestID: kv, RemoteHost: s.pod.Host, RemotePort: s.pod.BasePort + s.r, RemoteDomain: s.pod.Domain}
-	if pd {
-		return kvp2p.TransferParams{RemotePrefiller: rm}
-	}
-	return kvp2p.TransferParams{RemoteKVSource: rm}
+// target is the rank as the engines' request target.
+func (rk *demoRank) target() workload.Source {
+	return workload.Source{ID: rk.id, Host: rk.pod.Host, Port: rk.pod.BasePort + rk.r, Domain: rk.pod.Domain}
 }
 
 func (r *demoRun) loop(ctx context.Context) error {
@@ -229,176 +201,85 @@ func (r *demoRun) fault(ft scenario.Fault) error {
 
 // step is one engine step of every engine.
 func (r *demoRun) step() {
-	r.prefill()
-	for _, c := range r.f.cons {
-		rk := c.rank
-		if rk.node == nil || rk.stalled {
-			continue
-		}
-		r.arrivals(c)
-		r.results(c)
-		if r.lookups(c) {
-			rk.m.EndStep()
-		}
+	r.eng.Step(r.now())
+	n, res := r.eng.Counts()
+	r.nreq.Store(int64(n))
+	r.nres.Store(int64(res))
+}
+
+// Consumer and Source make the run the engines' workload.Fleet.
+func (r *demoRun) Consumer(i int) workload.Node { return r.nodeOf(r.f.cons[i]) }
+func (r *demoRun) Source(j int) workload.Node   { return r.nodeOf(r.f.srcs[j]) }
+
+func (r *demoRun) nodeOf(rk *demoRank) workload.Node {
+	if rk.node == nil {
+		return nil
+	}
+	return demoNode{r: r, rk: rk, node: rk.node, m: rk.m}
+}
+
+// demoNode is one incarnation of a rank as a workload.Node: its calls go
+// to the node's Manager, which stamps them with wall time.
+type demoNode struct {
+	r    *demoRun
+	rk   *demoRank
+	node *kvp2p.Node // the incarnation
+	m    *kvp2p.Manager
+}
+
+func (d demoNode) Status() workload.Status {
+	switch {
+	case d.rk.stalled:
+		return workload.Paused
+	case d.rk.node != d.node:
+		return workload.Gone
+	}
+	return workload.Up
+}
+
+func (d demoNode) NewRequest(id string, p kvp2p.TransferParams) error { return d.m.NewRequest(id, p) }
+func (d demoNode) Lookup(id string, k kvp2p.Key) kvp2p.Verdict        { return d.m.Lookup(id, k) }
+func (d demoNode) EndStep()                                           { d.m.EndStep() }
+func (d demoNode) RequestFinished(id string)                          { d.m.RequestFinished(id) }
+
+func (d demoNode) SubmitLoad(id string, keys []kvp2p.Key) (uint64, error) {
+	return d.m.SubmitLoad(id, keys)
+}
+
+func (d demoNode) SubmitStore(id string, keys []kvp2p.Key) {
+	_, _ = d.m.SubmitStore(id, keys)
+	d.rk.stored = true
+}
+
+func (d demoNode) PutBlocks(keys []kvp2p.Key) {
+	for _, k := range keys {
+		_ = d.m.PutBlock(k, d.r.content(k))
 	}
 }
 
-// prefill: a PD prefill finishing on a source registers the request as
-// remote_decoder, writes its blocks, SubmitStores them and finishes it.
-func (r *demoRun) prefill() {
-	now := r.now()
-	kept := r.prod[:0]
-	for _, it := range r.prod {
-		if it.due > now || it.rk.stalled {
-			kept = append(kept, it)
-			continue
-		}
-		if it.rk.node != it.node {
-			continue // the process that was prefilling is gone
-		}
-		m := it.rk.m
-		if m.NewRequest(it.id, kvp2p.TransferParams{RemoteDecoder: &kvp2p.Remote{KVRequestID: it.id}}) == nil {
-			for _, k := range it.keys {
-				_ = m.PutBlock(k, r.content(k)) // full of pins: the fetch fails, as it would
-			}
-			_, _ = m.SubmitStore(it.id, it.keys)
-			m.RequestFinished(it.id)
-			it.rk.stored = true
+// Verify reads a loaded request's blocks back and checks them byte for
+// byte.
+func (d demoNode) Verify(keys []kvp2p.Key) bool {
+	for _, k := range keys {
+		got, ok := d.m.ReadBlock(k)
+		if !ok || !bytes.Equal(got, d.r.content(k)) {
+			return false
 		}
 	}
-	clear(r.prod[len(kept):])
-	r.prod = kept
-	for _, rk := range r.f.srcs {
-		if rk.stored && rk.m != nil {
-			rk.m.PollFinished() // store results: nothing to act on
-			rk.stored = false
-		}
+	return true
+}
+
+// Flush: the Manager performs every call at once; only a source that
+// stored has results to take, and nothing to act on.
+func (d demoNode) Flush() {
+	if d.rk.stored && d.rk.m != nil {
+		d.rk.m.PollFinished()
+		d.rk.stored = false
 	}
 }
 
-func (r *demoRun) arrivals(c *demoConsumer) {
-	w := r.sc.Workload
-	now := r.now()
-	m := c.rank.m
-	for c.next <= now && c.next < w.Stop {
-		at := c.next
-		c.next += c.gap(w.Rate)
-		c.seq++
-		src := r.f.srcs[c.rng.IntN(len(r.f.srcs))]
-		pd := w.Mode == scenario.ModePD || (w.Mode == scenario.ModeMixed && c.rng.IntN(2) == 0)
-		id := fmt.Sprintf("%s#%d", c.rank.id, c.seq)
-		q := &demoReq{src: src, pd: pd, rec: scenario.Request{
-			ID: id, Consumer: c.rank.id, Source: src.id, Mode: scenario.ModeSymmetric, Arrived: at,
-		}}
-		if pd {
-			q.rec.Mode = scenario.ModePD
-		}
-		q.keys = make([]kvp2p.Key, w.Blocks)
-		for i := range q.keys {
-			q.keys[i] = r.key(c.idx, c.seq, i)
-		}
-		r.reqs = append(r.reqs, q)
-		r.nreq.Add(1)
-		switch {
-		case src.node == nil:
-		case pd:
-			r.prod = append(r.prod, demoProd{due: at + demoPrefillDelay, rk: src, node: src.node, id: id, keys: q.keys})
-		default:
-			for _, k := range q.keys {
-				_ = src.m.PutBlock(k, r.content(k)) // the source computed this prefix earlier
-			}
-		}
-		if err := m.NewRequest(id, r.params(src, id, pd)); err != nil {
-			r.resolve(c, q, scenario.Fallback)
-			continue
-		}
-		c.pending = append(c.pending, q)
-	}
-}
-
-// results acts on finished loads: a load reported OK is read back and
-// checked byte for byte.
-func (r *demoRun) results(c *demoConsumer) {
-	m := c.rank.m
-	for _, res := range m.PollFinished() {
-		q := c.jobs[res.Job]
-		if res.Kind != kvp2p.JobLoad || q == nil || !q.loading || q.done {
-			continue
-		}
-		delete(c.jobs, res.Job)
-		if !res.OK {
-			r.resolve(c, q, scenario.Fallback)
-			continue
-		}
-		for _, k := range q.keys {
-			got, ok := m.ReadBlock(k)
-			if !ok || !bytes.Equal(got, r.content(k)) {
-				q.rec.Corrupt = true // reported loaded, yet missing or wrong
-				break
-			}
-		}
-		if q.rec.Corrupt {
-			r.resolve(c, q, scenario.Fallback)
-			continue
-		}
-		q.rec.Bytes = uint64(len(q.keys)) * uint64(r.f.blockBytes)
-		r.resolve(c, q, scenario.Hit)
-	}
-}
-
-// lookups runs one step's lookups; it reports whether any registered a
-// key to flush (symmetric).
-func (r *demoRun) lookups(c *demoConsumer) (registered bool) {
-	m := c.rank.m
-	for _, q := range c.pending {
-		if q.loading || q.done {
-			continue
-		}
-		v := kvp2p.Hit
-		if q.pd {
-			v = m.Lookup(q.rec.ID, q.keys[0])
-		} else {
-			registered = true
-			for _, k := range q.keys {
-				switch m.Lookup(q.rec.ID, k) {
-				case kvp2p.Miss:
-					v = kvp2p.Miss
-				case kvp2p.Retry:
-					if v == kvp2p.Hit {
-						v = kvp2p.Retry
-					}
-				}
-			}
-		}
-		switch v {
-		case kvp2p.Hit:
-			job, err := m.SubmitLoad(q.rec.ID, q.keys)
-			if err != nil {
-				r.resolve(c, q, scenario.Fallback)
-				continue
-			}
-			q.loading, q.job = true, job
-			c.jobs[job] = q
-		case kvp2p.Miss:
-			r.resolve(c, q, scenario.Fallback)
-		}
-	}
-	c.pending = slices.DeleteFunc(c.pending, func(q *demoReq) bool { return q.done })
-	return registered
-}
-
-func (r *demoRun) resolve(c *demoConsumer, q *demoReq, o scenario.Outcome) {
-	q.done = true
-	q.rec.Outcome = o
-	q.rec.Resolved = r.now()
-	r.nres.Add(1)
-	if q.job != 0 {
-		delete(c.jobs, q.job)
-	}
-	if c.rank.m != nil {
-		c.rank.m.RequestFinished(q.rec.ID)
-	}
-}
+func (d demoNode) Poll() []kvp2p.JobResult { return d.m.PollFinished() }
+func (d demoNode) Busy(bool)               {}
 
 // finish ends the run: what is unresolved is stuck; then every fault is
 // healed, every request finished, every node shut down gracefully, and
@@ -408,35 +289,8 @@ func (r *demoRun) finish(ctx context.Context) (int, error) {
 		r.f.fab.heal(rk.label)
 		rk.stalled = false
 	}
-	for _, c := range r.f.cons {
-		for _, q := range c.pending {
-			q.done = true // Outcome stays Stuck
-			if c.rank.m != nil {
-				c.rank.m.RequestFinished(q.rec.ID)
-			}
-		}
-		c.pending = nil
-	}
-	r.prod = nil
+	r.eng.Abandon()
 	return r.f.shutdown(ctx)
-}
-
-// key is block i of request seq of consumer c: distinct for every block of
-// a run, the same for every run of (scenario, seed).
-func (r *demoRun) key(c, seq, i int) kvp2p.Key {
-	var k kvp2p.Key
-	a := splitmix64(uint64(r.sc.Seed) ^ uint64(c)<<48 ^ uint64(seq)<<16 ^ uint64(i))
-	b := splitmix64(a ^ 0x9e3779b97f4a7c15)
-	binary.LittleEndian.PutUint64(k[:8], a)
-	binary.LittleEndian.PutUint64(k[8:], b)
-	return k
-}
-
-func splitmix64(x uint64) uint64 {
-	x += 0x9e3779b97f4a7c15
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
-	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
-	return x ^ (x >> 31)
 }
 
 // content is the block's bytes, what the source writes and the consumer

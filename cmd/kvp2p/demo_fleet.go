@@ -27,7 +27,6 @@ type demoRank struct {
 	label  string // advertised host:port
 	addr   string // 127.0.0.1:port it really listens on
 	source bool
-	cons   *demoConsumer
 	slots  int
 
 	node    *kvp2p.Node // nil while crashed
@@ -47,7 +46,7 @@ type demoFleet struct {
 	byID       map[string]*demoRank
 	byLabel    map[string]*demoRank
 	srcs       []*demoRank
-	cons       []*demoConsumer
+	cons       []*demoRank
 	log        *slog.Logger
 }
 
@@ -68,7 +67,6 @@ func newDemoFleet(sc *scenario.Scenario, policy string, blockBytes int, log *slo
 	for _, p := range sc.Workload.Consumers {
 		isCons[p] = true
 	}
-	seed := uint64(sc.Seed)
 	incBase := rand.Uint64() &^ 0xffff
 	for _, p := range sc.Pods {
 		for i := range p.Ranks {
@@ -77,10 +75,7 @@ func newDemoFleet(sc *scenario.Scenario, policy string, blockBytes int, log *slo
 			rk.slots = min(4096, max(64, sourceArenaCap/blockBytes))
 			if isCons[p.Name] {
 				rk.slots = min(16384, max(256, consumerArenaCap/blockBytes))
-				c := &demoConsumer{idx: len(f.cons), rank: rk, rng: rand.New(rand.NewPCG(seed, uint64(len(f.cons)))), jobs: map[uint64]*demoReq{}}
-				c.next = c.gap(sc.Workload.Rate) + sc.Workload.Start
-				rk.cons = c
-				f.cons = append(f.cons, c)
+				f.cons = append(f.cons, rk)
 			}
 			if rk.source {
 				f.srcs = append(f.srcs, rk)

@@ -3,13 +3,13 @@ package sim
 import (
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"runtime"
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/loads"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 	"github.com/kvp2p/kvp2p/internal/wire"
+	"github.com/kvp2p/kvp2p/internal/workload"
 )
 
 // Options tunes a run. The zero value is the defaults noted per field.
@@ -92,7 +92,7 @@ type rank struct {
 	r      int
 	peer   string // host:port
 	source bool
-	cons   *consumer
+	cons   int // index among the consumers; -1: not one
 }
 
 func (rk *rank) domain() string { return rk.pod.Domain }
@@ -107,9 +107,8 @@ type runner struct {
 	ranks  []*rank
 	byID   map[string]*rank
 	srcs   []*rank
-	cons   []*consumer
-	reqs   []*req
-	prod   []prodItem
+	cons   []*rank
+	eng    *workload.Engine
 	log    *slog.Logger
 }
 
@@ -138,7 +137,7 @@ func newRunner(sc *scenario.Scenario, policy string, o Options) (*runner, error)
 	}
 	for _, p := range sc.Pods {
 		for i := range p.Ranks {
-			rk := &rank{id: scenario.RankID(p.Name, i), pod: p, r: i, peer: p.PeerID(i), source: isSrc[p.Name]}
+			rk := &rank{id: scenario.RankID(p.Name, i), pod: p, r: i, peer: p.PeerID(i), source: isSrc[p.Name], cons: -1}
 			slots := o.SourceSlots
 			if isCons[p.Name] {
 				slots = max(slots, o.Slots)
@@ -152,9 +151,8 @@ func newRunner(sc *scenario.Scenario, policy string, o Options) (*runner, error)
 			}
 			nd.Rank = rk.id
 			if isCons[p.Name] {
-				rk.cons = &consumer{idx: len(r.cons), rank: rk, rng: rand.New(rand.NewPCG(r.seed, uint64(len(r.cons)))), jobs: map[uint64]*req{}}
-				rk.cons.next = rk.cons.gap(sc.Workload.Rate) + sc.Workload.Start
-				r.cons = append(r.cons, rk.cons)
+				rk.cons = len(r.cons)
+				r.cons = append(r.cons, rk)
 			}
 			if rk.source {
 				r.srcs = append(r.srcs, rk)
@@ -166,6 +164,18 @@ func newRunner(sc *scenario.Scenario, policy string, o Options) (*runner, error)
 	if len(r.srcs) == 0 || len(r.cons) == 0 {
 		return nil, fmt.Errorf("sim: scenario %s has no source or no consumer rank", sc.Name)
 	}
+	cfg := workload.Config{Workload: sc.Workload, Seed: r.seed, PrefillDelay: o.PrefillDelay}
+	for _, c := range r.cons {
+		cfg.Consumers = append(cfg.Consumers, c.id)
+	}
+	for _, s := range r.srcs {
+		cfg.Sources = append(cfg.Sources, s.target())
+	}
+	eng, err := workload.New(cfg, (*fleet)(r))
+	if err != nil {
+		return nil, fmt.Errorf("sim: scenario %s: %w", sc.Name, err)
+	}
+	r.eng = eng
 	return r, nil
 }
 
@@ -185,7 +195,7 @@ func (r *runner) run() (Result, error) {
 	end := r.zero.Add(r.sc.Duration)
 	for n.Now.Before(end) {
 		n.advance(min(r.o.Tick, end.Sub(n.Now)))
-		r.step()
+		r.eng.Step(r.now()) // every engine at the tick grid
 	}
 	out := r.finish()
 	out.Report = scenario.Compute(r.sc, r.policy, out.Requests, out.Leaked)
@@ -197,10 +207,10 @@ func (r *runner) run() (Result, error) {
 func (r *runner) warm() {
 	var ids []func()
 	for _, c := range r.cons {
-		cn := r.node(c.rank)
+		cn := r.node(c)
 		for _, s := range r.srcs {
-			id := "warm-" + c.rank.id + "-" + s.id
-			if err := cn.T.NewRequest(r.net.Now, id, r.params(s, id, true)); err == nil {
+			id := "warm-" + c.id + "-" + s.id
+			if err := cn.T.NewRequest(r.net.Now, id, workload.Params(s.target(), id, true)); err == nil {
 				ids = append(ids, func() { cn.T.RequestFinished(r.net.Now, id) })
 			}
 		}
@@ -214,13 +224,12 @@ func (r *runner) warm() {
 	r.net.advance(r.o.Warmup - r.o.Warmup/2)
 }
 
-func (r *runner) params(s *rank, kv string, pd bool) loads.TransferParams {
-	rm := &loads.Remote{KVRequestID: kv, RemoteHost: s.pod.Host, RemotePort: s.pod.BasePort + s.r, RemoteDomain: s.domain()}
-	if pd {
-		return loads.TransferParams{RemotePrefiller: rm}
-	}
-	return loads.TransferParams{RemoteKVSource: rm}
+// target is the rank as the engines' request target.
+func (rk *rank) target() workload.Source {
+	return workload.Source{ID: rk.id, Host: rk.pod.Host, Port: rk.pod.BasePort + rk.r, Domain: rk.domain()}
 }
+
+func (r *runner) now() time.Duration { return r.net.Now.Sub(r.zero) }
 
 // fault applies one timeline entry to every rank it targets.
 func (r *runner) fault(f scenario.Fault) {
@@ -265,26 +274,6 @@ func (r *runner) mustNode(nd *Node, err error) {
 	if err != nil {
 		panic(fmt.Sprintf("sim: rebuilding a node: %v", err)) // same options that built it once
 	}
-}
-
-// key is block i of request seq of consumer c: distinct for every block
-// of a run, the same for every run of (scenario, seed).
-func (r *runner) key(c, seq, i int) wire.Key {
-	var k wire.Key
-	a := splitmix(r.seed ^ uint64(c)<<48 ^ uint64(seq)<<16 ^ uint64(i))
-	b := splitmix(a ^ 0x9e3779b97f4a7c15)
-	for j := range 8 {
-		k[j] = byte(a >> (8 * j))
-		k[8+j] = byte(b >> (8 * j))
-	}
-	return k
-}
-
-func splitmix(x uint64) uint64 {
-	x += 0x9e3779b97f4a7c15
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
-	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
-	return x ^ (x >> 31)
 }
 
 // content is the deterministic bytes of a block: what the source writes

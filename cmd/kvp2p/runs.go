@@ -1,0 +1,135 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/scenario"
+)
+
+// What kvp2p sim and kvp2p demo share: the scenario and policy flags, and
+// the report of their (scenario, policy) runs.
+
+// runFlags are the flags of a command that runs scenarios under policies.
+type runFlags struct {
+	scenario string
+	policy   string
+	json     bool
+	svg      string
+}
+
+// newRunFlags makes the command's flag set, whose usage prints usage then
+// the flags, with --scenario (default defScenario, help ending in
+// allHelp), --policy, --json and --svg on it.
+func newRunFlags(name, usage, defScenario, allHelp string, stderr io.Writer) (*flag.FlagSet, *runFlags) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		fs.PrintDefaults()
+	}
+	rf := &runFlags{}
+	fs.StringVar(&rf.scenario, "scenario", defScenario, "a scenario file, a built-in name ("+strings.Join(scenario.Builtins(), ", ")+"), "+allHelp)
+	fs.StringVar(&rf.policy, "policy", "all", strings.Join(health.Names(), ", ")+", or all")
+	fs.BoolVar(&rf.json, "json", false, "print one JSON report per (scenario, policy)")
+	fs.StringVar(&rf.svg, "svg", "", "write a timeline of the runs to this SVG file (one scenario only)")
+	return fs, rf
+}
+
+// parseRunArgs parses args; the flag package has printed what is wrong
+// (errReported), and no positional argument is taken.
+func parseRunArgs(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errReported
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	return nil
+}
+
+// loadScenarios is every built-in scenario for "all", else the one file
+// or built-in name.
+func loadScenarios(name string) ([]*scenario.Scenario, error) {
+	if name == "all" {
+		return scenario.LoadAll()
+	}
+	sc, err := scenario.Load(name)
+	if err != nil {
+		return nil, err
+	}
+	return []*scenario.Scenario{sc}, nil
+}
+
+// pickPolicies is every one of policies for "all", else the one named.
+func (rf *runFlags) pickPolicies(policies []string) ([]string, error) {
+	if rf.policy == "all" {
+		return policies, nil
+	}
+	if !slices.Contains(policies, rf.policy) {
+		return nil, fmt.Errorf("--policy %q: want %s or all", rf.policy, strings.Join(policies, ", "))
+	}
+	return []string{rf.policy}, nil
+}
+
+// checkSVG rejects --svg for more than one scenario.
+func (rf *runFlags) checkSVG(scs []*scenario.Scenario) error {
+	if rf.svg != "" && len(scs) != 1 {
+		return fmt.Errorf("--svg draws one scenario; name it with --scenario")
+	}
+	return nil
+}
+
+// runReport collects the runs of a command: with --json it prints each
+// run's report as it comes; Table and SVG print the rest at the end.
+type runReport struct {
+	w    io.Writer
+	json bool
+	reps []scenario.Report
+	runs []scenario.Run
+}
+
+func (rf *runFlags) report(w io.Writer) *runReport { return &runReport{w: w, json: rf.json} }
+
+// add records one (scenario, policy) run.
+func (rr *runReport) add(r scenario.Run) error {
+	rr.reps = append(rr.reps, r.Report)
+	rr.runs = append(rr.runs, r)
+	if !rr.json {
+		return nil
+	}
+	b, err := r.Report.JSON()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(rr.w, "%s\n", b)
+	return nil
+}
+
+// table prints design.md §7's table of every run.
+func (rr *runReport) table() { scenario.Table(rr.w, rr.reps) }
+
+// writeSVG draws the runs of sc to path, if path is set.
+func (rr *runReport) writeSVG(path string, sc *scenario.Scenario) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := scenario.SVG(f, sc, rr.runs); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
