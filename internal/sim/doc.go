@@ -71,8 +71,9 @@
 //
 // Run builds a node per rank of every pod (peer id pod.PeerID(r), failure
 // domain pod.Domain), opens every consumer-source session before time 0
-// (Options.Warmup, as a running fleet has them), and drives one engine per
-// consumer rank on the Tick grid: Poisson arrivals at workload.rate between
+// (Options.Warmup, as a running fleet has them), and drives the
+// internal/workload engine (the same one the real-socket demo drives)
+// through thin adapters over each node's table, on the Tick grid: Poisson arrivals at workload.rate between
 // start and stop (math/rand/v2 PCG seeded by (seed, consumer index)), each
 // naming a uniformly chosen source rank. PD: the source registers the
 // request as remote_decoder, writes its blocks and SubmitStores after
