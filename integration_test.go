@@ -3,11 +3,11 @@ package kvp2p
 import (
 	"bytes"
 	"fmt"
+	"github.com/kvp2p/kvp2p/internal/logtest"
 	"log/slog"
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -19,23 +19,8 @@ import (
 // but every wait is bounded, and every assertion is about an outcome or a
 // generous bound ("within 3 s"), never a tight timing.
 
-// logBuf collects a node's logs for assertions.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+// logBuf collects log lines for assertions.
+type logBuf = logtest.Buffer
 
 // tnode is a node under test.
 type tnode struct {

@@ -4,9 +4,8 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"fmt"
+	"github.com/kvp2p/kvp2p/internal/logtest"
 	"log/slog"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -45,22 +44,7 @@ func content(k wire.Key) []byte {
 }
 
 // logBuf collects log lines for assertions.
-type logBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type logBuf = logtest.Buffer
 
 type fleet struct {
 	t   *testing.T

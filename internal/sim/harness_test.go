@@ -1,9 +1,9 @@
 package sim
 
 import (
+	"github.com/kvp2p/kvp2p/internal/logtest"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,22 +18,8 @@ const (
 	lat    = 100 * time.Microsecond
 )
 
-type logBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+// logBuf collects log lines for assertions.
+type logBuf = logtest.Buffer
 
 type done struct {
 	r  loads.JobResult
