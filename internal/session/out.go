@@ -67,18 +67,6 @@ type Out struct {
 	Ended    health.Cause
 }
 
-func (o *Out) reset() {
-	clear(o.Msgs)
-	o.Msgs = o.Msgs[:0]
-	clear(o.Data)
-	o.Data = o.Data[:0]
-	o.Loads = o.Loads[:0]
-	o.Stores = o.Stores[:0]
-	o.Releases = o.Releases[:0]
-	o.NewFetch = o.NewFetch[:0]
-	o.Ended = health.CauseNone
-}
-
 // Empty reports whether there is nothing to act on.
 func (o *Out) Empty() bool {
 	return len(o.Msgs) == 0 && len(o.Data) == 0 && len(o.Loads) == 0 && len(o.Stores) == 0 &&

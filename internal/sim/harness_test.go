@@ -35,7 +35,6 @@ type pair struct {
 	res  map[string]map[uint64]done
 	tm   loads.Timers
 	pol  string
-	seq  int
 }
 
 func newPair(t *testing.T, policy string, tm *loads.Timers) *pair {
