@@ -289,9 +289,7 @@ func TestPDBothOrders(t *testing.T) {
 			lj, _ = c.m.SubmitLoad("d1", ks)
 			if order == "decoder first" {
 				// The fetch is waiting at the producer: nothing can finish yet.
-				select {
-				case <-time.After(100 * time.Millisecond):
-				}
+				<-time.After(100 * time.Millisecond)
 				for _, r := range c.m.PollFinished() {
 					t.Fatalf("load finished before its blocks existed: %+v", r)
 				}

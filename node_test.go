@@ -79,9 +79,7 @@ func waitResult(t *testing.T, m *Manager, job uint64, within time.Duration) JobR
 			}
 			seen = append(seen, r)
 		}
-		select {
-		case <-time.After(2 * time.Millisecond):
-		}
+		<-time.After(2 * time.Millisecond)
 	}
 	t.Fatalf("job %d: no result within %v (others: %+v)", job, within, seen)
 	return JobResult{}
