@@ -115,21 +115,10 @@ func (c *Config) Validate() error {
 	case c.Slots > 0 && c.BlockBytes > 0 && int64(c.Slots)*int64(c.BlockBytes) > maxArena:
 		return fmt.Errorf("kvp2p: config: slots %d x block_bytes %d: arena over %d GiB", c.Slots, c.BlockBytes, maxArena>>30)
 	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{
-		{"heartbeat_interval", c.Timers.HeartbeatInterval}, {"heartbeat_timeout", c.Timers.HeartbeatTimeout},
-		{"progress_interval", c.Timers.ProgressInterval}, {"load_timeout_symmetric", c.Timers.LoadTimeoutSymmetric},
-		{"load_timeout_pd", c.Timers.LoadTimeoutPD}, {"abort_ack_timeout", c.Timers.AbortAckTimeout},
-		{"handshake_timeout", c.Timers.HandshakeTimeout}, {"idle_timeout", c.Timers.IdleTimeout},
-		{"unbound_store_timeout", c.Timers.UnboundStoreTimeout}, {"host_quarantine", c.Timers.HostQuarantine},
-		{"shutdown_drain", c.Timers.ShutdownDrain}, {"probe_timeout", c.Timers.ProbeTimeout},
-		{"connect_wait", c.Timers.ConnectWait}, {"ejection_base", c.Timers.EjectionBase},
-		{"ejection_cap", c.Timers.EjectionCap},
-	} {
-		if d.v < 0 {
-			return fmt.Errorf("kvp2p: config: timers.%s %v: must not be negative", d.name, d.v)
+	var preset loads.Timers
+	for _, d := range c.Timers.durations(&preset) {
+		if *d.src < 0 && !d.negOff {
+			return fmt.Errorf("kvp2p: config: timers.%s %v: must not be negative", d.name, *d.src)
 		}
 	}
 	return nil
@@ -165,38 +154,49 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// timerField ties one configured timer to the preset's field it overrides.
+type timerField struct {
+	name   string
+	src    *time.Duration // configured; zero: keep the preset
+	dst    *time.Duration // in the preset
+	negOff bool           // a negative value means "off" (0 in the preset)
+}
+
+// durations lists every duration timer once, for validation and merging.
+func (o *Timers) durations(t *loads.Timers) []timerField {
+	return []timerField{
+		{"heartbeat_interval", &o.HeartbeatInterval, &t.HeartbeatInterval, false},
+		{"heartbeat_timeout", &o.HeartbeatTimeout, &t.HeartbeatTimeout, false},
+		{"progress_interval", &o.ProgressInterval, &t.ProgressInterval, false},
+		{"stall_timeout", &o.StallTimeout, &t.StallTimeout, true},
+		{"load_timeout_symmetric", &o.LoadTimeoutSymmetric, &t.LoadTimeoutSymmetric, false},
+		{"load_timeout_pd", &o.LoadTimeoutPD, &t.LoadTimeoutPD, false},
+		{"abort_ack_timeout", &o.AbortAckTimeout, &t.AbortAckTimeout, false},
+		{"handshake_timeout", &o.HandshakeTimeout, &t.HandshakeTimeout, false},
+		{"lookup_timeout", &o.LookupTimeout, &t.LookupTimeout, true},
+		{"idle_timeout", &o.IdleTimeout, &t.IdleTimeout, false},
+		{"unbound_store_timeout", &o.UnboundStoreTimeout, &t.UnboundStoreTimeout, false},
+		{"host_quarantine", &o.HostQuarantine, &t.HostQuarantine, false},
+		{"shutdown_drain", &o.ShutdownDrain, &t.ShutdownDrain, false},
+		{"probe_timeout", &o.ProbeTimeout, &t.ProbeTimeout, false},
+		{"connect_wait", &o.ConnectWait, &t.ConnectWait, false},
+		{"ejection_base", &o.EjectionBase, &t.EjectionBase, false},
+		{"ejection_cap", &o.EjectionCap, &t.EjectionCap, false},
+	}
+}
+
 // timers merges the configured timers over the policy's preset.
 func (c Config) timers() loads.Timers {
 	t := loads.PresetTimers(c.Policy)
 	o := c.Timers
-	set := func(dst *time.Duration, v time.Duration) {
-		if v != 0 {
-			*dst = v
+	for _, f := range o.durations(&t) {
+		switch {
+		case *f.src < 0 && f.negOff:
+			*f.dst = 0
+		case *f.src != 0:
+			*f.dst = *f.src
 		}
 	}
-	set(&t.HeartbeatInterval, o.HeartbeatInterval)
-	set(&t.HeartbeatTimeout, o.HeartbeatTimeout)
-	set(&t.ProgressInterval, o.ProgressInterval)
-	set(&t.StallTimeout, o.StallTimeout)
-	if t.StallTimeout < 0 {
-		t.StallTimeout = 0
-	}
-	set(&t.LoadTimeoutSymmetric, o.LoadTimeoutSymmetric)
-	set(&t.LoadTimeoutPD, o.LoadTimeoutPD)
-	set(&t.AbortAckTimeout, o.AbortAckTimeout)
-	set(&t.HandshakeTimeout, o.HandshakeTimeout)
-	set(&t.LookupTimeout, o.LookupTimeout)
-	if t.LookupTimeout < 0 {
-		t.LookupTimeout = 0
-	}
-	set(&t.IdleTimeout, o.IdleTimeout)
-	set(&t.UnboundStoreTimeout, o.UnboundStoreTimeout)
-	set(&t.HostQuarantine, o.HostQuarantine)
-	set(&t.ShutdownDrain, o.ShutdownDrain)
-	set(&t.ProbeTimeout, o.ProbeTimeout)
-	set(&t.ConnectWait, o.ConnectWait)
-	set(&t.EjectionBase, o.EjectionBase)
-	set(&t.EjectionCap, o.EjectionCap)
 	if o.MaxEjectionPercent != 0 {
 		t.MaxEjectionPercent = o.MaxEjectionPercent
 	}

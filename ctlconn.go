@@ -23,7 +23,6 @@ type ctlConn struct {
 	reported  bool // DataClosed told to the table
 	key       attachKey
 	heldHello *wire.Hello // inbound: the peer's Hello, held until its data connection attaches
-	heldAt    time.Time
 	// dataLostAt: the peer closed the data connection at this time; the
 	// table is told once the control connection explains, or after
 	// dataLossGrace (zero: not waiting).

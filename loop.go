@@ -158,7 +158,7 @@ func (n *Node) holdHello(now time.Time, c *ctlConn, h *wire.Hello) {
 		n.tb.Receive(now, c.id, h)
 		return
 	}
-	c.heldHello, c.heldAt = h, now
+	c.heldHello = h
 	n.heldHellos[key] = c.id
 }
 

@@ -51,7 +51,6 @@ type Node struct {
 	heldHellos  map[attachKey]loads.ConnID
 	pendingData map[attachKey]pendingData
 	open        map[uint64]JobResult // jobs submitted and not yet polled: a failed result each
-	closedErr   error
 
 	finalMu sync.Mutex // serializes PollFinished after the loop exited
 }
@@ -170,7 +169,7 @@ func (n *Node) Serve(ln net.Listener) error {
 		case ev := <-n.events:
 			closeEventConns(ev)
 		default:
-			return n.closedErr
+			return nil
 		}
 	}
 }

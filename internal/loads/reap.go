@@ -96,10 +96,10 @@ func (t *Table) evictIdle(now time.Time) {
 
 // reapUnbound fails PD stores that no fetch bound within the timeout.
 func (t *Table) reapUnbound(now time.Time) {
-	if now.Sub(t.lastSlow) >= time.Second {
+	if now.Sub(t.lastPrune) >= time.Second {
 		// The reaped ids are kept for minutes: pruning them once a second
 		// keeps a tick cheap.
-		t.lastSlow = now
+		t.lastPrune = now
 		for id, at := range t.reaped {
 			if now.Sub(at) >= t.cfg.ReapedRetention {
 				delete(t.reaped, id)

@@ -63,14 +63,14 @@ type Table struct {
 	policy health.Policy
 	blocks blocksView
 
-	conns    map[ConnID]*conn
-	list     []*conn          // conns in creation order: deterministic iteration
-	ended    []*conn          // sessions that ended since the last reap
-	flushQ   []*conn          // sessions with lookups registered this step
-	lastSlow time.Time        // last run of the once-a-second sweeps
-	byPeer   map[string]*conn // the live session per peer id
-	nextConn ConnID
-	nextJob  uint64
+	conns     map[ConnID]*conn
+	list      []*conn          // conns in creation order: deterministic iteration
+	ended     []*conn          // sessions that ended since the last reap
+	flushQ    []*conn          // sessions with lookups registered this step
+	lastPrune time.Time        // last pruning of the reaped ids
+	byPeer    map[string]*conn // the live session per peer id
+	nextConn  ConnID
+	nextJob   uint64
 
 	reqs     map[string]*request
 	failed   map[string]struct{} // kv request ids whose next lookup is MISS
@@ -149,8 +149,6 @@ func (t *Table) markFailed(kvID string) {
 // Failed reports whether kv request id is in the failed set.
 func (t *Table) Failed(kvID string) bool { _, ok := t.failed[kvID]; return ok }
 
-// Policy returns the failure policy in force.
-func (t *Table) Policy() health.Policy { return t.policy }
 
 func (t *Table) newConn(peer string, outbound bool, now time.Time) *conn {
 	t.nextConn++

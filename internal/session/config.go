@@ -19,18 +19,17 @@ type Config struct {
 	HashSeed    string
 	MaxInflight uint32
 
-	HandshakeTimeout      time.Duration
-	HeartbeatInterval     time.Duration
-	HeartbeatTimeout      time.Duration
-	LoadTimeoutSymmetric  time.Duration
-	LoadTimeoutPD         time.Duration
-	AbortAckTimeout       time.Duration
-	LookupTimeout         time.Duration // peer silence while lookups are outstanding; 0 = none
-	StoreTimeout          time.Duration // a store job or lookup pin not settled in this time fails
-	CancelDrainTimeout    time.Duration // abort: wait this long for the writer to stop before acking anyway
-	LookupPendingTimeout  time.Duration // producer: hold a key that is still being filled at most this long
-	StallTimeout          time.Duration // progress watchdog; 0 = off
-	MaxConsecutiveUnknown int           // reserved
+	HandshakeTimeout     time.Duration
+	HeartbeatInterval    time.Duration
+	HeartbeatTimeout     time.Duration
+	LoadTimeoutSymmetric time.Duration
+	LoadTimeoutPD        time.Duration
+	AbortAckTimeout      time.Duration
+	LookupTimeout        time.Duration // peer silence while lookups are outstanding; 0 = none
+	StoreTimeout         time.Duration // a store job or lookup pin not settled in this time fails
+	CancelDrainTimeout   time.Duration // abort: wait this long for the writer to stop before acking anyway
+	LookupPendingTimeout time.Duration // producer: hold a key that is still being filled at most this long
+	StallTimeout         time.Duration // progress watchdog; 0 = off
 
 	Log *slog.Logger
 }
