@@ -149,7 +149,6 @@ func (t *Table) markFailed(kvID string) {
 // Failed reports whether kv request id is in the failed set.
 func (t *Table) Failed(kvID string) bool { _, ok := t.failed[kvID]; return ok }
 
-
 func (t *Table) newConn(peer string, outbound bool, now time.Time) *conn {
 	t.nextConn++
 	c := &conn{id: t.nextConn, peer: peer}
