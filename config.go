@@ -37,6 +37,9 @@ type Config struct {
 	// Timers; zero means the policy preset's value (design.md §5).
 	Timers Timers `yaml:"timers"`
 
+	// Engine makes the node an engine's sidecar (engine_config.go).
+	Engine EngineConfig `yaml:"engine"`
+
 	// Dial maps a peer id to the address to dial; default: the peer id.
 	// The demo uses it to run "hosts" on 127.0.0.1.
 	Dial func(peerID string) string `yaml:"-"`
@@ -77,6 +80,9 @@ const (
 
 // Validate checks the config and names the first bad field.
 func (c *Config) Validate() error {
+	if err := c.Engine.validate(); err != nil {
+		return err
+	}
 	if c.PeerID == "" {
 		return errors.New("kvp2p: config: peer_id is required (host:port)")
 	}

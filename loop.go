@@ -27,6 +27,9 @@ func (n *Node) loop() {
 			n.tb.Tick(now)
 			n.expirePending(now)
 			n.expireDataLoss(now)
+			if n.eng != nil {
+				n.eng.tick(n, now)
+			}
 		case <-stopReq:
 			stopReq = nil // handled once
 			n.ln.Close()
@@ -36,6 +39,10 @@ func (n *Node) loop() {
 			return
 		}
 		n.perform()
+		if n.eng != nil {
+			n.eng.afterTurn(n, time.Now())
+			n.perform()
+		}
 		if stopReq == nil && n.tb.Drained() && len(n.conns) == 0 {
 			n.closeAll()
 			return

@@ -131,6 +131,9 @@ func (m *Manager) ReadBlock(k Key) ([]byte, bool) {
 	var out []byte
 	var ok bool
 	_ = m.do(func(time.Time) {
+		if m.n.eng != nil {
+			return // a sidecar's blocks are in its engine's region
+		}
 		sl, found := m.n.st.Lookup(k)
 		if found {
 			out, ok = append([]byte(nil), m.n.st.Bytes(sl)...), true

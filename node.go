@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/datapath"
+	"github.com/kvp2p/kvp2p/internal/engineapi"
 	"github.com/kvp2p/kvp2p/internal/health"
 	"github.com/kvp2p/kvp2p/internal/loads"
 	"github.com/kvp2p/kvp2p/internal/store"
@@ -34,6 +35,7 @@ type Node struct {
 	tb     *loads.Table
 	dpCfg  datapath.Config
 	lim    wire.Limits
+	eng    *engine // a sidecar's engine state (EngineConfig); nil otherwise
 
 	events   chan event
 	calls    chan func()
@@ -101,8 +103,17 @@ func NewNode(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	arena := make([]byte, cfg.Slots*cfg.BlockBytes)
-	st, err := store.NewOn(arena, cfg.BlockBytes)
+	var arena []byte
+	var st *store.Store
+	var eng *engine
+	if cfg.Engine.Enabled() {
+		// The engine owns the memory: slots are its region's chunks.
+		eng = newEngine(cfg.Engine, cfg.Slots, cfg.BlockBytes)
+		st, err = store.NewIndex(cfg.Slots, cfg.BlockBytes)
+	} else {
+		arena = make([]byte, cfg.Slots*cfg.BlockBytes)
+		st, err = store.NewOn(arena, cfg.BlockBytes)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -111,6 +122,9 @@ func NewNode(cfg Config) (*Node, error) {
 		BlockBytes: uint32(cfg.BlockBytes), Fingerprint: cfg.Fingerprint, HashSeed: cfg.HashSeed,
 	}, t, pol)
 	lc.Log = cfg.Log.With("node", cfg.PeerID)
+	if eng != nil {
+		lc.ExternalSlots, lc.Resolver = true, eng
+	}
 	tb, err := loads.New(lc, st)
 	if err != nil {
 		return nil, err
@@ -133,12 +147,22 @@ func NewNode(cfg Config) (*Node, error) {
 		stopReq: make(chan struct{}), quit: make(chan struct{}), done: make(chan struct{}),
 		conns: map[loads.ConnID]*ctlConn{}, heldHellos: map[attachKey]loads.ConnID{},
 		pendingData: map[attachKey]pendingData{}, open: map[uint64]JobResult{},
+		eng: eng,
+	}
+	if eng != nil {
+		eng.srv = engineapi.New(engineBackend{n}, engineapi.Options{Log: n.log})
 	}
 	return n, nil
 }
 
 // Slot implements datapath.Memory over the arena; safe from any goroutine.
 func (n *Node) Slot(i uint32) []byte {
+	if n.eng != nil {
+		if r := n.eng.mem.Load(); r != nil {
+			return r.Chunk(i)
+		}
+		return nil
+	}
 	off := int(i) * n.cfg.BlockBytes
 	end := off + n.cfg.BlockBytes
 	return n.arena[off:end:end]
@@ -162,6 +186,10 @@ func (n *Node) Serve(ln net.Listener) error {
 		}
 	}
 	n.wg.Wait()
+	if n.eng != nil {
+		n.eng.srv.Stop()
+		n.eng.close()
+	}
 	// Nobody posts any more. Events queued before the loop exited may carry
 	// sockets nobody owns yet: close them, or the peer waits on them.
 	for {

@@ -65,6 +65,8 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 		{"listen", "listen", "`address` to bind (config listen; default: peer_id)"},
 		{"failure-domain", "failure_domain", "failure `domain`: what fails with this node, e.g. a pod UID (config failure_domain)"},
 		{"policy", "policy", "failure `policy`: per-peer or host-group (config policy)"},
+		{"engine-socket", "engine.socket", "engine API Unix socket `path`: makes the node an engine's sidecar (config engine.socket)"},
+		{"region-dir", "engine.region_dir", "`directory` engine region files must be in (config engine.region_dir; default /dev/shm)"},
 	} {
 		fs.Var(settingFlag{name: f.name, path: f.path, list: &o.sets}, f.name, f.usage)
 	}
@@ -142,6 +144,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// the paths that never reach Serve.
 	defer ln.Close()
 	node, err := kvp2p.NewNode(cfg)
+	if err != nil {
+		return err
+	}
+	closeEngine, err := startEngineAPI(cfg, node, log)
+	defer closeEngine()
 	if err != nil {
 		return err
 	}

@@ -134,6 +134,26 @@ func (t *Table) failNow(j *job, why string) uint64 {
 // slots. It always returns a job id; a load that cannot start fails at once
 // (its result is in the next PollFinished) and the request is marked failed.
 func (t *Table) SubmitLoad(now time.Time, id string, keys []wire.Key) uint64 {
+	return t.submitLoad(now, id, keys, nil)
+}
+
+// SubmitLoadInto is SubmitLoad into the slots the engine names, block i
+// into into[i] (ExternalSlots): each must be Free, or the load fails at once.
+func (t *Table) SubmitLoadInto(now time.Time, id string, keys []wire.Key, into []store.Slot) uint64 {
+	if len(into) != len(keys) {
+		return t.failNow(t.newJob(JobLoad, id, ""), "keys and slots differ in length")
+	}
+	return t.submitLoad(now, id, keys, into)
+}
+
+// Holds reports whether a job still holds slots: a failed load keeps its
+// destination slots until no peer write can land in them.
+func (t *Table) Holds(job uint64) bool {
+	_, ok := t.jobs[job]
+	return ok
+}
+
+func (t *Table) submitLoad(now time.Time, id string, keys []wire.Key, into []store.Slot) uint64 {
 	r := t.reqs[id]
 	if r == nil || r.src == nil {
 		return t.failNow(t.newJob(JobLoad, id, ""), "no source")
@@ -154,8 +174,14 @@ func (t *Table) SubmitLoad(now time.Time, id string, keys []wire.Key) uint64 {
 		return t.failNow(j, "no session")
 	}
 	slots := make([]store.Slot, 0, len(keys))
-	for _, k := range keys {
-		sl, err := t.store.Reserve(k)
+	for i, k := range keys {
+		var sl store.Slot
+		var err error
+		if into != nil {
+			sl, err = into[i], t.store.ReserveAt(into[i], k)
+		} else {
+			sl, err = t.store.Reserve(k)
+		}
 		if err != nil {
 			for _, s := range slots {
 				_ = t.store.Abandon(s)

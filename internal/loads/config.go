@@ -6,6 +6,7 @@ import (
 
 	"github.com/kvp2p/kvp2p/internal/health"
 	"github.com/kvp2p/kvp2p/internal/session"
+	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
 // Config is the table's configuration; the session part is shared by every
@@ -19,4 +20,21 @@ type Config struct {
 	ReapedRetention     time.Duration // how long a reaped unbound id is remembered (late fetches)
 	ShutdownDrain       time.Duration
 	Log                 *slog.Logger
+
+	// ExternalSlots: the store's slots are chunks of an engine's memory
+	// (store.NewIndex). A successful load then gives its slots back (Free:
+	// the engine's again) instead of committing them to the index, and
+	// loads go only into the slots the engine names (SubmitLoadInto).
+	ExternalSlots bool
+	// Resolver, when set, is asked whether a key a peer looked up that is
+	// not in the store may still come (the engine is asked to pin it): the
+	// lookup then waits for it as for a key being filled.
+	Resolver Resolver
+}
+
+// Resolver finds blocks the store does not hold yet. Pending is called in
+// the table's goroutine and must not block: it may start a request (the
+// node asks its engine) and answer true while that is outstanding.
+type Resolver interface {
+	Pending(k wire.Key) bool
 }

@@ -119,7 +119,12 @@ type blocksView struct{ t *Table }
 
 func (b blocksView) PinKey(k wire.Key) (store.Slot, bool) { return b.t.store.PinKey(k) }
 func (b blocksView) Unpin(s store.Slot) error             { return b.t.store.Unpin(s) }
-func (b blocksView) Pending(k wire.Key) bool              { return b.t.filling[k] > 0 }
+func (b blocksView) Pending(k wire.Key) bool {
+	if b.t.filling[k] > 0 {
+		return true
+	}
+	return b.t.cfg.Resolver != nil && b.t.cfg.Resolver.Pending(k)
+}
 
 // TakeActions returns the actions decided since the last call, in order.
 func (t *Table) TakeActions() []Action {
@@ -293,6 +298,15 @@ func (t *Table) loadDone(now time.Time, c *conn, r session.LoadResult) {
 	t.policy.LoadDone(now, t.peerOf(c), r.OK)
 	if r.OK {
 		for _, sl := range j.slots {
+			if t.cfg.ExternalSlots {
+				// The bytes are in the engine's chunk; the chunk is the
+				// engine's again, and kvp2p serves it only if the engine
+				// pins it for a peer later.
+				if err := t.store.Abandon(sl); err != nil {
+					t.log.Error("release of a loaded chunk failed", "job_id", j.id, "err", err)
+				}
+				continue
+			}
 			if err := t.store.Commit(sl); err != nil {
 				t.log.Error("commit of a loaded slot failed", "job_id", j.id, "err", err)
 			}

@@ -61,11 +61,19 @@ func (s *Store) Check() error {
 	}
 
 	seen := make([]bool, len(s.meta))
-	for _, slot := range s.free {
+	for i, slot := range s.free {
 		if int(slot) >= len(s.meta) || s.meta[slot].state != StateFree || seen[slot] {
 			return fmt.Errorf("store: free stack holds slot %d wrongly", slot)
 		}
+		if s.freePos[slot] != int32(i) {
+			return fmt.Errorf("store: free slot %d at %d, position says %d", slot, i, s.freePos[slot])
+		}
 		seen[slot] = true
+	}
+	for slot, pos := range s.freePos {
+		if (pos >= 0) != seen[slot] {
+			return fmt.Errorf("store: slot %d position %d, free %v", slot, pos, seen[slot])
+		}
 	}
 	if cap(s.free) != len(s.meta) {
 		return errors.New("store: free stack reallocated")

@@ -70,6 +70,7 @@ type Store struct {
 	meta       []meta
 	lru        lru               // exactly the indexed, unpinned Ready slots
 	free       []Slot            // stack of Free slots; cap numSlots, so push never allocates
+	freePos    []int32           // slot -> its index in free, -1 when not Free
 	index      map[wire.Key]Slot // exactly the non-orphan Ready slots
 	filling    int               // slots in StateFilling
 	ready      int               // slots in StateReady, orphans included
@@ -106,13 +107,19 @@ func NewOn(arena []byte, blockBytes int) (*Store, error) {
 	if n > maxSlots {
 		return nil, fmt.Errorf("store: %d slots, want at most %d", n, maxSlots)
 	}
+	return build(arena, n, blockBytes), nil
+}
+
+// build makes a store of n slots over arena (nil for an index-only store).
+func build(arena []byte, n, blockBytes int) *Store {
 	s := &Store{
 		// Cap the arena so no slice derived from it can grow past its end.
-		arena:      arena[:len(arena):len(arena)],
+		arena:      arena[:len(arena):len(arena)], // nil stays nil
 		blockBytes: blockBytes,
 		meta:       make([]meta, n),
 		lru:        newLRU(n),
 		free:       make([]Slot, n),
+		freePos:    make([]int32, n),
 		// The index never holds more than n keys, but a hint of n is not
 		// enough for zero allocations: under churn (evict one key, insert
 		// another) deletions leave tombstones, and a table sized for n
@@ -127,8 +134,9 @@ func NewOn(arena []byte, blockBytes int) (*Store, error) {
 	// working set at the start of the arena.
 	for i := range n {
 		s.free[i] = Slot(n - 1 - i)
+		s.freePos[n-1-i] = int32(i)
 	}
-	return s, nil
+	return s
 }
 
 // BlockBytes is the size of every slot.
@@ -253,6 +261,7 @@ func (s *Store) Reserve(key wire.Key) (Slot, error) {
 	if n := len(s.free); n > 0 {
 		slot = s.free[n-1]
 		s.free = s.free[:n-1]
+		s.freePos[slot] = -1
 	} else {
 		victim, ok := s.lru.back()
 		if !ok {
@@ -305,6 +314,9 @@ func (s *Store) Abandon(slot Slot) error {
 func (s *Store) Put(key wire.Key, data []byte) (Slot, error) {
 	if len(data) != s.blockBytes {
 		return NoSlot, fmt.Errorf("%w: %d bytes, block is %d", ErrSize, len(data), s.blockBytes)
+	}
+	if s.arena == nil {
+		return NoSlot, ErrNoArena
 	}
 	slot, err := s.Reserve(key)
 	if err != nil {
@@ -367,6 +379,7 @@ func (s *Store) unindex(slot Slot) {
 // release makes slot Free; the caller has already fixed the state counts.
 func (s *Store) release(slot Slot) {
 	s.meta[slot] = meta{}
+	s.freePos[slot] = int32(len(s.free))
 	s.free = append(s.free, slot) // within cap: at most numSlots are free
 }
 

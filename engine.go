@@ -1,0 +1,400 @@
+package kvp2p
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/kvp2p/kvp2p/internal/engineapi"
+	pb "github.com/kvp2p/kvp2p/internal/engineapi/enginepb"
+	"github.com/kvp2p/kvp2p/internal/region"
+	"github.com/kvp2p/kvp2p/internal/store"
+	"github.com/kvp2p/kvp2p/internal/wire"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// The sidecar side of the engine API (EngineConfig). Everything here runs
+// in the node's loop, except the region pointer, which data-path goroutines
+// read through Node.Slot.
+//
+// Chunk ownership, as the store sees it:
+//
+//   - a load's chunks are Filling from the Step that submits the load until
+//     the load ends and no peer write can land (the same fence as the
+//     node's own arena); the engine hears JobDone only then;
+//   - a store's chunks are adopted (Ready, pinned) from its Step until its
+//     result; a served grant's chunks are adopted until no peer reads them,
+//     then released to the engine (ServeRelease);
+//   - every other chunk is Free: the engine's.
+
+// engine is the sidecar's state for its one engine.
+type engine struct {
+	cfg  EngineConfig
+	geo  region.Geometry
+	srv  *engineapi.Server
+	mem  atomic.Pointer[region.Region] // read by data-path goroutines
+	reg  uint64                        // current registration; 0: none
+	next uint64                        // last registration handed out
+	out  engineapi.Outbox
+
+	jobs    map[jobKey]*engJob // (registration, the engine's job id) -> job
+	byCore  map[uint64]*engJob // the table's job id -> job
+	reqs    map[string]bool    // requests the engine registered and has not finished
+	done    []*pb.JobDone      // to report in the next Step
+	failed  []string           // requests to report failed in the next Step
+	waiting []*engJob          // failed loads whose chunks are still fenced
+
+	nextAsk   uint64
+	batch     []wire.Key             // keys to ask the engine for, this turn
+	asked     map[wire.Key]bool      // keys in an ask not answered yet
+	asks      map[uint64]*ask        // asks not answered yet
+	missed    map[wire.Key]time.Time // recently answered "not held": no new ask until then
+	grants    map[uint64]*grant      // engine pin id -> what kvp2p adopted for it
+	grantPins map[store.Slot]int     // slot -> pins held by grants
+}
+
+type jobKey struct{ reg, id uint64 }
+
+type engJob struct {
+	id, core uint64
+	kind     pb.JobKind
+	req      string
+	keys     int
+	slots    []store.Slot // a store's adopted chunks
+	reg      uint64       // registration that submitted it
+	start    time.Time
+	result   *pb.JobDone // a failed load's result, held until its chunks are free
+}
+
+type ask struct {
+	keys []wire.Key
+	at   time.Time
+}
+
+type grant struct {
+	pin   uint64
+	slots []store.Slot
+}
+
+// Limits on what peers can make the sidecar ask of its engine.
+const (
+	maxOpenAsks = 1024                   // asks in flight; beyond, peers' lookups answer MISS
+	missMemory  = 100 * time.Millisecond // a key the engine just did not have is not asked again
+)
+
+func newEngine(cfg EngineConfig, slots, blockBytes int) *engine {
+	return &engine{
+		cfg: cfg.withDefaults(), geo: region.Geometry{NumChunks: uint64(slots), RowStride: uint64(blockBytes)},
+		jobs: map[jobKey]*engJob{}, byCore: map[uint64]*engJob{}, reqs: map[string]bool{},
+		asked: map[wire.Key]bool{}, asks: map[uint64]*ask{}, missed: map[wire.Key]time.Time{},
+		grants: map[uint64]*grant{}, grantPins: map[store.Slot]int{},
+	}
+}
+
+// engineBackend implements engineapi.Backend by running each call in the
+// node's loop.
+type engineBackend struct{ n *Node }
+
+var _ engineapi.Backend = engineBackend{}
+
+// errNodeClosed is what the engine hears once the node stopped.
+var errNodeClosed = status.Error(codes.Unavailable, "kvp2p: node stopped")
+
+// ServeEngine serves the engine API on ln until the node stops. Only a
+// node configured as a sidecar (EngineConfig) has one.
+func (n *Node) ServeEngine(ln net.Listener) error {
+	if n.eng == nil {
+		return errors.New("kvp2p: the node is not configured as a sidecar (engine.socket)")
+	}
+	return n.eng.srv.Serve(ln)
+}
+
+func (b engineBackend) Attach(reg *pb.Register, out engineapi.Outbox) (*pb.Registered, error) {
+	e := b.n.eng
+	geo := region.Geometry{NumChunks: reg.NumChunks, RowStride: reg.RowStride}
+	if geo != e.geo {
+		return nil, status.Errorf(codes.FailedPrecondition,
+			"region of %d chunks of %d bytes; this sidecar is configured for %d of %d (slots, block_bytes)",
+			reg.NumChunks, reg.RowStride, e.geo.NumChunks, e.geo.RowStride)
+	}
+	if fp := b.n.cfg.Fingerprint; fp != "" && len(reg.Fingerprint) > 0 && string(reg.Fingerprint) != fp {
+		return nil, status.Errorf(codes.FailedPrecondition, "layout fingerprint %q, the sidecar's is %q", reg.Fingerprint, fp)
+	}
+	// Map outside the loop: the loop does no file I/O.
+	r, err := region.Open(reg.RegionPath, e.cfg.RegionDir, geo)
+	if err != nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "%v", err)
+	}
+	var ok *pb.Registered
+	var refuse error
+	err = b.n.Manager().do(func(now time.Time) { ok, refuse = b.n.attach(r, out) })
+	if err == nil && refuse == nil {
+		return ok, nil
+	}
+	r.Close()
+	if err != nil {
+		return nil, errNodeClosed
+	}
+	return nil, refuse
+}
+
+// attach registers an engine, in the loop.
+func (n *Node) attach(r *region.Region, out engineapi.Outbox) (*pb.Registered, error) {
+	e := n.eng
+	if e.reg != 0 {
+		return nil, status.Error(codes.AlreadyExists, "an engine is attached to this sidecar")
+	}
+	if st := n.st.Stats(); st.Filling > 0 || st.Pinned > 0 {
+		// The previous engine's loads or serves still touch its region.
+		return nil, status.Errorf(codes.Unavailable, "the previous engine's chunks are still in use (%d filling, %d pinned): retry", st.Filling, st.Pinned)
+	}
+	if old := e.mem.Swap(r); old != nil {
+		old.Close() // quiet: nothing touches it
+	}
+	e.next++
+	e.reg, e.out = e.next, out
+	return &pb.Registered{
+		Registration: e.reg, ApiVersion: pb.ApiVersion_API_VERSION_1,
+		PeerId: n.cfg.PeerID, FailureDomain: n.cfg.FailureDomain,
+		MaxKeysPerStep: uint32(engineapi.DefaultLimits().MaxKeysPerStep), MaxJobsInFlight: uint32(e.cfg.MaxJobs),
+	}, nil
+}
+
+func (b engineBackend) Detach(id uint64) {
+	_ = b.n.Manager().do(func(now time.Time) { b.n.detach(now, id) })
+}
+
+// detach forgets an engine that is gone: its requests end (loads in flight
+// are aborted; their chunks stay fenced until no write can land), what it
+// pinned for peers is retired, and nothing more is reported to it.
+func (n *Node) detach(now time.Time, id uint64) {
+	e := n.eng
+	if id == 0 || e.reg != id {
+		return
+	}
+	n.log.Warn("engine gone: aborting its jobs", "jobs", len(e.jobs), "requests", len(e.reqs))
+	e.reg, e.out = 0, nil
+	for req := range e.reqs {
+		n.tb.RequestFinished(now, req)
+	}
+	clear(e.reqs)
+	for _, g := range e.grants {
+		for _, sl := range g.slots {
+			_ = n.st.Retire(sl)
+		}
+		e.release(n, g, false)
+	}
+	clear(e.asks)
+	clear(e.asked)
+	clear(e.missed)
+	e.batch = e.batch[:0]
+	e.done, e.failed = nil, nil
+	e.collect(n, now) // settle what the aborts decided; jobs of a gone engine report nothing
+}
+
+func (b engineBackend) Grant(id uint64, g *pb.ServeGrant) {
+	_ = b.n.Manager().do(func(now time.Time) { b.n.eng.grant(b.n, now, id, g) })
+}
+
+// grant adopts the chunks the engine pinned for an ask.
+func (e *engine) grant(n *Node, now time.Time, id uint64, g *pb.ServeGrant) {
+	if id != e.reg {
+		return
+	}
+	a := e.asks[g.AskId]
+	if a == nil || len(g.Keys) != len(g.ChunkIds) {
+		// Late (its ask expired) or malformed: give the pins back unused.
+		if g.PinId != 0 {
+			e.post(&pb.SidecarMessage{Msg: &pb.SidecarMessage_Release{Release: &pb.ServeRelease{PinIds: []uint64{g.PinId}}}})
+		}
+		return
+	}
+	delete(e.asks, g.AskId)
+	held := make(map[wire.Key]bool, len(g.Keys))
+	gr := &grant{pin: g.PinId}
+	for i, kb := range g.Keys {
+		c := g.ChunkIds[i]
+		if len(kb) != len(wire.Key{}) || uint64(c) >= e.geo.NumChunks {
+			continue
+		}
+		k := wire.Key(kb)
+		if err := n.st.Adopt(store.Slot(c), k); err != nil {
+			n.log.Warn("engine granted a chunk kvp2p cannot serve", "chunk", c, "err", err)
+			continue
+		}
+		e.grantPins[store.Slot(c)]++
+		gr.slots = append(gr.slots, store.Slot(c))
+		held[k] = true
+	}
+	for _, k := range a.keys {
+		delete(e.asked, k)
+		if !held[k] {
+			e.missed[k] = now.Add(missMemory)
+		}
+	}
+	if len(gr.slots) == 0 {
+		e.release(n, gr, g.PinId != 0)
+		return
+	}
+	e.grants[g.PinId] = gr
+}
+
+// release gives a grant's chunks back to the engine.
+func (e *engine) release(n *Node, g *grant, tell bool) {
+	for _, sl := range g.slots {
+		if e.grantPins[sl]--; e.grantPins[sl] <= 0 {
+			delete(e.grantPins, sl)
+		}
+		if err := n.st.Drop(sl); err != nil {
+			n.log.Error("drop of a granted chunk failed", "chunk", sl, "err", err)
+		}
+	}
+	delete(e.grants, g.pin)
+	if tell {
+		e.post(&pb.SidecarMessage{Msg: &pb.SidecarMessage_Release{Release: &pb.ServeRelease{PinIds: []uint64{g.pin}}}})
+	}
+}
+
+func (e *engine) post(m *pb.SidecarMessage) {
+	if e.out != nil {
+		e.out.Post(m)
+	}
+}
+
+// Pending implements loads.Resolver: a peer looked up a key kvp2p does not
+// hold; ask the engine (batched per loop turn) and let the lookup wait.
+func (e *engine) Pending(k wire.Key) bool {
+	if e.reg == 0 {
+		return false
+	}
+	if e.asked[k] {
+		return true
+	}
+	if _, recent := e.missed[k]; recent || len(e.asks) >= maxOpenAsks {
+		return false
+	}
+	e.asked[k] = true
+	e.batch = append(e.batch, k)
+	return true
+}
+
+// afterTurn runs after every loop turn: it sends this turn's asks and
+// collects finished jobs.
+func (e *engine) afterTurn(n *Node, now time.Time) {
+	if len(e.batch) > 0 && e.reg != 0 {
+		e.nextAsk++
+		keys := append([]wire.Key(nil), e.batch...)
+		e.asks[e.nextAsk] = &ask{keys: keys, at: now}
+		raw := make([][]byte, len(keys))
+		for i := range keys {
+			raw[i] = keys[i][:]
+		}
+		e.post(&pb.SidecarMessage{Msg: &pb.SidecarMessage_Ask{Ask: &pb.ServeAsk{AskId: e.nextAsk, Keys: raw}}})
+	}
+	e.batch = e.batch[:0]
+	e.collect(n, now)
+}
+
+// tick expires asks and remembered misses, and releases grants no peer
+// reads any more. It runs after the table's own tick, so a lookup waiting
+// for a grant has pinned it by then.
+func (e *engine) tick(n *Node, now time.Time) {
+	for id, a := range e.asks {
+		if now.Sub(a.at) >= e.cfg.ServeTimeout {
+			delete(e.asks, id)
+			for _, k := range a.keys {
+				delete(e.asked, k)
+				e.missed[k] = now.Add(missMemory)
+			}
+		}
+	}
+	for k, until := range e.missed {
+		if !now.Before(until) {
+			delete(e.missed, k)
+		}
+	}
+	for _, g := range e.grants {
+		if e.unread(n, g) {
+			e.release(n, g, true)
+		}
+	}
+}
+
+// unread reports whether only grants pin the grant's chunks.
+func (e *engine) unread(n *Node, g *grant) bool {
+	for _, sl := range g.slots {
+		if n.st.Pins(sl) > e.grantPins[sl] {
+			return false
+		}
+	}
+	return true
+}
+
+// collect turns the table's results into the engine's.
+func (e *engine) collect(n *Node, now time.Time) {
+	for _, r := range n.tb.PollFinished() {
+		j := e.byCore[r.Job]
+		if j == nil {
+			continue
+		}
+		d := &pb.JobDone{JobId: j.id, Kind: j.kind, Success: r.OK, Reason: r.Reason, Bytes: r.Bytes}
+		if r.OK {
+			d.Successful = make([]uint32, j.keys)
+			for i := range d.Successful {
+				d.Successful[i] = uint32(i)
+			}
+		}
+		if j.kind == pb.JobKind_JOB_KIND_STORE {
+			for _, sl := range j.slots {
+				if err := n.st.Drop(sl); err != nil {
+					n.log.Error("drop of a stored chunk failed", "chunk", sl, "err", err)
+				}
+			}
+		}
+		if j.kind == pb.JobKind_JOB_KIND_LOAD && !r.OK {
+			if j.reg == e.reg {
+				e.failed = append(e.failed, j.req)
+			}
+			if n.tb.Holds(j.core) {
+				j.result = d
+				e.waiting = append(e.waiting, j)
+				continue
+			}
+		}
+		e.finish(j, d, now)
+	}
+	if len(e.waiting) > 0 {
+		kept := e.waiting[:0]
+		for _, j := range e.waiting {
+			if n.tb.Holds(j.core) {
+				kept = append(kept, j)
+				continue
+			}
+			e.finish(j, j.result, now)
+		}
+		clear(e.waiting[len(kept):])
+		e.waiting = kept
+	}
+}
+
+func (e *engine) finish(j *engJob, d *pb.JobDone, now time.Time) {
+	delete(e.byCore, j.core)
+	delete(e.jobs, jobKey{j.reg, j.id})
+	if j.reg != e.reg {
+		return // its engine is gone
+	}
+	d.TransferUs = uint64(now.Sub(j.start).Microseconds())
+	e.done = append(e.done, d)
+}
+
+// close unmaps the region once the node stopped.
+func (e *engine) close() {
+	if r := e.mem.Swap(nil); r != nil {
+		r.Close()
+	}
+}
+
+func (e *engine) String() string { return fmt.Sprintf("engine(reg %d, %d jobs)", e.reg, len(e.jobs)) }

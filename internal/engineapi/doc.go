@@ -1,0 +1,24 @@
+// Package engineapi is the engine-facing gRPC service (design.md §6,
+// proto/kvp2p/engine/v1/engine.proto): the transport between an inference
+// engine and its kvp2p sidecar. It owns sockets, streams and the shape of
+// messages; what the calls mean lives behind Backend, which the node
+// implements.
+//
+// Contract:
+//
+//   - Attach: the first message must be a Register (version 1); the
+//     Backend accepts or refuses it with a gRPC status. The stream then
+//     carries the sidecar's asks and releases (Backend posts them to the
+//     Outbox it was given; Post never blocks) and the engine's grants. One
+//     writer goroutine per stream sends, and pings every PingInterval; the
+//     reader detaches the engine when the stream ends or the engine is
+//     silent for EngineTimeout. Detach is called exactly once per accepted
+//     registration.
+//   - Step: checked for shape first (CheckStep: key lengths, counts against
+//     Limits, duplicate job ids and chunks, matching lengths); a bad request
+//     is answered INVALID_ARGUMENT or RESOURCE_EXHAUSTED without reaching
+//     the Backend, which checks the rest (registration, chunk states) and
+//     applies a step all or nothing.
+//   - Unix sockets are created mode 0600 after removing a stale socket at
+//     the same path (never another kind of file).
+package engineapi

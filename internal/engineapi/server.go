@@ -1,0 +1,259 @@
+package engineapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	pb "github.com/kvp2p/kvp2p/internal/engineapi/enginepb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Backend is what the service drives; the node implements it. Methods are
+// called from gRPC goroutines, concurrently.
+type Backend interface {
+	// Attach registers an engine whose messages go to out. It returns a
+	// gRPC status error to refuse.
+	Attach(reg *pb.Register, out Outbox) (*pb.Registered, error)
+	// Detach ends registration id: the engine is gone.
+	Detach(id uint64)
+	// Grant delivers the engine's answer to an ask.
+	Grant(id uint64, g *pb.ServeGrant)
+	// Step applies one shape-checked step, all or nothing.
+	Step(req *pb.StepRequest) (*pb.StepResponse, error)
+}
+
+// Outbox takes the sidecar's messages to one engine. Post never blocks.
+type Outbox interface {
+	Post(m *pb.SidecarMessage)
+}
+
+// Options tune a Server; zero fields take the defaults in their comments.
+type Options struct {
+	Limits        Limits        // default DefaultLimits()
+	PingInterval  time.Duration // sidecar pings on Attach; default 250 ms
+	EngineTimeout time.Duration // an engine silent this long is gone; default 3 s
+	RegisterWait  time.Duration // the first message must come within; default 5 s
+	Log           *slog.Logger
+}
+
+// Server is the engine API on one or more listeners.
+type Server struct {
+	pb.UnimplementedEngineServer
+	b    Backend
+	opt  Options
+	grpc *grpc.Server
+	log  *slog.Logger
+}
+
+// New builds a server over b.
+func New(b Backend, opt Options) *Server {
+	if opt.Limits == (Limits{}) {
+		opt.Limits = DefaultLimits()
+	}
+	if opt.PingInterval <= 0 {
+		opt.PingInterval = 250 * time.Millisecond
+	}
+	if opt.EngineTimeout <= 0 {
+		opt.EngineTimeout = 3 * time.Second
+	}
+	if opt.RegisterWait <= 0 {
+		opt.RegisterWait = 5 * time.Second
+	}
+	log := opt.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{b: b, opt: opt, log: log}
+	// A step of MaxKeysPerStep 16-byte keys with its framing fits in 4 MiB
+	// (gRPC's default) only up to ~100k keys; size the cap to the limits.
+	maxMsg := 4<<20 + opt.Limits.MaxKeysPerStep*(KeyBytes+8)
+	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(maxMsg), grpc.MaxSendMsgSize(maxMsg))
+	pb.RegisterEngineServer(s.grpc, s)
+	return s
+}
+
+// Serve serves ln until Stop; it returns nil after Stop.
+func (s *Server) Serve(ln net.Listener) error {
+	err := s.grpc.Serve(ln)
+	if errors.Is(err, grpc.ErrServerStopped) {
+		return nil
+	}
+	return err
+}
+
+// Stop closes every listener and stream at once.
+func (s *Server) Stop() { s.grpc.Stop() }
+
+// ListenUnix listens on a Unix socket at path, created mode 0600. A stale
+// socket at path is removed first; any other kind of file is an error.
+func ListenUnix(path string) (net.Listener, error) {
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("engineapi: %s exists and is not a socket", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("engineapi: removing stale socket: %w", err)
+		}
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("engineapi: %w", err)
+	}
+	return ln, nil
+}
+
+// Step implements the Step call.
+func (s *Server) Step(_ context.Context, req *pb.StepRequest) (*pb.StepResponse, error) {
+	if err := CheckStep(req, s.opt.Limits); err != nil {
+		return nil, err
+	}
+	return s.b.Step(req)
+}
+
+// Attach implements the Attach stream.
+func (s *Server) Attach(st pb.Engine_AttachServer) error {
+	first, err := recvWithin(st, s.opt.RegisterWait)
+	if err != nil {
+		return err
+	}
+	reg := first.GetRegister()
+	if reg == nil {
+		return status.Error(codes.InvalidArgument, "the first message on Attach must be a Register")
+	}
+	if err := CheckRegister(reg); err != nil {
+		return err
+	}
+	q := newQueue()
+	ok, err := s.b.Attach(reg, q)
+	if err != nil {
+		return err
+	}
+	id := ok.Registration
+	s.log.Info("engine attached", "engine_id", reg.EngineId, "registration", id, "region", reg.RegionPath)
+	defer func() {
+		s.b.Detach(id)
+		s.log.Info("engine detached", "engine_id", reg.EngineId, "registration", id)
+	}()
+	q.post(&pb.SidecarMessage{Msg: &pb.SidecarMessage_Registered{Registered: ok}})
+
+	ctx, cancel := context.WithCancel(st.Context())
+	defer cancel()
+	heard := make(chan struct{}, 1)
+	recvErr := make(chan error, 1)
+	go func() { // the reader
+		for {
+			m, err := st.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case heard <- struct{}{}:
+			default:
+			}
+			if g := m.GetGrant(); g != nil {
+				s.b.Grant(id, g)
+			} else if m.GetRegister() != nil {
+				recvErr <- status.Error(codes.InvalidArgument, "Register twice on one stream")
+				return
+			}
+		}
+	}()
+	// This goroutine is the stream's one writer.
+	ping := time.NewTicker(s.opt.PingInterval)
+	defer ping.Stop()
+	silent := time.NewTimer(s.opt.EngineTimeout)
+	defer silent.Stop()
+	var seq uint64
+	for {
+		for _, m := range q.take() {
+			if err := st.Send(m); err != nil {
+				return err
+			}
+		}
+		select {
+		case <-q.wake:
+		case <-ping.C:
+			seq++
+			if err := st.Send(&pb.SidecarMessage{Msg: &pb.SidecarMessage_Ping{Ping: &pb.Ping{Seq: seq}}}); err != nil {
+				return err
+			}
+		case <-heard:
+			silent.Reset(s.opt.EngineTimeout)
+		case <-silent.C:
+			return status.Errorf(codes.DeadlineExceeded, "engine silent for %v", s.opt.EngineTimeout)
+		case err := <-recvErr:
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// recvWithin reads one message or gives up after d.
+func recvWithin(st pb.Engine_AttachServer, d time.Duration) (*pb.EngineMessage, error) {
+	type res struct {
+		m   *pb.EngineMessage
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		m, err := st.Recv()
+		ch <- res{m, err}
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case r := <-ch:
+		return r.m, r.err
+	case <-t.C:
+		// Returning ends the stream, which ends the Recv above.
+		return nil, status.Errorf(codes.DeadlineExceeded, "no Register within %v", d)
+	}
+}
+
+// queue is an Outbox: a mutex-protected slice and a wake channel; the lock
+// is never held while sending.
+type queue struct {
+	mu   sync.Mutex
+	msgs []*pb.SidecarMessage
+	wake chan struct{}
+}
+
+func newQueue() *queue { return &queue{wake: make(chan struct{}, 1)} }
+
+func (q *queue) Post(m *pb.SidecarMessage) { q.post(m) }
+
+func (q *queue) post(m *pb.SidecarMessage) {
+	q.mu.Lock()
+	q.msgs = append(q.msgs, m)
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (q *queue) take() []*pb.SidecarMessage {
+	q.mu.Lock()
+	m := q.msgs
+	q.msgs = nil
+	q.mu.Unlock()
+	return m
+}

@@ -1,0 +1,82 @@
+package region
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func makeFile(t *testing.T, dir string, size int) string {
+	t.Helper()
+	p := filepath.Join(dir, "r.mmap")
+	if err := os.WriteFile(p, make([]byte, size), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestOpenSharesBytesWithTheFile(t *testing.T) {
+	dir := t.TempDir()
+	p := makeFile(t, dir, 4*64)
+	r, err := Open(p, dir, Geometry{NumChunks: 4, RowStride: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(r.Chunk(2), bytes.Repeat([]byte{7}, 64))
+	if got := len(r.Chunk(3)); got != 64 || cap(r.Chunk(3)) != 64 {
+		t.Fatalf("chunk len %d cap %d", got, cap(r.Chunk(3)))
+	}
+	// A second mapping of the same file (the engine's) sees the write.
+	r2, err := Open(p, dir, Geometry{NumChunks: 4, RowStride: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(r2.Chunk(2), bytes.Repeat([]byte{7}, 64)) || r2.Chunk(1)[0] != 0 {
+		t.Fatal("the second mapping does not see the first one's write")
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r2.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOpenRefuses(t *testing.T) {
+	dir := t.TempDir()
+	p := makeFile(t, dir, 100)
+	other := t.TempDir()
+	outside := makeFile(t, other, 1024)
+	link := filepath.Join(dir, "link.mmap")
+	if err := os.Symlink(outside, link); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		path string
+		geo  Geometry
+		is   error
+	}{
+		{"too small", p, Geometry{NumChunks: 2, RowStride: 64}, nil},
+		{"zero chunks", p, Geometry{NumChunks: 0, RowStride: 64}, nil},
+		{"overflow", p, Geometry{NumChunks: 1 << 40, RowStride: 1 << 40}, nil},
+		{"outside", outside, Geometry{NumChunks: 1, RowStride: 64}, ErrOutside},
+		{"symlink out", link, Geometry{NumChunks: 1, RowStride: 64}, ErrOutside},
+		{"relative", "r.mmap", Geometry{NumChunks: 1, RowStride: 64}, nil},
+		{"missing", filepath.Join(dir, "nope"), Geometry{NumChunks: 1, RowStride: 64}, nil},
+		{"directory", dir, Geometry{NumChunks: 1, RowStride: 64}, ErrOutside},
+	}
+	for _, c := range cases {
+		r, err := Open(c.path, dir, c.geo)
+		if err == nil {
+			r.Close()
+			t.Errorf("%s: opened", c.name)
+			continue
+		}
+		if c.is != nil && !errors.Is(err, c.is) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.is)
+		}
+	}
+}
