@@ -62,7 +62,7 @@ func (n *Node) step(now time.Time, req *pb.StepRequest) (*pb.StepResponse, error
 		core := n.tb.SubmitStore(now, j.ReqId, keys)
 		e.add(&engJob{id: j.JobId, core: core, kind: pb.JobKind_JOB_KIND_STORE, req: j.ReqId, keys: len(keys), slots: adopted, reg: e.reg, start: now})
 	}
-	for _, id := range req.Finished {
+	for _, id := range append(req.Finished, req.Preempted...) {
 		if e.reqs[id] {
 			delete(e.reqs, id)
 			n.tb.RequestFinished(now, id)
@@ -167,7 +167,11 @@ func transferParams(p *pb.TransferParams) loads.TransferParams {
 		if r == nil {
 			return nil
 		}
-		return &loads.Remote{KVRequestID: p.KvRequestId, RemoteHost: r.Host, RemotePort: int(r.Port), RemoteDomain: r.Domain}
+		id := r.KvRequestId
+		if id == "" {
+			id = p.KvRequestId
+		}
+		return &loads.Remote{KVRequestID: id, RemoteHost: r.Host, RemotePort: int(r.Port), RemoteDomain: r.Domain}
 	}
 	tp.RemotePrefiller = conv(p.RemotePrefiller)
 	tp.RemoteDecoder = conv(p.RemoteDecoder)

@@ -26,7 +26,7 @@ func DefaultLimits() Limits {
 
 // CheckStep checks a Step's shape; it knows nothing of the node's state.
 func CheckStep(req *pb.StepRequest, lim Limits) error {
-	items := len(req.NewRequests) + len(req.Lookups) + len(req.Loads) + len(req.Stores) + len(req.Finished)
+	items := len(req.NewRequests) + len(req.Lookups) + len(req.Loads) + len(req.Stores) + len(req.Finished) + len(req.Preempted)
 	if items > lim.MaxItemsPerStep {
 		return status.Errorf(codes.ResourceExhausted, "step has %d items, at most %d", items, lim.MaxItemsPerStep)
 	}
@@ -100,6 +100,11 @@ func CheckStep(req *pb.StepRequest, lim Limits) error {
 			return status.Errorf(codes.InvalidArgument, "finished[%d]: %v", i, err)
 		}
 	}
+	for i, id := range req.Preempted {
+		if err := checkID(id, lim); err != nil {
+			return status.Errorf(codes.InvalidArgument, "preempted[%d]: %v", i, err)
+		}
+	}
 	return nil
 }
 
@@ -157,8 +162,8 @@ func checkParams(p *pb.TransferParams, lim Limits) error {
 		if r.Port == 0 || r.Port > 65535 {
 			return fmt.Errorf("%s: port %d, want 1-65535", name, r.Port)
 		}
-		if len(r.Domain) > lim.MaxIDBytes {
-			return fmt.Errorf("%s: domain of %d bytes", name, len(r.Domain))
+		if len(r.Domain) > lim.MaxIDBytes || len(r.KvRequestId) > lim.MaxIDBytes {
+			return fmt.Errorf("%s: domain or kv_request_id too long", name)
 		}
 	}
 	if len(p.KvRequestId) > lim.MaxIDBytes {

@@ -788,7 +788,10 @@ type Remote struct {
 	Host  string                 `protobuf:"bytes,1,opt,name=host,proto3" json:"host,omitempty"`
 	Port  uint32                 `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`
 	// The failure domain the router names for the peer (optional).
-	Domain        string `protobuf:"bytes,3,opt,name=domain,proto3" json:"domain,omitempty"`
+	Domain string `protobuf:"bytes,3,opt,name=domain,proto3" json:"domain,omitempty"`
+	// This role's transaction id (vLLM puts one in each role's dict); empty:
+	// TransferParams.kv_request_id.
+	KvRequestId   string `protobuf:"bytes,4,opt,name=kv_request_id,json=kvRequestId,proto3" json:"kv_request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -840,6 +843,13 @@ func (x *Remote) GetPort() uint32 {
 func (x *Remote) GetDomain() string {
 	if x != nil {
 		return x.Domain
+	}
+	return ""
+}
+
+func (x *Remote) GetKvRequestId() string {
+	if x != nil {
+		return x.KvRequestId
 	}
 	return ""
 }
@@ -1249,10 +1259,15 @@ type StepRequest struct {
 	Lookups      []*LookupBatch         `protobuf:"bytes,3,rep,name=lookups,proto3" json:"lookups,omitempty"`
 	Loads        []*Job                 `protobuf:"bytes,4,rep,name=loads,proto3" json:"loads,omitempty"`
 	Stores       []*Job                 `protobuf:"bytes,5,rep,name=stores,proto3" json:"stores,omitempty"`
-	// Requests finished or preempted: their loads in flight are aborted.
+	// Requests finished: their loads in flight are aborted and their P2P
+	// state is forgotten.
 	Finished []string `protobuf:"bytes,6,rep,name=finished,proto3" json:"finished,omitempty"`
 	// on_schedule_end: send this step's batched lookups to the peers.
-	EndStep       bool `protobuf:"varint,7,opt,name=end_step,json=endStep,proto3" json:"end_step,omitempty"`
+	EndStep bool `protobuf:"varint,7,opt,name=end_step,json=endStep,proto3" json:"end_step,omitempty"`
+	// Requests preempted this step: treated as finished (loads in flight are
+	// aborted, their chunks come back through JobDone). A preempted request
+	// that is scheduled again is registered again with new_requests.
+	Preempted     []string `protobuf:"bytes,8,rep,name=preempted,proto3" json:"preempted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1334,6 +1349,13 @@ func (x *StepRequest) GetEndStep() bool {
 		return x.EndStep
 	}
 	return false
+}
+
+func (x *StepRequest) GetPreempted() []string {
+	if x != nil {
+		return x.Preempted
+	}
+	return nil
 }
 
 type StepResponse struct {
@@ -1458,11 +1480,12 @@ const file_kvp2p_engine_v1_engine_proto_rawDesc = "" +
 	"\x04keys\x18\x03 \x03(\fR\x04keys\x12\x1b\n" +
 	"\tchunk_ids\x18\x04 \x03(\rR\bchunkIds\"'\n" +
 	"\fServeRelease\x12\x17\n" +
-	"\apin_ids\x18\x01 \x03(\x04R\x06pinIds\"H\n" +
+	"\apin_ids\x18\x01 \x03(\x04R\x06pinIds\"l\n" +
 	"\x06Remote\x12\x12\n" +
 	"\x04host\x18\x01 \x01(\tR\x04host\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\rR\x04port\x12\x16\n" +
-	"\x06domain\x18\x03 \x01(\tR\x06domain\"\xfb\x01\n" +
+	"\x06domain\x18\x03 \x01(\tR\x06domain\x12\"\n" +
+	"\rkv_request_id\x18\x04 \x01(\tR\vkvRequestId\"\xfb\x01\n" +
 	"\x0eTransferParams\x12B\n" +
 	"\x10remote_prefiller\x18\x01 \x01(\v2\x17.kvp2p.engine.v1.RemoteR\x0fremotePrefiller\x12>\n" +
 	"\x0eremote_decoder\x18\x02 \x01(\v2\x17.kvp2p.engine.v1.RemoteR\rremoteDecoder\x12A\n" +
@@ -1493,7 +1516,7 @@ const file_kvp2p_engine_v1_engine_proto_rawDesc = "" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x14\n" +
 	"\x05bytes\x18\x06 \x01(\x04R\x05bytes\x12\x1f\n" +
 	"\vtransfer_us\x18\a \x01(\x04R\n" +
-	"transferUs\"\xba\x02\n" +
+	"transferUs\"\xd8\x02\n" +
 	"\vStepRequest\x12\"\n" +
 	"\fregistration\x18\x01 \x01(\x04R\fregistration\x12>\n" +
 	"\fnew_requests\x18\x02 \x03(\v2\x1b.kvp2p.engine.v1.NewRequestR\vnewRequests\x126\n" +
@@ -1501,7 +1524,8 @@ const file_kvp2p_engine_v1_engine_proto_rawDesc = "" +
 	"\x05loads\x18\x04 \x03(\v2\x14.kvp2p.engine.v1.JobR\x05loads\x12,\n" +
 	"\x06stores\x18\x05 \x03(\v2\x14.kvp2p.engine.v1.JobR\x06stores\x12\x1a\n" +
 	"\bfinished\x18\x06 \x03(\tR\bfinished\x12\x19\n" +
-	"\bend_step\x18\a \x01(\bR\aendStep\"\xc9\x01\n" +
+	"\bend_step\x18\a \x01(\bR\aendStep\x12\x1c\n" +
+	"\tpreempted\x18\b \x03(\tR\tpreempted\"\xc9\x01\n" +
 	"\fStepResponse\x127\n" +
 	"\alookups\x18\x01 \x03(\v2\x1d.kvp2p.engine.v1.LookupAnswerR\alookups\x124\n" +
 	"\bfinished\x18\x02 \x03(\v2\x18.kvp2p.engine.v1.JobDoneR\bfinished\x12'\n" +
