@@ -13,6 +13,7 @@ import (
 
 	"github.com/kvp2p/kvp2p/internal/engineapi"
 	pb "github.com/kvp2p/kvp2p/internal/engineapi/enginepb"
+	"github.com/kvp2p/kvp2p/internal/store"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -302,4 +303,23 @@ func remoteOf(t *testing.T, s *sidecar) *pb.Remote {
 	}
 	port, _ := strconv.Atoi(p)
 	return &pb.Remote{Host: h, Port: uint32(port)}
+}
+
+// chunkState and storeStats read the sidecar's store in its loop.
+func chunkState(t *testing.T, s *sidecar, c store.Slot) store.State {
+	t.Helper()
+	var st store.State
+	if err := s.node.Manager().do(func(time.Time) { st = s.node.st.State(c) }); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func storeStats(t *testing.T, s *sidecar) store.Stats {
+	t.Helper()
+	var st store.Stats
+	if err := s.node.Manager().do(func(time.Time) { st = s.node.st.Stats() }); err != nil {
+		t.Fatal(err)
+	}
+	return st
 }

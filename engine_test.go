@@ -22,7 +22,7 @@ func TestEngineSymmetricLoad(t *testing.T) {
 	ea.store(a, "prod", nil, keys, 3, 7, 11)
 	// Once stored, the chunks are the engine's again: a peer's lookup is
 	// answered through a ServeAsk to A's engine.
-	if st := a.node.st.Stats(); st.Pinned != 0 || st.Filling != 0 {
+	if st := storeStats(t, a); st.Pinned != 0 || st.Filling != 0 {
 		t.Fatalf("A's store still holds chunks after its result: %+v", st)
 	}
 
@@ -51,7 +51,7 @@ func TestEngineSymmetricLoad(t *testing.T) {
 		return len(ea.pins) == 0 && ea.released > 0
 	})
 	// B's chunks are B's engine's again: it can give them to a new load.
-	if st := b.node.st.Stats(); st.Filling != 0 || st.Pinned != 0 {
+	if st := storeStats(t, b); st.Filling != 0 || st.Pinned != 0 {
 		t.Fatalf("B's loaded chunks still held: %+v", st)
 	}
 	// A key A's engine does not hold answers MISS.
@@ -95,7 +95,7 @@ func TestEnginePD(t *testing.T) {
 			if done := ep.waitJob(sj, sresp); !done.Success {
 				t.Fatalf("PD store failed: %s", done.Reason)
 			}
-			if st := p.node.st.Stats(); st.Pinned != 0 {
+			if st := storeStats(t, p); st.Pinned != 0 {
 				t.Fatalf("prefiller's chunks still pinned after the fetch: %+v", st)
 			}
 			for i, k := range keys {
@@ -126,7 +126,7 @@ func TestEngineBadCalls(t *testing.T) {
 	}
 	busy := e.job("r", []Key{k}, 4)
 	e.mustStep(&pb.StepRequest{Loads: []*pb.Job{busy}})
-	before := s.node.st.Stats()
+	before := storeStats(t, s)
 	if before.Filling != 1 {
 		t.Fatalf("the busy load does not hold its chunk: %+v", before)
 	}
@@ -165,13 +165,13 @@ func TestEngineBadCalls(t *testing.T) {
 			if status.Code(err) != tc.want {
 				t.Fatalf("got %v, want %v", err, tc.want)
 			}
-			if after := s.node.st.Stats(); after != before {
+			if after := storeStats(t, s); after != before {
 				t.Fatalf("store changed: %+v -> %+v", before, after)
 			}
 		})
 	}
 	// Nothing was applied: chunk 1 and job 50 are still free to use.
-	if st := s.node.st.State(store.Slot(1)); st != store.StateFree {
+	if st := chunkState(t, s, store.Slot(1)); st != store.StateFree {
 		t.Fatalf("chunk 1 is %v after refused steps", st)
 	}
 	e.mustStep(&pb.StepRequest{Loads: []*pb.Job{load(1, "r")}})
@@ -197,5 +197,77 @@ func TestEngineBadCalls(t *testing.T) {
 	}
 	if _, err := tryAttach(t, other, engChunks, testBlock, short); status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("region too small: %v, want FailedPrecondition", err)
+	}
+}
+
+// A consumer's engine with a load in flight dies: the sidecar aborts the
+// load, fences its chunk until no write can land, forgets the registration
+// and accepts a restarted engine, which gets the chunk back.
+func TestEngineDeathAbortsAndReregisters(t *testing.T) {
+	p := startNode(t, nil)
+	s := startSidecar(t, func(c *Config) { c.Timers.StallTimeout = -1 })
+	e := attach(t, s)
+	k := testKey("death", 0)
+	host, port := hostPort(t, p.PeerID())
+	cons := &pb.TransferParams{RemotePrefiller: &pb.Remote{Host: host, Port: uint32(port)}, KvRequestId: "never-stored"}
+	e.mustStep(&pb.StepRequest{NewRequests: []*pb.NewRequest{{ReqId: "r", Params: cons}}})
+	e.lookUntil("r", k)
+	e.mustStep(&pb.StepRequest{Loads: []*pb.Job{e.job("r", []Key{k}, 4)}})
+	if st := chunkState(t, s, store.Slot(4)); st != store.StateFilling {
+		t.Fatalf("chunk 4 is %v, want filling", st)
+	}
+	old := e.reg
+	e.detach()
+	// The load is aborted; once the producer acknowledges, the chunk is free.
+	waitFor(t, func() bool { return chunkState(t, s, store.Slot(4)) == store.StateFree })
+	var e2 *fakeEngine
+	waitFor(t, func() bool {
+		var err error
+		e2, err = tryAttach(t, s, engChunks, testBlock, s.region)
+		return err == nil
+	})
+	if e2.reg == old {
+		t.Fatal("a restarted engine got the old registration")
+	}
+	if _, err := e.c.Step(t.Context(), &pb.StepRequest{Registration: old}); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("step with the dead engine's registration: %v", err)
+	}
+	// The dead engine's requests are gone; the new engine starts afresh and
+	// may give chunk 4 to a load of its own.
+	e2.mustStep(&pb.StepRequest{NewRequests: []*pb.NewRequest{{ReqId: "r", Params: cons}}})
+	e2.lookUntil("r", k)
+	e2.mustStep(&pb.StepRequest{Loads: []*pb.Job{e2.job("r", []Key{k}, 4)}})
+}
+
+// The source's sidecar dies with a load in flight: the consumer's job fails,
+// its request is reported failed, its keys answer MISS, and the consumer
+// goes on (its chunks are its engine's again).
+func TestEngineSourceSidecarDies(t *testing.T) {
+	a, b := startSidecar(t, nil), startSidecar(t, nil)
+	attach(t, a)
+	eb := attach(t, b)
+	keys := []Key{testKey("die", 0), testKey("die", 1)}
+	cons := &pb.TransferParams{RemotePrefiller: remoteOf(t, a), KvRequestId: "kv-die"}
+	eb.mustStep(&pb.StepRequest{NewRequests: []*pb.NewRequest{{ReqId: "dec", Params: cons}}})
+	eb.lookUntil("dec", keys[0])
+	j := eb.job("dec", keys, 2, 3)
+	resp := eb.mustStep(&pb.StepRequest{Loads: []*pb.Job{j}, EndStep: true})
+	a.stop() // the producer never stored: the load is in flight
+	d := eb.waitJob(j.JobId, resp)
+	if d.Success || len(d.Successful) != 0 {
+		t.Fatalf("load from a dead sidecar: %+v", d)
+	}
+	for _, c := range []store.Slot{2, 3} {
+		if st := chunkState(t, b, c); st != store.StateFree {
+			t.Fatalf("chunk %d is %v after the failed load was reported", c, st)
+		}
+	}
+	if v := eb.lookUntil("dec", keys[1]); v[len(v)-1] != pb.Verdict_VERDICT_MISS {
+		t.Fatalf("key of a failed request: %v, want MISS", v)
+	}
+	// A new request to the dead source falls back too.
+	eb.mustStep(&pb.StepRequest{NewRequests: []*pb.NewRequest{{ReqId: "next", Params: &pb.TransferParams{RemoteKvSource: remoteOf(t, a)}}}})
+	if v := eb.lookUntil("next", keys[0]); v[len(v)-1] != pb.Verdict_VERDICT_MISS {
+		t.Fatalf("lookup at a dead source: %v, want MISS", v)
 	}
 }
