@@ -26,6 +26,8 @@ const engChunks = 16
 
 type sidecar struct {
 	node   *Node
+	chunks uint64 // region geometry
+	block  int
 	dir    string // the region directory
 	socket string
 	region string // the region file
@@ -34,11 +36,17 @@ type sidecar struct {
 
 // startSidecar runs a node in engine mode on loopback with a region file of
 // engChunks chunks of testBlock bytes.
-func startSidecar(t *testing.T, mut func(*Config)) *sidecar {
+func startSidecar(t testing.TB, mut func(*Config)) *sidecar {
+	t.Helper()
+	return startSidecarOf(t, engChunks, testBlock, mut)
+}
+
+// startSidecarOf is startSidecar with a region of chunks chunks of block bytes.
+func startSidecarOf(t testing.TB, chunks, block int, mut func(*Config)) *sidecar {
 	t.Helper()
 	dir := t.TempDir()
 	region := filepath.Join(dir, "vllm_offload_e.mmap")
-	if err := os.WriteFile(region, make([]byte, engChunks*testBlock), 0o600); err != nil {
+	if err := os.WriteFile(region, make([]byte, chunks*block), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -46,7 +54,7 @@ func startSidecar(t *testing.T, mut func(*Config)) *sidecar {
 		t.Fatal(err)
 	}
 	sock := filepath.Join(dir, "engine.sock")
-	cfg := Config{PeerID: ln.Addr().String(), BlockBytes: testBlock, Slots: engChunks, HashSeed: "s",
+	cfg := Config{PeerID: ln.Addr().String(), BlockBytes: block, Slots: chunks, HashSeed: "s",
 		Engine: EngineConfig{Socket: sock, RegionDir: dir}}
 	if mut != nil {
 		mut(&cfg)
@@ -63,7 +71,7 @@ func startSidecar(t *testing.T, mut func(*Config)) *sidecar {
 	go func() { served <- n.Serve(ln) }()
 	go func() { engServed <- n.ServeEngine(eln) }()
 	var once sync.Once
-	s := &sidecar{node: n, dir: dir, socket: sock, region: region}
+	s := &sidecar{node: n, chunks: uint64(chunks), block: block, dir: dir, socket: sock, region: region}
 	s.stop = func() {
 		once.Do(func() {
 			n.Close()
@@ -81,7 +89,7 @@ func startSidecar(t *testing.T, mut func(*Config)) *sidecar {
 
 // fakeEngine is one engine attached to a sidecar.
 type fakeEngine struct {
-	t      *testing.T
+	t      testing.TB
 	c      pb.EngineClient
 	reg    uint64
 	cancel context.CancelFunc
@@ -95,16 +103,16 @@ type fakeEngine struct {
 }
 
 // attach dials the sidecar and registers; the engine detaches at cleanup.
-func attach(t *testing.T, s *sidecar) *fakeEngine {
+func attach(t testing.TB, s *sidecar) *fakeEngine {
 	t.Helper()
-	e, err := tryAttach(t, s, engChunks, testBlock, s.region)
+	e, err := tryAttach(t, s, s.chunks, uint64(s.block), s.region)
 	if err != nil {
 		t.Fatalf("attach: %v", err)
 	}
 	return e
 }
 
-func tryAttach(t *testing.T, s *sidecar, chunks, stride uint64, region string) (*fakeEngine, error) {
+func tryAttach(t testing.TB, s *sidecar, chunks, stride uint64, region string) (*fakeEngine, error) {
 	t.Helper()
 	cc, err := grpc.NewClient("unix://"+s.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -185,27 +193,27 @@ func (e *fakeEngine) detach() {
 }
 
 // write puts data in chunk c of the region file, as vLLM's worker would.
-func writeChunk(t *testing.T, region string, c uint32, data []byte) {
+func writeChunk(t testing.TB, s *sidecar, c uint32, data []byte) {
 	t.Helper()
-	f, err := os.OpenFile(region, os.O_WRONLY, 0)
+	f, err := os.OpenFile(s.region, os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if _, err := f.WriteAt(data, int64(c)*testBlock); err != nil {
+	if _, err := f.WriteAt(data, int64(c)*int64(s.block)); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func readChunk(t *testing.T, region string, c uint32) []byte {
+func readChunk(t testing.TB, s *sidecar, c uint32) []byte {
 	t.Helper()
-	f, err := os.Open(region)
+	f, err := os.Open(s.region)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	b := make([]byte, testBlock)
-	if _, err := f.ReadAt(b, int64(c)*testBlock); err != nil {
+	b := make([]byte, s.block)
+	if _, err := f.ReadAt(b, int64(c)*int64(s.block)); err != nil {
 		t.Fatal(err)
 	}
 	return b
@@ -234,26 +242,34 @@ func (e *fakeEngine) job(req string, keys []Key, chunks ...uint32) *pb.Job {
 	return j
 }
 
-// store writes each key's bytes into its chunk, holds it, and stores it
-// through the sidecar; it waits for the store's result.
+// write puts each key's test bytes into its chunk, as vLLM's worker would.
+func (e *fakeEngine) write(s *sidecar, keys []Key, chunks ...uint32) {
+	e.t.Helper()
+	for i, k := range keys {
+		writeChunk(e.t, s, chunks[i], testBytes(k))
+	}
+}
+
+// store writes the keys' bytes and stores them through the sidecar; it
+// waits for the store's result.
 func (e *fakeEngine) store(s *sidecar, req string, p *pb.TransferParams, keys []Key, chunks ...uint32) {
 	e.t.Helper()
-	id, resp := e.submitStore(s, req, p, keys, chunks...)
+	e.write(s, keys, chunks...)
+	id, resp := e.submitStore(req, p, keys, chunks...)
 	if d := e.waitJob(id, resp); !d.Success {
 		e.t.Fatalf("store %d failed: %s", id, d.Reason)
 	}
 }
 
-// submitStore is store without the wait: a PD producer's store ends only
-// when the decoder has fetched it.
-func (e *fakeEngine) submitStore(s *sidecar, req string, p *pb.TransferParams, keys []Key, chunks ...uint32) (uint64, *pb.StepResponse) {
+// submitStore stores chunks that already hold the keys' blocks, without
+// waiting: a PD producer's store ends only when the decoder has fetched it.
+func (e *fakeEngine) submitStore(req string, p *pb.TransferParams, keys []Key, chunks ...uint32) (uint64, *pb.StepResponse) {
 	e.t.Helper()
+	e.mu.Lock()
 	for i, k := range keys {
-		writeChunk(e.t, s.region, chunks[i], testBytes(k))
-		e.mu.Lock()
 		e.held[k] = chunks[i]
-		e.mu.Unlock()
 	}
+	e.mu.Unlock()
 	j := e.job(req, keys, chunks...)
 	return j.JobId, e.mustStep(&pb.StepRequest{NewRequests: []*pb.NewRequest{{ReqId: req, Params: p}}, Stores: []*pb.Job{j}, EndStep: true})
 }
@@ -296,7 +312,7 @@ func (e *fakeEngine) lookUntil(req string, k Key) []pb.Verdict {
 	return nil
 }
 
-func remoteOf(t *testing.T, s *sidecar) *pb.Remote {
+func remoteOf(t testing.TB, s *sidecar) *pb.Remote {
 	h, p, err := net.SplitHostPort(s.node.cfg.PeerID)
 	if err != nil {
 		t.Fatal(err)
@@ -306,7 +322,7 @@ func remoteOf(t *testing.T, s *sidecar) *pb.Remote {
 }
 
 // chunkState and storeStats read the sidecar's store in its loop.
-func chunkState(t *testing.T, s *sidecar, c store.Slot) store.State {
+func chunkState(t testing.TB, s *sidecar, c store.Slot) store.State {
 	t.Helper()
 	var st store.State
 	if err := s.node.Manager().do(func(time.Time) { st = s.node.st.State(c) }); err != nil {
@@ -315,7 +331,7 @@ func chunkState(t *testing.T, s *sidecar, c store.Slot) store.State {
 	return st
 }
 
-func storeStats(t *testing.T, s *sidecar) store.Stats {
+func storeStats(t testing.TB, s *sidecar) store.Stats {
 	t.Helper()
 	var st store.Stats
 	if err := s.node.Manager().do(func(time.Time) { st = s.node.st.Stats() }); err != nil {

@@ -40,7 +40,7 @@ func TestEngineSymmetricLoad(t *testing.T) {
 		t.Fatalf("load: %+v", d)
 	}
 	for i, k := range keys {
-		if got := readChunk(t, b.region, uint32(i)); !bytes.Equal(got, testBytes(k)) {
+		if got := readChunk(t, b, uint32(i)); !bytes.Equal(got, testBytes(k)) {
 			t.Fatalf("chunk %d in B's region differs from A's block", i)
 		}
 	}
@@ -73,8 +73,9 @@ func TestEnginePD(t *testing.T) {
 			cons := &pb.TransferParams{RemotePrefiller: remoteOf(t, p), KvRequestId: "kv-pd"}
 			var sj uint64
 			var sresp *pb.StepResponse
+			ep.write(p, keys, 5, 6)
 			if storeFirst {
-				sj, sresp = ep.submitStore(p, "pre", prod, keys, 5, 6)
+				sj, sresp = ep.submitStore("pre", prod, keys, 5, 6)
 			}
 			ed.mustStep(&pb.StepRequest{NewRequests: []*pb.NewRequest{{ReqId: "dec", Params: cons}}})
 			// No probe in PD: HIT as soon as the session to the prefiller
@@ -87,7 +88,7 @@ func TestEnginePD(t *testing.T) {
 			j := ed.job("dec", keys, 9, 10)
 			resp := ed.mustStep(&pb.StepRequest{Loads: []*pb.Job{j}, EndStep: true})
 			if !storeFirst {
-				sj, sresp = ep.submitStore(p, "pre", prod, keys, 5, 6)
+				sj, sresp = ep.submitStore("pre", prod, keys, 5, 6)
 			}
 			if done := ed.waitJob(j.JobId, resp); !done.Success {
 				t.Fatalf("PD load failed: %s", done.Reason)
@@ -99,7 +100,7 @@ func TestEnginePD(t *testing.T) {
 				t.Fatalf("prefiller's chunks still pinned after the fetch: %+v", st)
 			}
 			for i, k := range keys {
-				if !bytes.Equal(readChunk(t, d.region, uint32(9+i)), testBytes(k)) {
+				if !bytes.Equal(readChunk(t, d, uint32(9+i)), testBytes(k)) {
 					t.Fatalf("chunk %d differs", 9+i)
 				}
 			}
