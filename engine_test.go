@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	pb "github.com/kvp2p/kvp2p/internal/engineapi/enginepb"
 	"github.com/kvp2p/kvp2p/internal/store"
@@ -221,6 +222,12 @@ func TestEngineDeathAbortsAndReregisters(t *testing.T) {
 	e.detach()
 	// The load is aborted; once the producer acknowledges, the chunk is free.
 	waitFor(t, func() bool { return chunkState(t, s, store.Slot(4)) == store.StateFree })
+	// The session the dead engine's request opened ends too: nobody uses it.
+	waitFor(t, func() bool {
+		var conns int
+		_ = s.node.Manager().do(func(time.Time) { conns = len(s.node.conns) })
+		return conns == 0
+	})
 	var e2 *fakeEngine
 	waitFor(t, func() bool {
 		var err error
