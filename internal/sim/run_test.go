@@ -105,8 +105,16 @@ type target struct {
 var targets = append(domainTargets(), []target{
 	{"pod-partial", health.PerPeer, "ranks 1-7 wait out their load timeout: ttf max >= 9 s",
 		func(r scenario.Report, _ map[string]scenario.Report) bool { return r.TTFms.Max >= 9000 }},
-	{"pod-partial", health.HostGroup, "rank 0's reap fails ranks 1-7 at once: ttf p99 < 1 s",
-		func(r scenario.Report, _ map[string]scenario.Report) bool { return r.TTFms.P99 < 1000 }},
+	// Issue 8: this target used to say p99 < 1 s, an artifact of a run that
+	// stopped before the later loads to ranks 1-7 timed out (they were
+	// counted stuck, not slow). What PR #64678 does: the reap fails the
+	// loads in flight at once, but once the 10 s quarantine ends new
+	// sessions to ranks 1-7, whose data path is still dead, wait out the
+	// 30 s PD load timeout.
+	{"pod-partial", health.HostGroup, "rank 0's reap fails ranks 1-7's loads at once (ttf p50 < 1 s); after the quarantine they wait out the load timeout (p99 >= 9 s); nothing stuck",
+		func(r scenario.Report, _ map[string]scenario.Report) bool {
+			return r.TTFms.P50 < 1000 && r.TTFms.P99 >= 9000 && r.Stuck == 0
+		}},
 	{"pod-partial", health.HostGroup, "src-b is taken down too: false fallbacks",
 		func(r scenario.Report, _ map[string]scenario.Report) bool { return r.FalseFallbacks > 0 }},
 	{"colocated", health.HostGroup, "false fallbacks",
