@@ -444,6 +444,26 @@ func (n *Net) close(nd *Node, conn loads.ConnID) {
 	}
 }
 
+// behind is when a small frame (Probe, ProbeAck, Progress) that nd writes
+// now leaves it: after the block bytes already in its kernel send buffer,
+// at most SendBuffer of them. On a real network an ack waits behind what
+// is queued on the path; a model that let it skip the queue would be kind
+// to probes of a slow but healthy rank.
+func (n *Net) behind(nd *Node) int64 {
+	q := nd.egress - n.now
+	if q <= 0 {
+		return n.now
+	}
+	if bw := n.bw(nd); bw > 0 {
+		buf := n.SendBuffer
+		if buf <= 0 {
+			buf = 4 << 20
+		}
+		q = min(q, int64(float64(buf)/float64(bw)*1e9))
+	}
+	return n.now + q
+}
+
 // sortedEnds returns nd's ends in connection order.
 func sortedEnds(nd *Node) []*end {
 	es := make([]*end, 0, len(nd.ends))
