@@ -38,9 +38,9 @@ type peerHealth struct {
 	faults       int       // faults since its last successful load
 	ejections    int       // how many times ejected (the doubling exponent)
 	ejectedUntil time.Time
-	halfOpen     bool // ejected, but one probe may lift it
-	mustProbe    bool // its last session ended in a fault: its next must prove its data path
-	probeRound   bool // the outstanding probe is part of its domain's suspicion round
+	halfOpen     bool      // ejected, but one probe may lift it
+	mustProbe    bool      // its last session ended in a fault: its next must prove its data path
+	probeRound   bool      // the outstanding probe is part of its domain's suspicion round
 	refusedUntil time.Time // a connect attempt failed: no dial on demand before then
 }
 
