@@ -275,7 +275,11 @@ func (n *Net) fireData(nd *Node, ev *event) {
 		}
 	case evProbe:
 		if open && !dataCut(e) {
-			n.toPeer(e, event{kind: evProbeAck, n: ev.n}, n.behind(nd))
+			at := n.behind(nd)
+			if at > n.now {
+				n.queuedAcks++
+			}
+			n.toPeer(e, event{kind: evProbeAck, n: ev.n}, at)
 		}
 	case evProbeAck:
 		if open && !dataCut(e) {

@@ -112,3 +112,35 @@ func TestVLLMDialNotRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestSlowSiblingProbesQueue: in slow-sibling the domain policy's probes of
+// the slow ranks meet a backlog (their answers wait behind queued bytes),
+// and still no healthy rank is closed for it.
+func TestSlowSiblingProbesQueue(t *testing.T) {
+	res := cached(t, "slow-sibling", health.Domain)
+	if res.QueuedAcks == 0 {
+		t.Fatal("no probe answer waited behind queued bytes: the scenario does not test what it says")
+	}
+	if r := res.Report; r.FalseFallbacks != 0 {
+		t.Fatalf("slow ranks closed: %+v", r)
+	}
+}
+
+// TestBehindSendBuffer: a small frame waits behind the queued bytes, but
+// never more than a send buffer's worth of them.
+func TestBehindSendBuffer(t *testing.T) {
+	n := NewNet(t0)
+	n.Bandwidth = 1 << 20 // 1 MiB/s
+	nd := n.Add("a:1", nil, nil)
+	if got := n.behind(nd); got != n.now {
+		t.Fatalf("idle link: leaves at %d", got)
+	}
+	nd.egress = n.now + int64(time.Second) // 1 MiB queued
+	if got := n.behind(nd); got != n.now+int64(time.Second) {
+		t.Fatalf("1 MiB queued: leaves after %v", time.Duration(got-n.now))
+	}
+	nd.egress = n.now + int64(time.Minute)
+	if got := time.Duration(n.behind(nd) - n.now); got != 4*time.Second {
+		t.Fatalf("60 MiB queued: leaves after %v, want the 4 MiB send buffer's 4 s", got)
+	}
+}

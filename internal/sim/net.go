@@ -60,7 +60,8 @@ type Net struct {
 	Dials  []Dial // every dial attempted, in order
 	Events uint64 // events fired
 
-	probeAcks uint64 // probe answers delivered (tests)
+	probeAcks  uint64 // probe answers delivered (tests)
+	queuedAcks uint64 // probe answers that waited behind queued bytes (tests)
 	ticks     uint64
 
 	start    time.Time

@@ -113,6 +113,8 @@ type Result struct {
 	Peak     int    // most slots Filling or Pinned at once, at engine steps
 	Orphans  int    // most of them at once that no job, pin or parked store owned
 	TimerSet string // the timer set the run used
+	// QueuedAcks counts probe answers that left behind queued block bytes.
+	QueuedAcks uint64
 	Drained  bool   // every table drained within MaxDrain
 	Events   uint64 // simulator events fired
 	Ticks    uint64 // Table.Tick calls
@@ -262,7 +264,7 @@ func (r *runner) run() (Result, error) {
 		r.checkSlots()
 	}
 	out := r.finish()
-	out.Peak, out.Orphans, out.TimerSet = r.peak, r.orphans, r.timerSet
+	out.Peak, out.Orphans, out.TimerSet, out.QueuedAcks = r.peak, r.orphans, r.timerSet, n.queuedAcks
 	out.Report = scenario.Compute(r.sc, r.policy, out.Requests, out.Leaked)
 	out.Report.PeakSlots, out.Report.OrphanSlots = r.peak, r.orphans
 	out.Report.Timers, out.Report.DomainsDropped = r.timerSet, r.o.DropDomains
