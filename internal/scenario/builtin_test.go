@@ -10,7 +10,7 @@ import (
 
 var wantBuiltins = []string{
 	"colocated", "data-stall", "flapping", "handshake-fail", "host-blackhole", "idle-eviction",
-	"pod-crash", "pod-partial", "rank-crash", "restart", "slow-peer",
+	"pod-crash", "pod-partial", "rank-crash", "restart", "slow-peer", "slow-sibling",
 }
 
 func TestBuiltinsParse(t *testing.T) {

@@ -62,7 +62,7 @@ type Net struct {
 
 	probeAcks  uint64 // probe answers delivered (tests)
 	queuedAcks uint64 // probe answers that waited behind queued bytes (tests)
-	ticks     uint64
+	ticks      uint64
 
 	start    time.Time
 	now      int64 // ns since start

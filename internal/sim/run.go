@@ -115,10 +115,10 @@ type Result struct {
 	TimerSet string // the timer set the run used
 	// QueuedAcks counts probe answers that left behind queued block bytes.
 	QueuedAcks uint64
-	Drained  bool   // every table drained within MaxDrain
-	Events   uint64 // simulator events fired
-	Ticks    uint64 // Table.Tick calls
-	Nodes    int
+	Drained    bool   // every table drained within MaxDrain
+	Events     uint64 // simulator events fired
+	Ticks      uint64 // Table.Tick calls
+	Nodes      int
 }
 
 // t0 is the virtual clock's origin (any fixed instant: runs are
