@@ -69,7 +69,9 @@ func TestSimJSONAndSVG(t *testing.T) {
 // TestREADMESimTable: the README's simulator table is exactly what the
 // command shown next to it prints (scripts/sim-tables.sh regenerates it).
 func TestREADMESimTable(t *testing.T) {
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
+		// It checks the README's content, not concurrency: every built-in
+		// scenario under the race detector would cost minutes for nothing.
 		t.Skip("runs every built-in scenario")
 	}
 	b, err := os.ReadFile("../../README.md")
