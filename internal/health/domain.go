@@ -38,9 +38,10 @@ type peerHealth struct {
 	faults       int       // faults since its last successful load
 	ejections    int       // how many times ejected (the doubling exponent)
 	ejectedUntil time.Time
-	halfOpen     bool // ejected, but one probe may lift it
-	mustProbe    bool // its last session ended in a fault: its next must prove its data path
-	probeRound   bool // the outstanding probe is part of its domain's suspicion round
+	halfOpen     bool      // ejected, but one probe may lift it
+	mustProbe    bool      // its last session ended in a fault: its next must prove its data path
+	probeRound   bool      // the outstanding probe is part of its domain's suspicion round
+	refusedUntil time.Time // a connect attempt failed: no dial on demand before then
 }
 
 type domainHealth struct {
@@ -73,6 +74,9 @@ func newDomain(o Options) *domainPolicy {
 	}
 	if o.SuspectHold <= 0 {
 		o.SuspectHold = o.EjectionBase
+	}
+	if o.RefusedHold <= 0 {
+		o.RefusedHold = 50 * time.Millisecond
 	}
 	return &domainPolicy{opt: o, peers: map[string]*peerHealth{}, domains: map[string]*domainHealth{}, probes: map[uint64]string{}}
 }
@@ -184,6 +188,12 @@ func (d *domainPolicy) SessionEnded(now time.Time, p Peer, e End) []Peer {
 		d.endProbe(ph)
 	}
 	d.ejected(now, ph) // an ejection that ran out ends before this end counts
+	if !e.WasUp && (e.Cause == CauseHandshakeFailed || e.Cause == CauseIncompatible) {
+		// The connect attempt failed (refused, or its hello refused): a
+		// redial on demand a step later would fail the same way and only
+		// keep the request waiting. Not evidence against the domain.
+		ph.refusedUntil = now.Add(d.opt.RefusedHold)
+	}
 	dh := d.domains[ph.domain]
 	if !e.Cause.IsFault() || e.Restart {
 		d.maybeClear(dh) // it may have been the last sibling under probe
@@ -325,10 +335,14 @@ func (d *domainPolicy) lift(ph *peerHealth) {
 	d.note(ph, "ejection lifted")
 }
 
-// MayDial refuses only ejected peers, except for one half-open attempt once
-// half the ejection has passed. Unreachable peers are retried on demand.
+// MayDial refuses ejected peers, except for one half-open attempt once
+// half the ejection has passed, and, for RefusedHold, a peer whose connect
+// attempt just failed. Unreachable peers are otherwise retried on demand.
 func (d *domainPolicy) MayDial(now time.Time, p Peer) bool {
 	ph := d.peer(p)
+	if now.Before(ph.refusedUntil) {
+		return false
+	}
 	if !d.ejected(now, ph) {
 		return true
 	}

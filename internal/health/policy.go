@@ -115,6 +115,13 @@ type Options struct {
 	MaxEjectionPercent int           // 50
 	FlapThreshold      int           // faults without a successful load in between before ejection; 3
 	SuspectHold        time.Duration // how long a domain whose probe failed stays suspect; EjectionBase
+	// RefusedHold is how long after a connect attempt that failed (refused,
+	// or its handshake refused) the domain policy dials that peer no more
+	// on demand; 50 ms. It spans the same request's on-demand redial one
+	// engine step later, so that a request naming a dead rank falls back
+	// on its second step, not its third, and is short enough that a rank
+	// that comes back is dialed again at once (never a blacklist).
+	RefusedHold time.Duration
 }
 
 // New builds the named policy.
