@@ -11,6 +11,7 @@ require (
 )
 
 require (
+	github.com/prometheus/client_golang v1.23.2 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
