@@ -75,3 +75,10 @@ func (t *Table) View(now time.Time) View {
 	}
 	return v
 }
+
+// ClosedByPolicy reports whether the policy closed session id (its probe
+// went unanswered); false once the table no longer holds it.
+func (t *Table) ClosedByPolicy(id ConnID) bool {
+	c := t.conns[id]
+	return c != nil && c.byPolicy
+}
