@@ -4,6 +4,7 @@ import (
 	_ "embed"
 	"html/template"
 	"io"
+	"strings"
 
 	"github.com/kvp2p/kvp2p/internal/metrics"
 )
@@ -38,6 +39,7 @@ type histView struct {
 
 type bar struct {
 	Label string
+	Short string // under the column: the bucket's bound
 	N     uint64
 	Pct   float64 // of the largest bucket, for the bar's width
 }
@@ -49,7 +51,7 @@ func newHistView(h metrics.Hist) histView {
 		top = max(top, c)
 	}
 	for i, c := range h.Counts {
-		b := bar{Label: h.BucketLabel(i), N: c}
+		b := bar{Label: h.BucketLabel(i), Short: strings.TrimPrefix(h.BucketLabel(i), "≤ "), N: c}
 		if top > 0 {
 			b.Pct = 100 * float64(c) / float64(top)
 		}
