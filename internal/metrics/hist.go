@@ -46,6 +46,20 @@ func (h *Hist) Observe(v float64) {
 	h.Count++
 }
 
+// Valid reports whether h is well formed: one count per bound plus +Inf,
+// bounds ascending. A decoded histogram must be checked before use.
+func (h Hist) Valid() bool {
+	if len(h.Counts) != len(h.Bounds)+1 {
+		return false
+	}
+	for i := 1; i < len(h.Bounds); i++ {
+		if !(h.Bounds[i] > h.Bounds[i-1]) {
+			return false
+		}
+	}
+	return true
+}
+
 // Clone returns a copy that shares nothing with h.
 func (h Hist) Clone() Hist {
 	return Hist{Bounds: h.Bounds, Counts: append([]uint64(nil), h.Counts...), Sum: h.Sum, Count: h.Count}
@@ -91,6 +105,9 @@ func (h Hist) Quantile(q float64) float64 {
 
 // BucketLabel names bucket i for people: "≤ 250ms", "> 60s".
 func (h Hist) BucketLabel(i int) string {
+	if len(h.Bounds) == 0 || i < 0 {
+		return ""
+	}
 	if i >= len(h.Bounds) {
 		return "> " + seconds(h.Bounds[len(h.Bounds)-1])
 	}

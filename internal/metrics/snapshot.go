@@ -1,6 +1,9 @@
 package metrics
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Snapshot is a node's state and counts at one instant, copied in its loop.
 // It is what /status.json serves, what the status page and `kvp2p status`
@@ -138,6 +141,21 @@ func (h Histograms) Clone() Histograms {
 		TransferTime: h.TransferTime.Clone(), TransferBlocks: h.TransferBlocks.Clone(),
 		TimeToFallback: h.TimeToFallback.Clone(), TimeToHit: h.TimeToHit.Clone(),
 	}
+}
+
+// Valid checks what a decoded snapshot must hold before it is rendered:
+// well-formed histograms.
+func (h Histograms) Valid() error {
+	for name, x := range map[string]Hist{
+		"lookup_rtt": h.LookupRTT, "fetch_rtt": h.FetchRTT, "post_time": h.PostTime,
+		"transfer_time": h.TransferTime, "transfer_blocks": h.TransferBlocks,
+		"time_to_fallback": h.TimeToFallback, "time_to_hit": h.TimeToHit,
+	} {
+		if !x.Valid() {
+			return fmt.Errorf("histogram %s: %d counts for %d bounds, or bounds not ascending", name, len(x.Counts), len(x.Bounds))
+		}
+	}
+	return nil
 }
 
 // SessionCount counts sessions by state.

@@ -43,9 +43,22 @@ func Fetch(ctx context.Context, c *http.Client, addr string) (*metrics.Snapshot,
 		msg, _ := io.ReadAll(io.LimitReader(body, 512))
 		return nil, fmt.Errorf("status: %s: %s: %s", URL(addr), resp.Status, strings.TrimSpace(string(msg)))
 	}
+	s, err := Decode(body)
+	if err != nil {
+		return nil, fmt.Errorf("status: %s: %w", URL(addr), err)
+	}
+	return s, nil
+}
+
+// Decode reads one snapshot (as /status.json serves it) from r, at most
+// maxSnapshotBytes of it.
+func Decode(r io.Reader) (*metrics.Snapshot, error) {
 	var s metrics.Snapshot
-	if err := json.NewDecoder(body).Decode(&s); err != nil {
-		return nil, fmt.Errorf("status: %s: bad snapshot: %w", URL(addr), err)
+	if err := json.NewDecoder(io.LimitReader(r, maxSnapshotBytes)).Decode(&s); err != nil {
+		return nil, fmt.Errorf("bad snapshot: %w", err)
+	}
+	if err := s.Hists.Valid(); err != nil {
+		return nil, fmt.Errorf("bad snapshot: %w", err)
 	}
 	return &s, nil
 }
