@@ -127,7 +127,7 @@ func TestMetricsLoadThenPeerCrash(t *testing.T) {
 	m := scrape(t, addr)
 	wantSamples(t, m, map[string]float64{
 		"kvp2p_up": 1, "kvp2p_active_sessions": 0, `kvp2p_session_ends_total{cause="conn-reset"}`: 0,
-		"kvp2p_load_failures_total": 0, "kvp2p_time_to_fallback_seconds_count": 0,
+		"kvp2p_load_failures_total": 0, `kvp2p_time_to_fallback_seconds_count{via="load"}`: 0,
 	})
 	if get(t, "http://"+addr+status.PathReadyz, http.StatusOK) != "ready\n" {
 		t.Fatal("a serving node without an engine is not ready")
@@ -188,15 +188,15 @@ func TestMetricsLoadThenPeerCrash(t *testing.T) {
 	}
 	m = waitMetric(t, addr, `kvp2p_session_ends_total{cause="conn-reset"}`, eq(1))
 	wantSamples(t, m, map[string]float64{
-		"kvp2p_peer_disconnects_total":          1,
-		"kvp2p_load_failures_total":             1,
-		"kvp2p_time_to_fallback_seconds_count":  1,
-		"kvp2p_active_sessions":                 0,
-		`kvp2p_inflight_transfers{kind="load"}`: 0,
-		"kvp2p_load_timeouts_total":             0,
-		"kvp2p_stalls_detected_total":           0,
+		"kvp2p_peer_disconnects_total":                     1,
+		"kvp2p_load_failures_total":                        1,
+		`kvp2p_time_to_fallback_seconds_count{via="load"}`: 1,
+		"kvp2p_active_sessions":                            0,
+		`kvp2p_inflight_transfers{kind="load"}`:            0,
+		"kvp2p_load_timeouts_total":                        0,
+		"kvp2p_stalls_detected_total":                      0,
 	})
-	if ttf := m["kvp2p_time_to_fallback_seconds_sum"]; ttf <= 0 || ttf > 5 {
+	if ttf := m[`kvp2p_time_to_fallback_seconds_sum{via="load"}`]; ttf <= 0 || ttf > 5 {
 		t.Errorf("time to fallback %v s, want in (0, 5]", ttf)
 	}
 }
@@ -239,7 +239,7 @@ func partialPod(t *testing.T) (c *tnode, addr string, r0, r1 *tnode) {
 // rank is probed, the probe goes unanswered and that session is closed by
 // the policy; the status shows the domain suspect with both sessions gone.
 func TestMetricsPartialPodFailure(t *testing.T) {
-	_, addr, r0, r1 := partialPod(t)
+	c, addr, r0, r1 := partialPod(t)
 	m := waitMetric(t, addr, "kvp2p_probes_failed_total", eq(1))
 	wantSamples(t, m, map[string]float64{
 		`kvp2p_session_ends_total{cause="conn-reset"}`:     1,
@@ -272,6 +272,21 @@ func TestMetricsPartialPodFailure(t *testing.T) {
 	}
 	if s.Counters.SessionEnds["progress-stall"] != 1 {
 		t.Errorf("snapshot session ends = %v", s.Counters.SessionEnds)
+	}
+
+	// A request to the silent rank now: its domain is suspect, so the
+	// lookup waits for the rank to prove its data path, then falls back.
+	c.m.NewRequest("late", pdParams(t, "kv-late", r1))
+	if v := waitVerdict(t, c.m, "late", testKey("late", 0)); v != Miss {
+		t.Fatalf("lookup to the silent rank = %v, want MISS", v)
+	}
+	m = scrape(t, addr)
+	wantSamples(t, m, map[string]float64{
+		"kvp2p_lookup_fallbacks_total":                       1,
+		`kvp2p_time_to_fallback_seconds_count{via="lookup"}`: 1,
+	})
+	if w := m[`kvp2p_time_to_fallback_seconds_sum{via="lookup"}`]; w <= 0 || w > 2 {
+		t.Errorf("lookup waited %v s before its fallback, want (0, 2]", w)
 	}
 }
 

@@ -242,4 +242,10 @@ func (o *observer) JobSettled(r loads.JobResult, submitted time.Time) {
 	}
 }
 
+// LookupFellBack implements loads.Observer (called in the loop).
+func (o *observer) LookupFellBack(_ string, waited time.Duration) {
+	o.c.LookupFallbacks++
+	o.h.LookupFallback.Observe(waited.Seconds())
+}
+
 var _ loads.Observer = (*observer)(nil)

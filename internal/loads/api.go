@@ -41,9 +41,8 @@ func (t *Table) NewRequest(now time.Time, id string, p TransferParams) error {
 	return nil
 }
 
-// Lookup answers whether key can be loaded for request id: HIT, MISS, or
-// RETRY (ask again next step).
-func (t *Table) Lookup(now time.Time, id string, k wire.Key) session.Verdict {
+// lookup is Lookup without the observer.
+func (t *Table) lookup(now time.Time, id string, k wire.Key) session.Verdict {
 	r := t.reqs[id]
 	if r == nil || r.src == nil {
 		return session.Miss

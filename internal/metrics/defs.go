@@ -112,8 +112,14 @@ func Defs() []Def {
 			func(c *Counters) uint64 { return c.StallsDetected }),
 		counter("kvp2p_failed_load_bytes_total", "", "Bytes received by loads that then failed: transfer work wasted.",
 			func(c *Counters) uint64 { return c.FailedLoadBytes }),
-		hist("kvp2p_time_to_fallback_seconds", "", "From a load's submission to its failure: how long a request waited before falling back to prefill.",
-			func(h *Histograms) Hist { return h.TimeToFallback }),
+		counter("kvp2p_lookup_fallbacks_total", "", "Requests a lookup sent to local prefill (MISS: a failed or ejected peer, a probe or handshake that did not come in time).",
+			func(c *Counters) uint64 { return c.LookupFallbacks }),
+		{Name: "kvp2p_time_to_fallback_seconds", Type: "histogram", Labels: []string{"via"},
+			Help: "How long a request waited before falling back to prefill: via=load from the load's submission to its failure, via=lookup from the request's first RETRY to its MISS (0 if it had none).",
+			emit: func(s *Snapshot, m *emitter) {
+				m.hist(s.Hists.TimeToFallback, "load")
+				m.hist(s.Hists.LookupFallback, "lookup")
+			}},
 		hist("kvp2p_time_to_hit_seconds", "", "From a load's submission to its success.",
 			func(h *Histograms) Hist { return h.TimeToHit }),
 		{Name: "kvp2p_up", Type: "gauge", Help: "1 if the node's loop answered the scrape, 0 if it has stopped or did not answer in time."},

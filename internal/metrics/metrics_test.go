@@ -129,7 +129,10 @@ kvp2p_up{peer_id="x"} 1
 	for _, mf := range mfs {
 		found[mf.GetName()] = true
 		if mf.GetName() == "kvp2p_time_to_fallback_seconds" {
-			h := mf.GetMetric()[0].GetHistogram()
+			if len(mf.GetMetric()) != 2 {
+				t.Fatalf("ttf: %d series, want via=load and via=lookup", len(mf.GetMetric()))
+			}
+			h := mf.GetMetric()[0].GetHistogram() // via=load sorts first
 			if h.GetSampleCount() != 2 || h.GetSampleSum() != 1.0 {
 				t.Errorf("ttf histogram: count %d sum %v", h.GetSampleCount(), h.GetSampleSum())
 			}
@@ -156,7 +159,7 @@ func TestCollectorNodeGone(t *testing.T) {
 // TestDefsWellFormed: names follow Prometheus conventions, and labels are
 // the bounded ones.
 func TestDefsWellFormed(t *testing.T) {
-	bounded := map[string]bool{"cause": true, "state": true, "kind": true, "direction": true}
+	bounded := map[string]bool{"cause": true, "state": true, "kind": true, "direction": true, "via": true}
 	seen := map[string]bool{}
 	for _, d := range Defs() {
 		if seen[d.Name] {

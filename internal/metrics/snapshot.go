@@ -88,6 +88,7 @@ type Counters struct {
 	LoadsOK              uint64            `json:"loads_ok"`
 	LoadFailures         uint64            `json:"load_failures"`
 	LoadTimeouts         uint64            `json:"load_timeouts"`
+	LookupFallbacks      uint64            `json:"lookup_fallbacks"` // requests a lookup MISS sent to local prefill
 	StoresOK             uint64            `json:"stores_ok"`
 	StoreFailures        uint64            `json:"store_failures"`
 	UnboundStoreTimeouts uint64            `json:"unbound_store_timeouts"`
@@ -120,8 +121,23 @@ type Histograms struct {
 	PostTime       Hist `json:"post_time"`
 	TransferTime   Hist `json:"transfer_time"`
 	TransferBlocks Hist `json:"transfer_blocks"`
-	TimeToFallback Hist `json:"time_to_fallback"`
+	TimeToFallback Hist `json:"time_to_fallback"`        // failed loads, from submission
+	LookupFallback Hist `json:"time_to_fallback_lookup"` // lookup fallbacks, from the request's first RETRY
 	TimeToHit      Hist `json:"time_to_hit"`
+}
+
+// Fallbacks merges the two time-to-fallback histograms (same buckets).
+func (h Histograms) Fallbacks() Hist {
+	out := h.TimeToFallback.Clone()
+	if !out.Valid() || len(h.LookupFallback.Counts) != len(out.Counts) {
+		return out
+	}
+	for i, c := range h.LookupFallback.Counts {
+		out.Counts[i] += c
+	}
+	out.Sum += h.LookupFallback.Sum
+	out.Count += h.LookupFallback.Count
+	return out
 }
 
 // NewHistograms returns empty histograms with kvp2p's buckets.
@@ -130,7 +146,8 @@ func NewHistograms() Histograms {
 		LookupRTT: NewHist(LatencyBuckets()), FetchRTT: NewHist(LatencyBuckets()),
 		PostTime: NewHist(LatencyBuckets()), TransferTime: NewHist(LatencyBuckets()),
 		TransferBlocks: NewHist(BlockBuckets()),
-		TimeToFallback: NewHist(LatencyBuckets()), TimeToHit: NewHist(LatencyBuckets()),
+		TimeToFallback: NewHist(LatencyBuckets()), LookupFallback: NewHist(LatencyBuckets()),
+		TimeToHit: NewHist(LatencyBuckets()),
 	}
 }
 
@@ -139,7 +156,8 @@ func (h Histograms) Clone() Histograms {
 	return Histograms{
 		LookupRTT: h.LookupRTT.Clone(), FetchRTT: h.FetchRTT.Clone(), PostTime: h.PostTime.Clone(),
 		TransferTime: h.TransferTime.Clone(), TransferBlocks: h.TransferBlocks.Clone(),
-		TimeToFallback: h.TimeToFallback.Clone(), TimeToHit: h.TimeToHit.Clone(),
+		TimeToFallback: h.TimeToFallback.Clone(), LookupFallback: h.LookupFallback.Clone(),
+		TimeToHit: h.TimeToHit.Clone(),
 	}
 }
 
@@ -149,7 +167,8 @@ func (h Histograms) Valid() error {
 	for name, x := range map[string]Hist{
 		"lookup_rtt": h.LookupRTT, "fetch_rtt": h.FetchRTT, "post_time": h.PostTime,
 		"transfer_time": h.TransferTime, "transfer_blocks": h.TransferBlocks,
-		"time_to_fallback": h.TimeToFallback, "time_to_hit": h.TimeToHit,
+		"time_to_fallback": h.TimeToFallback, "time_to_fallback_lookup": h.LookupFallback,
+		"time_to_hit": h.TimeToHit,
 	} {
 		if !x.Valid() {
 			return fmt.Errorf("histogram %s: %d counts for %d bounds, or bounds not ascending", name, len(x.Counts), len(x.Bounds))

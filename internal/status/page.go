@@ -70,7 +70,7 @@ func newPage() *template.Template {
 
 func renderPage(t *template.Template, w io.Writer, s *metrics.Snapshot) error {
 	d := pageData{S: s, Ready: s.Node.Ready(), Refresh: RefreshSeconds, Counts: map[string]int{},
-		TTF: newHistView(s.Hists.TimeToFallback), TTH: newHistView(s.Hists.TimeToHit)}
+		TTF: newHistView(s.Hists.Fallbacks()), TTH: newHistView(s.Hists.TimeToHit)}
 	for _, dom := range s.Domains {
 		d.Counts[dom.State]++
 	}

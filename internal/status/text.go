@@ -23,11 +23,11 @@ func WriteText(w io.Writer, s *metrics.Snapshot) error {
 	}
 	fmt.Fprintf(w, "node %s  domain %s  policy %s  up %s  %s\n", s.Node.PeerID, dom, s.Node.Policy, Dur(s.Node.UptimeSec), ready)
 	c := s.Counters
-	fmt.Fprintf(w, "loads ok %d  failed %d (timeouts %d)  stores ok %d  failed %d (unbound %d)  lookups hit %d miss %d\n",
-		c.LoadsOK, c.LoadFailures, c.LoadTimeouts, c.StoresOK, c.StoreFailures, c.UnboundStoreTimeouts, c.LookupHits, c.LookupMisses)
+	fmt.Fprintf(w, "fallbacks at lookup %d  loads ok %d  failed %d (timeouts %d)  stores ok %d  failed %d (unbound %d)  lookups hit %d miss %d\n",
+		c.LookupFallbacks, c.LoadsOK, c.LoadFailures, c.LoadTimeouts, c.StoresOK, c.StoreFailures, c.UnboundStoreTimeouts, c.LookupHits, c.LookupMisses)
 	fmt.Fprintf(w, "probes sent %d failed %d  ejections %d  stalls %d  peer disconnects %d  bytes in %s out %s\n",
 		c.ProbesSent, c.ProbesFailed, c.Ejections, c.StallsDetected, c.PeerDisconnects, Bytes(c.BytesIn), Bytes(c.BytesOut))
-	if ttf := s.Hists.TimeToFallback; ttf.Count > 0 {
+	if ttf := s.Hists.Fallbacks(); ttf.Count > 0 {
 		fmt.Fprintf(w, "time to fallback: %d, p50 %s, p99 %s\n", ttf.Count, Dur(ttf.Quantile(0.5)), Dur(ttf.Quantile(0.99)))
 	}
 	var ends []string
