@@ -6,11 +6,13 @@ import (
 )
 
 // LatencyBuckets are the upper bounds, in seconds, of every latency
-// histogram: they resolve 1 ms to 60 s, and a kvp2p fallback (one probe,
-// about 0.5 s) lands in a different bucket than vLLM's load timeouts (10 s,
-// 30 s).
+// histogram. They resolve 1 ms to 60 s, finer where the policies' own
+// times fall, so a quantile read off them says which mechanism acted: a
+// probe (250 ms), a connect wait plus a probe (500 ms, the domain policy's
+// fallback), the stall watchdog (1 s), vLLM's load timeouts (10 s, 30 s).
 func LatencyBuckets() []float64 {
-	return []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+	return []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.3, 0.5, 0.6, 0.75, 1, 1.5,
+		2.5, 5, 10, 15, 30, 45, 60}
 }
 
 // BlockBuckets are the upper bounds of the blocks-per-transfer histogram.

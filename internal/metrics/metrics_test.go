@@ -25,7 +25,7 @@ func TestHistBuckets(t *testing.T) {
 		t.Fatalf("count %d, want 6 (NaN dropped)", h.Count)
 	}
 	cum := h.Cumulative()
-	for bound, want := range map[float64]uint64{0.001: 2, 0.0025: 3, 0.25: 3, 0.5: 4, 30: 4, 60: 5} {
+	for bound, want := range map[float64]uint64{0.001: 2, 0.0025: 3, 0.25: 3, 0.3: 4, 0.5: 4, 30: 4, 45: 5, 60: 5} {
 		if cum[bound] != want {
 			t.Errorf("<= %v: %d, want %d", bound, cum[bound], want)
 		}
@@ -35,7 +35,7 @@ func TestHistBuckets(t *testing.T) {
 	}
 	c := h.Clone()
 	c.Observe(1)
-	if h.Count != 6 || h.Counts[9] != 0 {
+	if h.Count != 6 || h.Counts[12] != 0 {
 		t.Fatal("Clone shares its counts")
 	}
 }
