@@ -16,15 +16,18 @@ import (
 	"github.com/kvp2p/kvp2p/internal/metrics"
 )
 
-// chromium finds Debian's headless browser; the page test skips without
-// one (.ci/run installs it).
+// chromium finds Debian's headless browser. Without one the page test
+// skips, unless KVP2P_REQUIRE_CHROMIUM is set (CI): then it fails.
 func chromium(t *testing.T) string {
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
 		if p, err := exec.LookPath(name); err == nil {
 			return p
 		}
 	}
-	t.Skip("no chromium on PATH (apt-get install chromium)")
+	if os.Getenv("KVP2P_REQUIRE_CHROMIUM") != "" {
+		t.Fatal("KVP2P_REQUIRE_CHROMIUM is set and no chromium is on PATH (apt-get install chromium)")
+	}
+	t.Skip("no chromium on PATH (apt-get install chromium; CI sets KVP2P_REQUIRE_CHROMIUM=1)")
 	return ""
 }
 
