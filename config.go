@@ -40,6 +40,12 @@ type Config struct {
 	// Engine makes the node an engine's sidecar (engine_config.go).
 	Engine EngineConfig `yaml:"engine"`
 
+	// MetricsAddr is where `kvp2p serve` serves /metrics, /status.json,
+	// the status page (/), /healthz and /readyz, e.g. 127.0.0.1:9464.
+	// Empty: off. The library itself opens no listener for it (see
+	// Node.Status).
+	MetricsAddr string `yaml:"metrics_addr"`
+
 	// Dial maps a peer id to the address to dial; default: the peer id.
 	// The demo uses it to run "hosts" on 127.0.0.1.
 	Dial func(peerID string) string `yaml:"-"`

@@ -108,6 +108,7 @@ func (n *Node) handle(ev event) {
 			n.holdHello(now, c, h)
 			return
 		}
+		n.obs.received(now, ev.id, ev.msg)
 		n.tb.Receive(now, ev.id, ev.msg)
 	case evCtlLost:
 		if c := n.conns[ev.id]; c != nil && !c.closing {
@@ -184,6 +185,7 @@ func (n *Node) dataEvent(now time.Time, ev evData) {
 	if c == nil {
 		return
 	}
+	n.obs.data(now, ev.id, ev.ev)
 	switch e := ev.ev.(type) {
 	case datapath.SendEnd:
 		n.tb.SendEnd(now, ev.id, e.Job, e.OK, e.Bytes)
@@ -261,6 +263,7 @@ func (n *Node) perform() {
 }
 
 func (n *Node) act(a loads.Action) {
+	n.obs.action(time.Now(), a, a.Kind == loads.ActClose && n.tb.ClosedByPolicy(a.Conn))
 	switch a.Kind {
 	case loads.ActDial:
 		n.conns[a.Conn] = &ctlConn{id: a.Conn, key: attachKey{peer: a.Peer}}

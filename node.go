@@ -35,7 +35,8 @@ type Node struct {
 	tb     *loads.Table
 	dpCfg  datapath.Config
 	lim    wire.Limits
-	eng    *engine // a sidecar's engine state (EngineConfig); nil otherwise
+	eng    *engine   // a sidecar's engine state (EngineConfig); nil otherwise
+	obs    *observer // counts for metrics and status; owned by the loop
 
 	events   chan event
 	calls    chan func()
@@ -125,6 +126,8 @@ func NewNode(cfg Config) (*Node, error) {
 	if eng != nil {
 		lc.ExternalSlots, lc.Resolver = true, eng
 	}
+	obs := newObserver(time.Now())
+	lc.Observer = obs
 	tb, err := loads.New(lc, st)
 	if err != nil {
 		return nil, err
@@ -147,7 +150,7 @@ func NewNode(cfg Config) (*Node, error) {
 		stopReq: make(chan struct{}), quit: make(chan struct{}), done: make(chan struct{}),
 		conns: map[loads.ConnID]*ctlConn{}, heldHellos: map[attachKey]loads.ConnID{},
 		pendingData: map[attachKey]pendingData{}, open: map[uint64]JobResult{},
-		eng: eng,
+		eng: eng, obs: obs,
 	}
 	if eng != nil {
 		eng.srv = engineapi.New(engineBackend{n}, engineapi.Options{Log: n.log})

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kvp2p/kvp2p"
 	"github.com/kvp2p/kvp2p/internal/health"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 )
@@ -50,6 +51,7 @@ type demoOpts struct {
 	partAt     time.Duration
 	blocks     int
 	blockBytes int
+	statusAddr string // serve each run's consumer status here (policy i: port + i)
 }
 
 // defaultDemoScenario is the built-in demo as a scenario: a src-b/0 crash,
@@ -82,6 +84,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.DurationVar(&o.run, "duration", 14*time.Second, "built-in demo: workload length")
 	fs.DurationVar(&o.settle, "settle", 32*time.Second, "built-in demo: time after the workload for requests to resolve")
 	fs.IntVar(&o.blocks, "blocks", 4, "built-in demo: blocks per request")
+	fs.StringVar(&o.statusAddr, "metrics-addr", "", "serve each policy's first consumer's /metrics, status page and /status.json on `host:port` (policy i on port + i) while it runs")
 	if err := parseRunArgs(fs, args); err != nil {
 		return err
 	}
@@ -196,8 +199,20 @@ func runDemoPolicies(ctx context.Context, sc *scenario.Scenario, policies []stri
 	errs := make([]error, len(policies))
 	var mu sync.Mutex
 	live := map[string]*demoRun{}
+	consumer := map[string]*kvp2p.Node{} // each run's first consumer, for --metrics-addr
 	track := func(p string) func(*demoRun) {
-		return func(r *demoRun) { mu.Lock(); live[p] = r; mu.Unlock() }
+		return func(r *demoRun) { mu.Lock(); live[p] = r; consumer[p] = r.f.cons[0].node; mu.Unlock() }
+	}
+	if o.statusAddr != "" {
+		stop, err := startDemoStatus(o.statusAddr, policies, func(p string) *kvp2p.Node {
+			mu.Lock()
+			defer mu.Unlock()
+			return consumer[p]
+		}, stdout)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
 	}
 	done := make(chan struct{})
 	var pw sync.WaitGroup

@@ -67,6 +67,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 		{"policy", "policy", "failure `policy`: per-peer or host-group (config policy)"},
 		{"engine-socket", "engine.socket", "engine API Unix socket `path`: makes the node an engine's sidecar (config engine.socket)"},
 		{"region-dir", "engine.region_dir", "`directory` engine region files must be in (config engine.region_dir; default /dev/shm)"},
+		{"metrics-addr", "metrics_addr", "`host:port` for /metrics, the status page and probes, e.g. 127.0.0.1:9464 (config metrics_addr; default off)"},
 	} {
 		fs.Var(settingFlag{name: f.name, path: f.path, list: &o.sets}, f.name, f.usage)
 	}
@@ -149,6 +150,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	closeEngine, err := startEngineAPI(cfg, node, log)
 	defer closeEngine()
+	if err != nil {
+		return err
+	}
+	// The status server outlives the node's drain: probes see it not ready.
+	closeMetrics, err := startMetrics(cfg, node, log)
+	defer closeMetrics()
 	if err != nil {
 		return err
 	}

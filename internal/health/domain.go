@@ -25,6 +25,7 @@ type domainPolicy struct {
 	seq     uint64
 	probes  map[uint64]string // outstanding probe seq -> peer
 	out     []Decision
+	stats   Stats // for View
 }
 
 type peerHealth struct {
@@ -292,6 +293,7 @@ func (d *domainPolicy) eject(now time.Time, ph *peerHealth, dh *domainHealth) {
 	ph.ejections++
 	ph.halfOpen = false
 	dh.ejected++
+	d.stats.Ejections++
 	d.note(ph, fmt.Sprintf("ejected for %v: %d sessions in a row failed loads", dur, ph.faults))
 }
 
@@ -412,6 +414,7 @@ func (d *domainPolicy) Tick(now time.Time) {
 	for _, ph := range late {
 		round := ph.probeRound
 		d.endProbe(ph)
+		d.stats.ProbesFailed++
 		if round {
 			// A sibling of the faulted rank is dead too: the domain stays
 			// suspect, and new sessions into it prove their data path.
@@ -423,6 +426,7 @@ func (d *domainPolicy) Tick(now time.Time) {
 			ph.halfOpen = false
 			ph.ejectedUntil = now.Add(d.ejectionFor(ph.ejections))
 			ph.ejections++
+			d.stats.Ejections++
 		}
 		d.out = append(d.out, Decision{Kind: DecideClose, Peer: ph.peer.ID, Cause: CauseProgressStall})
 	}

@@ -171,6 +171,7 @@ type hostGroup struct {
 	quarantine time.Duration
 	until      map[string]time.Time       // host -> end of quarantine
 	hosts      map[string]map[string]Peer // host -> live sessions
+	stats      Stats                      // for View
 }
 
 func (*hostGroup) Name() string { return HostGroup }
@@ -186,6 +187,7 @@ func (h *hostGroup) SessionUp(_ time.Time, p Peer) {
 func (h *hostGroup) SessionEnded(now time.Time, p Peer, _ End) []Peer {
 	host := HostOf(p.ID)
 	h.until[host] = now.Add(h.quarantine)
+	h.stats.Ejections++
 	delete(h.hosts[host], p.ID)
 	var out []Peer
 	for _, q := range h.hosts[host] {

@@ -46,6 +46,7 @@ type job struct {
 	slots []store.Slot
 	conn  ConnID
 	keys  []wire.Key
+	at    time.Time // submitted; zero for a job that failed at submission
 }
 
 type unboundBatch struct {
@@ -316,7 +317,7 @@ func (t *Table) loadDone(now time.Time, c *conn, r session.LoadResult) {
 	} else {
 		t.markFailed(j.kvID)
 	}
-	t.results = append(t.results, JobResult{Job: r.Job, Kind: JobLoad, ReqID: j.req, OK: r.OK, Bytes: r.Bytes, Reason: r.Reason})
+	t.publish(JobResult{Job: r.Job, Kind: JobLoad, ReqID: j.req, OK: r.OK, Bytes: r.Bytes, Reason: r.Reason}, j.at)
 }
 
 // release frees a failed load's destination slots: both writers stopped.
@@ -353,7 +354,7 @@ func (t *Table) storeDone(r session.StoreResult) {
 			t.log.Error("unpin of a store job's slot failed", "job_id", j.id, "err", err)
 		}
 	}
-	t.results = append(t.results, JobResult{Job: r.Job, Kind: JobStore, ReqID: j.req, OK: r.OK})
+	t.publish(JobResult{Job: r.Job, Kind: JobStore, ReqID: j.req, OK: r.OK}, j.at)
 }
 
 // bind ties a producer request id to the session its first fetch came on
