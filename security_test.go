@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,6 +29,20 @@ type spoofer struct {
 	ready     chan struct{} // the target acknowledged our Hello
 	ended     chan struct{} // the control connection ended
 	fetches   atomic.Int32  // fetches served with forged blocks
+	answers   atomic.Int32  // lookup answers received
+	mu        sync.Mutex    // one writer at a time
+}
+
+// send writes m on the control connection (or data, for data frames).
+func (s *spoofer) send(nc net.Conn, m wire.Message) {
+	b, err := wire.Append(nil, m)
+	if err != nil {
+		panic(err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_ = nc.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	nc.Write(b) // a refused connection shows on the reader's side
 }
 
 func startSpoofer(t *testing.T, target, claim string, tc *tls.Config) *spoofer {
@@ -46,14 +61,7 @@ func startSpoofer(t *testing.T, target, claim string, tc *tls.Config) *spoofer {
 	const inc = 0xBAD
 	s := &spoofer{ready: make(chan struct{}), ended: make(chan struct{})}
 	s.ctl, s.data = dial(), dial()
-	send := func(nc net.Conn, m wire.Message) {
-		b, err := wire.Append(nil, m)
-		if err != nil {
-			panic(err)
-		}
-		_ = nc.SetWriteDeadline(time.Now().Add(5 * time.Second))
-		nc.Write(b) // a refused connection shows on the reader's side
-	}
+	send := s.send
 	go func() {
 		defer close(s.ended)
 		send(s.ctl, &wire.Hello{Version: wire.Version, PeerID: claim, Incarnation: inc, BlockBytes: testBlock,
@@ -72,6 +80,8 @@ func startSpoofer(t *testing.T, target, claim string, tc *tls.Config) *spoofer {
 				close(s.ready)
 			case *wire.Ping:
 				send(s.ctl, &wire.Pong{Seq: m.Seq})
+			case *wire.LookupResp:
+				s.answers.Add(1)
 			case *wire.Fetch:
 				if len(m.Keys) == 0 {
 					continue
@@ -84,7 +94,9 @@ func startSpoofer(t *testing.T, target, claim string, tc *tls.Config) *spoofer {
 				}
 				n := uint64(len(m.Keys) * testBlock)
 				out, _ = wire.Append(out, &wire.Done{Job: m.Job, Bytes: n})
+				s.mu.Lock()
 				s.data.Write(out)
+				s.mu.Unlock()
 				send(s.ctl, &wire.TransferDone{ReqID: m.ReqID, Round: m.Round, Job: m.Job, Success: true, Bytes: n})
 				s.fetches.Add(1)
 			}
@@ -204,5 +216,42 @@ func TestSpoofedHelloForgesBlocks(t *testing.T) {
 			}
 			c.m.RequestFinished("d1")
 		})
+	}
+}
+
+// TestPinStormSparesTheEngine is finding 5: a peer's lookups naming every
+// key, each for a new round, pinned the whole store and the engine's own
+// writes failed. Peers may pin at most half the store; the engine's
+// writes succeed during the storm.
+func TestPinStormSparesTheEngine(t *testing.T) {
+	p := startTN(t, nodeOpt{mut: func(c *Config) { c.Slots = 16 }})
+	ks := keysOf("storm", 16)
+	for _, k := range ks {
+		if err := p.m.PutBlock(k, testBytes(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sp := startSpoofer(t, p.PeerID(), "127.0.0.1:1", nil)
+	select {
+	case <-sp.ready:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no session")
+	}
+	const rounds = 8
+	for i := range rounds {
+		sp.send(sp.ctl, &wire.Lookup{ReqID: fmt.Sprintf("storm-%d", i), Round: 1, Keys: ks})
+	}
+	waitFor(t, func() bool { return sp.answers.Load() == rounds })
+	st, err := p.m.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Pinned > 8 {
+		t.Fatalf("peers pinned %d of 16 slots, want at most half", st.Pinned)
+	}
+	for i, k := range keysOf("engine", 8) {
+		if err := p.m.PutBlock(k, testBytes(k)); err != nil {
+			t.Fatalf("the engine's write %d failed during a pin storm: %v", i, err)
+		}
 	}
 }
