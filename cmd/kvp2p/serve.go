@@ -10,7 +10,9 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/kvp2p/kvp2p"
@@ -164,14 +166,28 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	log.Info("serving", "peer_id", cfg.PeerID, "addr", ln.Addr().String(),
 		"failure_domain", cfg.FailureDomain, "policy", cmp.Or(cfg.Policy, kvp2p.DefaultPolicy))
 
-	select {
-	case err := <-served:
-		// The node stopped without being asked to.
-		if err == nil {
-			err = errors.New("node stopped unexpectedly")
+	// SIGHUP reloads the TLS files (they are also reloaded when they change).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+wait:
+	for {
+		select {
+		case err := <-served:
+			// The node stopped without being asked to.
+			if err == nil {
+				err = errors.New("node stopped unexpectedly")
+			}
+			return err
+		case <-hup:
+			if err := node.ReloadTLS(); err != nil {
+				log.Error("tls reload failed, keeping the old certificate", "err", err)
+			} else {
+				log.Info("tls reloaded")
+			}
+		case <-ctx.Done():
+			break wait
 		}
-		return err
-	case <-ctx.Done():
 	}
 
 	// A drain longer than our bound would always be cut short; give it room.

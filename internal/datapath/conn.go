@@ -243,7 +243,11 @@ func StartWithReader(nc net.Conn, rd *wire.Reader, cfg Config, mem Memory, emit 
 	if rd == nil {
 		rd = wire.NewReader(nc, cfg.Limits)
 	}
-	if tc, ok := nc.(*net.TCPConn); ok && cfg.UserTimeout > 0 {
+	raw := nc
+	if u, ok := nc.(interface{ NetConn() net.Conn }); ok {
+		raw = u.NetConn() // a *tls.Conn: the socket under it
+	}
+	if tc, ok := raw.(*net.TCPConn); ok && cfg.UserTimeout > 0 {
 		// Best effort: a socket that refuses it still works, it just
 		// detects a dead peer later (read timeout and keepalives still do).
 		_ = setUserTimeout(tc, cfg.UserTimeout)

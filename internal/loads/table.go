@@ -82,6 +82,7 @@ type Table struct {
 	finished map[string]bool      // producer requests finished before they were bound
 	reaped   map[string]time.Time // unbound ids reaped: a late fetch is refused at once
 	filling  map[wire.Key]int     // keys being loaded here (a lookup for them waits)
+	peerPins int                  // pins held for peers' lookups (blocksView)
 
 	results []JobResult
 	actions []Action
@@ -118,8 +119,27 @@ func New(cfg Config, st *store.Store) (*Table, error) {
 // blocksView is the producer's view of the store for sessions.
 type blocksView struct{ t *Table }
 
-func (b blocksView) PinKey(k wire.Key) (store.Slot, bool) { return b.t.store.PinKey(k) }
-func (b blocksView) Unpin(s store.Slot) error             { return b.t.store.Unpin(s) }
+// PinKey pins for a peer's lookup, within the peers' share of the store
+// (half of it): over it the key is a miss, so that peers can never pin
+// what the local engine needs to write.
+func (b blocksView) PinKey(k wire.Key) (store.Slot, bool) {
+	if b.t.peerPins >= b.t.store.NumSlots()/2 {
+		return 0, false
+	}
+	sl, ok := b.t.store.PinKey(k)
+	if ok {
+		b.t.peerPins++
+	}
+	return sl, ok
+}
+
+func (b blocksView) Unpin(s store.Slot) error {
+	err := b.t.store.Unpin(s)
+	if err == nil {
+		b.t.peerPins--
+	}
+	return err
+}
 func (b blocksView) Pending(k wire.Key) bool {
 	if b.t.filling[k] > 0 {
 		return true
