@@ -35,7 +35,7 @@ type fleetOpts struct {
 
 // fleetPoint is one offered rate's outcome.
 type fleetPoint struct {
-	Rate       float64 `json:"rate"`        // requests per second offered
+	Rate       float64 `json:"rate"` // requests per second offered
 	OfferedMBs float64 `json:"offered_mb_s"`
 	DoneMBs    float64 `json:"delivered_mb_s"`
 	Hits       int     `json:"hits"`
