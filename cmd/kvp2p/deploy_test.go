@@ -76,8 +76,8 @@ func decodeStrict(t *testing.T, path string) []any {
 	}
 }
 
-// fleet is what deploy/kubernetes holds, decoded.
-type fleet struct {
+// k8sFleet is what deploy/kubernetes holds, decoded.
+type k8sFleet struct {
 	files []string
 	cm    *k8sConfigMap
 	dep   *k8sDeployment
@@ -86,9 +86,9 @@ type fleet struct {
 	kust  *k8sKustomization
 }
 
-func loadFleet(t *testing.T) fleet {
+func loadFleet(t *testing.T) k8sFleet {
 	t.Helper()
-	var f fleet
+	var f k8sFleet
 	paths, err := filepath.Glob(filepath.Join(deployDir, "*.yaml"))
 	if err != nil || len(paths) == 0 {
 		t.Fatalf("no manifests in %s: %v", deployDir, err)
