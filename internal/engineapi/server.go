@@ -179,7 +179,11 @@ func (s *Server) Attach(st pb.Engine_AttachServer) error {
 	defer silent.Stop()
 	var seq uint64
 	for {
-		for _, m := range q.take() {
+		msgs, err := q.take()
+		if err != nil {
+			return err
+		}
+		for _, m := range msgs {
 			if err := st.Send(m); err != nil {
 				return err
 			}
@@ -228,12 +232,17 @@ func recvWithin(st pb.Engine_AttachServer, d time.Duration) (*pb.EngineMessage, 
 	}
 }
 
+// maxQueued bounds the messages waiting for an engine that does not read
+// its stream; beyond it the engine is treated as gone.
+const maxQueued = 1 << 14
+
 // queue is an Outbox: a mutex-protected slice and a wake channel; the lock
 // is never held while sending.
 type queue struct {
-	mu   sync.Mutex
-	msgs []*pb.SidecarMessage
-	wake chan struct{}
+	mu       sync.Mutex
+	msgs     []*pb.SidecarMessage
+	overflow bool
+	wake     chan struct{}
 }
 
 func newQueue() *queue { return &queue{wake: make(chan struct{}, 1)} }
@@ -242,7 +251,11 @@ func (q *queue) Post(m *pb.SidecarMessage) { q.post(m) }
 
 func (q *queue) post(m *pb.SidecarMessage) {
 	q.mu.Lock()
-	q.msgs = append(q.msgs, m)
+	if len(q.msgs) < maxQueued {
+		q.msgs = append(q.msgs, m)
+	} else {
+		q.overflow = true
+	}
 	q.mu.Unlock()
 	select {
 	case q.wake <- struct{}{}:
@@ -250,10 +263,14 @@ func (q *queue) post(m *pb.SidecarMessage) {
 	}
 }
 
-func (q *queue) take() []*pb.SidecarMessage {
+// take returns the queued messages, or an error if some were dropped.
+func (q *queue) take() ([]*pb.SidecarMessage, error) {
 	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.overflow {
+		return nil, status.Errorf(codes.ResourceExhausted, "engine does not read its stream: %d messages queued", maxQueued)
+	}
 	m := q.msgs
 	q.msgs = nil
-	q.mu.Unlock()
-	return m
+	return m, nil
 }
