@@ -72,6 +72,11 @@ _LOST = -1  # registered with a sidecar since lost: fall back for good
 class _Req:
     roles: Roles
     gen: int  # the client generation it is registered under, or _PREEMPTED / _LOST
+    # PD decode side: the sidecar answered HIT once, so its session to the
+    # prefiller is up and every further key is a HIT at once, as in vLLM.
+    # Until then lookups ask the sidecar, which answers RETRY while it
+    # connects: kvp2p never queues a load behind a handshake.
+    pd_ready: bool = False
 
 
 @dataclass(slots=True)
@@ -165,7 +170,7 @@ class TierCore:
                 return Verdict.MISS
             if not self._register(req_id, r):
                 return Verdict.MISS
-            if r.roles.source.pd:
+            if r.pd_ready:
                 return Verdict.HIT  # PD decode side: every block is at the prefiller
             v = self._verdicts.get(req_id, {}).get(k16)
             if v is not None:
@@ -368,7 +373,10 @@ class TierCore:
                     continue
                 open_ = self._asking.get(a.req_id)
                 got = self._verdicts.setdefault(a.req_id, {})
+                r = self._reqs[a.req_id]
                 for k, v in zip(keys, a.verdicts):
+                    if v == pb.VERDICT_HIT and r.roles.source is not None and r.roles.source.pd:
+                        r.pd_ready = True
                     if v in (pb.VERDICT_HIT, pb.VERDICT_MISS):
                         got[k] = Verdict(v)
                         if open_ is not None:
