@@ -40,13 +40,19 @@ class Sidecar:
     dir: str = field(default_factory=lambda: tempfile.mkdtemp(prefix="kvp2p-py-"))
     port: int = field(default_factory=free_port)
     extra: list[str] = field(default_factory=list)
+    # Where the engine's region lives. Default: the temporary directory,
+    # where the region file is created here; otherwise (e.g. /dev/shm for
+    # vLLM's own region) the engine creates it.
+    region_dir: str | None = None
     proc: subprocess.Popen[bytes] | None = None
 
     def __post_init__(self) -> None:
-        self.region_path = os.path.join(self.dir, f"vllm_offload_{self.name}.mmap")
+        own = self.region_dir is None
+        self.region_dir = self.region_dir or self.dir
+        self.region_path = os.path.join(self.region_dir, f"vllm_offload_{self.name}.mmap")
         self.socket = os.path.join(self.dir, "engine.sock")
         self.log_path = os.path.join(self.dir, "sidecar.log")
-        if not os.path.exists(self.region_path):
+        if own and not os.path.exists(self.region_path):
             Region(self.region_path, self.num_chunks, self.row_stride, create=True).close()
 
     @property
@@ -55,7 +61,7 @@ class Sidecar:
 
     def start(self, wait: float = 10.0) -> "Sidecar":
         args = [kvp2p_binary(), "serve", "--peer-id", f"127.0.0.1:{self.port}",
-                "--engine-socket", self.socket, "--region-dir", self.dir,
+                "--engine-socket", self.socket, "--region-dir", self.region_dir,
                 "--set", f"slots={self.num_chunks}", "--set", f"block_bytes={self.row_stride}",
                 "--set", f"chunk_bytes={min(self.row_stride, 262144)}", *self.extra]
         logf = open(self.log_path, "ab")
