@@ -228,3 +228,36 @@ def test_mismatched_region_is_refused(sidecars: Make) -> None:
         assert not e.job(1).success  # type: ignore[union-attr]
     finally:
         e.close()
+
+
+def test_preempted_request_registers_again(sidecars: Make, engines: Callable[..., FakeEngine]) -> None:
+    sa, sb = sidecars("A"), sidecars("B")
+    a, b = engines(sa), engines(sb)
+    want = a.put(7, chunk=3)
+    b.core.new_request("r", kv_source(sa, "kv-p"))
+    b.verdicts("r", [7])
+    b.until(lambda: b.verdicts("r", [7]) == [Verdict.HIT], peers=(a,))
+    b.core.schedule_end(preempted=["r"])  # the sidecar forgets it
+    b.step()
+    # Scheduled again: the plugin registers it anew and asks again.
+    assert b.verdicts("r", [7]) == [Verdict.RETRY]
+    b.until(lambda: b.verdicts("r", [7]) == [Verdict.HIT], peers=(a,))
+    b.core.submit_load(1, "r", [key(7)], [9])
+    b.until(lambda: b.job(1) is not None, peers=(a,))
+    assert b.job(1).success and b.region.read(9) == want  # type: ignore[union-attr]
+
+
+def test_refused_step_fails_its_jobs_only(sidecars: Make, engines: Callable[..., FakeEngine]) -> None:
+    sa, sb = sidecars("A"), sidecars("B", num_chunks=8)
+    a, b = engines(sa), engines(sb)
+    a.put(1, chunk=0)
+    b.core.new_request("r", kv_source(sa, "kv-r"))
+    b.verdicts("r", [1])
+    b.until(lambda: b.verdicts("r", [1]) == [Verdict.HIT], peers=(a,))
+    reg = b.core.client.registration
+    b.core.submit_load(1, "r", [key(1)], [8])  # chunk 8 of 8: out of range
+    b.until(lambda: b.job(1) is not None, peers=(a,))
+    assert not b.job(1).success  # type: ignore[union-attr]
+    assert "INVALID_ARGUMENT" in b.job(1).reason  # type: ignore[union-attr]
+    assert b.verdicts("r", [1]) == [Verdict.MISS]  # the request falls back
+    assert b.core.client.registration == reg  # and the engine stays attached

@@ -13,6 +13,9 @@ import pytest
 
 from kvp2p.testing import Sidecar
 
+if os.environ.get("KVP2P_VLLM") == "0":
+    pytest.skip("KVP2P_VLLM=0: the vLLM tests are off (scripts/test-python.sh without it installs "
+                "vllm==0.33.0 and runs them)", allow_module_level=True)
 if importlib.util.find_spec("vllm") is None:
     pytest.skip("vLLM is not installed in this environment (scripts/pyenv.sh --vllm installs "
                 "vllm==0.33.0; scripts/test-python.sh does unless KVP2P_VLLM=0)", allow_module_level=True)
