@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from fake_engine import FakeEngine, block, key
+from kvp2p.fake_engine import FakeEngine, block, key
 from kvp2p.testing import Sidecar
 from kvp2p.tier import Kind, Verdict
 

@@ -1,4 +1,4 @@
-"""An engine in miniature for the tests that do not need vLLM: a region, a
+"""An engine in miniature for the tests and benchmarks that do not need vLLM: a region, a
 table of which chunk holds which key, and a TierCore driven step by step."""
 
 from __future__ import annotations
