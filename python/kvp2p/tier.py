@@ -64,6 +64,10 @@ class Done:
     reason: str = ""
 
 
+# Items (requests, batches, jobs, ids) in one Step: well under the
+# sidecar's limit (16384 by default; Registered does not state it).
+_MAX_ITEMS = 4096
+
 _PREEMPTED = -2  # registered before, forgotten by the sidecar: register again on use
 _LOST = -1  # registered with a sidecar since lost: fall back for good
 
@@ -344,23 +348,63 @@ class TierCore:
     # -- worker -------------------------------------------------------------
 
     def _take(self) -> tuple[pb.StepRequest, int, dict[str, list[bytes]]] | None:
+        """The next Step: the queued work, within the sidecar's limits (what
+        does not fit waits for the next Step, in order)."""
         with self._mu:
             out = self._out
-            asked = {rid: list(keys) for rid, keys in self._asking.items() if keys}
-            if out.empty() and not asked and not self._jobs:
+            if out.empty() and not self._asking and not self._jobs:
                 return None
-            self._out = _Out()
-            for j in out.loads:
-                self._jobs[j.job_id].sent = True
-            for j in out.stores:
-                self._jobs[j.job_id].sent = True
+            reg = self.client.registered
+            keys_left = (reg.max_keys_per_step if reg and reg.max_keys_per_step else 65536)
+            jobs_left = (reg.max_jobs_in_flight if reg and reg.max_jobs_in_flight else 4096)
+            jobs_left -= sum(1 for j in self._jobs.values() if j.sent)
+            items_left = _MAX_ITEMS
+            rest = _Out()
+            send = _Out(end_step=out.end_step)
+            n = min(len(out.new_requests), items_left)
+            send.new_requests, rest.new_requests = out.new_requests[:n], out.new_requests[n:]
+            items_left -= n
+            for what in ("loads", "stores"):
+                src: list[pb.Job] = getattr(out, what)
+                budget = reg.max_keys_per_step if reg and reg.max_keys_per_step else 65536
+                for j in [j for j in src if len(j.keys) > budget]:
+                    self._fail_job(j.job_id, f"{len(j.keys)} keys in one job, the sidecar takes {budget} a step")
+                src = [j for j in src if len(j.keys) <= budget]
+                i = 0
+                while (i < len(src) and not rest.new_requests and len(src[i].keys) <= keys_left
+                       and items_left > 0 and jobs_left > 0):
+                    keys_left -= len(src[i].keys)
+                    items_left -= 1
+                    jobs_left -= 1
+                    self._jobs[src[i].job_id].sent = True
+                    i += 1
+                getattr(send, what).extend(src[:i])
+                getattr(rest, what).extend(src[i:])
+            if rest.new_requests or rest.loads or rest.stores:
+                # A finish or preemption must not overtake its request's jobs.
+                rest.finished, rest.preempted, rest.end_step = out.finished, out.preempted, out.end_step
+            else:
+                send.finished, send.preempted = out.finished, out.preempted
+            asked: dict[str, list[bytes]] = {}
+            for rid, ks in self._asking.items():
+                if not ks or items_left <= 0 or keys_left <= 0:
+                    continue
+                r = self._reqs.get(rid)
+                if r is None or r.gen != self._gen or any(nr.req_id == rid for nr in rest.new_requests):
+                    continue
+                asked[rid] = list(ks)[:keys_left]
+                keys_left -= len(asked[rid])
+                items_left -= 1
+            self._out = rest
             gen = self._gen
         req = pb.StepRequest(
-            new_requests=out.new_requests,
+            new_requests=send.new_requests,
             lookups=[pb.LookupBatch(req_id=rid, keys=keys) for rid, keys in asked.items()],
-            loads=out.loads, stores=out.stores, finished=out.finished, preempted=out.preempted,
-            end_step=out.end_step,
+            loads=send.loads, stores=send.stores, finished=send.finished, preempted=send.preempted,
+            end_step=send.end_step,
         )
+        if not rest.empty():
+            self._wake.set()  # the rest goes at once
         return req, gen, asked
 
     def _apply(self, resp: pb.StepResponse, gen: int, asked: dict[str, list[bytes]]) -> None:

@@ -261,3 +261,22 @@ def test_refused_step_fails_its_jobs_only(sidecars: Make, engines: Callable[...,
     assert "INVALID_ARGUMENT" in b.job(1).reason  # type: ignore[union-attr]
     assert b.verdicts("r", [1]) == [Verdict.MISS]  # the request falls back
     assert b.core.client.registration == reg  # and the engine stays attached
+
+
+def test_jobs_beyond_the_sidecars_limit_wait_their_turn(sidecars: Make, engines: Callable[..., FakeEngine]) -> None:
+    sp, sd = sidecars("P"), sidecars("D", extra=["--set", "engine.max_jobs=2"])
+    p, d = engines(sp), engines(sd)
+    seeds = list(range(1, 6))
+    for i in seeds:
+        d.core.new_request(f"d{i}", prefiller(sp, f"kv-{i}"))
+        pd_ready(d, f"d{i}", i)
+    for i in seeds:  # five loads in one step; the sidecar takes two at a time
+        d.core.submit_load(i, f"d{i}", [key(i)], [10 + i])
+    d.step()
+    want = [p.put(s, s) for s in seeds]
+    for i in seeds:
+        p.core.new_request(f"p{i}", decoder(f"kv-{i}"))
+        p.core.submit_store(50 + i, f"p{i}", [key(i)], [i])
+    d.until(lambda: all(d.job(i) is not None for i in seeds), peers=(p,))
+    assert all(d.job(i).success for i in seeds), d.done  # type: ignore[union-attr]
+    assert [d.region.read(10 + i) for i in seeds] == want
