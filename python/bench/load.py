@@ -68,6 +68,7 @@ def main() -> None:
     ap.add_argument("--blocks", type=int, default=256)
     ap.add_argument("--block-bytes", type=int, default=262144)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--poll", type=float, default=0.002, help="the plugin's poll interval while a load is open (s)")
     args = ap.parse_args()
     n, size = args.blocks, args.block_bytes
     tag = f"kvp2p-loadbench-{os.getpid()}"
@@ -78,7 +79,7 @@ def main() -> None:
             path = f"/dev/shm/vllm_offload_{tag}-{who}.mmap"
             Region(path, 2 * n, size, create=True).close()
             scs.append(Sidecar(f"{tag}-{who}", 2 * n, size, region_dir="/dev/shm").start())
-        a, b = FakeEngine(scs[0]), FakeEngine(scs[1])
+        a, b = FakeEngine(scs[0]), FakeEngine(scs[1], poll_interval=args.poll)
         engines = [a, b]
         a.wait_attached()
         b.wait_attached()
@@ -89,7 +90,7 @@ def main() -> None:
         mib = n * size / (1 << 20)
         kv_t: list[float] = []
         raw_t: list[float] = []
-        for r in range(args.rounds):
+        for r in range(args.rounds + 1):  # round 0 warms up (sessions, page faults) and is not counted
             req = f"bench-{r}"
             b.core.new_request(req, {"remote_kv_source": {"remote_host": "127.0.0.1", "remote_port": scs[0].port,
                                                           "kv_request_id": f"kv-{r}"}})
@@ -110,8 +111,10 @@ def main() -> None:
             assert d is not None and d.success, d
             assert b.region.read(into[-1]) == a.region.read(n - 1)
             b.core.request_finished(req)
-            kv_t.append(dt)
-            raw_t.append(raw_tcp(a.region, b.region, seeds, into))
+            raw_dt = raw_tcp(a.region, b.region, seeds, into)
+            if r > 0:
+                kv_t.append(dt)
+                raw_t.append(raw_dt)
             a.until(lambda: not a.pinned, peers=(b,), timeout=10)
         kv, raw = statistics.median(kv_t), statistics.median(raw_t)
         print(f"{n} blocks of {size} bytes ({mib:.0f} MiB), {args.rounds} rounds, medians:")
