@@ -1,1 +1,0 @@
-"""kvp2p: Python client of the kvp2p engine API and vLLM tier plugin."""
