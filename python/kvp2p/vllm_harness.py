@@ -204,9 +204,20 @@ class _Engine:
         self.mgr.shutdown()
 
 
-def serve(conn: Connection, engine_id: str, socket: str, num_chunks: int, row_stride: int) -> None:
-    """The child process: build the engine, then answer commands."""
-    eng = _Engine(engine_id, socket, num_chunks, row_stride)
+def serve(conn: Connection, kind: str, engine_id: str, socket: str, num_chunks: int, row_stride: int) -> None:
+    """The child process: build the engine, then answer commands.
+
+    kind "manager": the tiering manager driven by replayed scheduler calls
+    (_Engine); kind "scheduler": vLLM's whole v1 Scheduler with its
+    OffloadingConnector (kvp2p.vllm_scheduler; row_stride is the model's).
+    """
+    eng: Any
+    if kind == "scheduler":
+        from kvp2p.vllm_scheduler import SchedulerEngine
+
+        eng = SchedulerEngine(engine_id, socket, num_chunks)
+    else:
+        eng = _Engine(engine_id, socket, num_chunks, row_stride)
     conn.send(("ready", eng.info()))
     try:
         while True:
@@ -236,10 +247,10 @@ class EngineProc:
 
     @classmethod
     def start(cls, engine_id: str, socket: str, num_chunks: int, row_stride: int,
-              timeout: float = 120.0) -> "EngineProc":
+              timeout: float = 120.0, kind: str = "manager") -> "EngineProc":
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe()
-        p = ctx.Process(target=serve, args=(child, engine_id, socket, num_chunks, row_stride), daemon=True)
+        p = ctx.Process(target=serve, args=(child, kind, engine_id, socket, num_chunks, row_stride), daemon=True)
         p.start()
         if not parent.poll(timeout):
             p.kill()
@@ -249,7 +260,14 @@ class EngineProc:
         return cls(engine_id, p, parent, info)
 
     def call(self, cmd: str, *args: Any, timeout: float = 60.0) -> Any:
+        self.send(cmd, *args)
+        return self.result(cmd, timeout)
+
+    def send(self, cmd: str, *args: Any) -> None:
+        """Starts a command; result() collects its answer."""
         self.conn.send((cmd, args))
+
+    def result(self, cmd: str = "", timeout: float = 60.0) -> Any:
         if not self.conn.poll(timeout):
             raise TimeoutError(f"engine {self.engine_id}: {cmd} took over {timeout}s")
         kind, val = self.conn.recv()
