@@ -1,6 +1,7 @@
 """Two engines' worth of the vLLM plugin against two sidecars, on loopback.
 
     .venv/bin/python -m kvp2p.demo            # vLLM's real tiering manager (needs vLLM)
+    .venv/bin/python -m kvp2p.demo --scheduler  # vLLM's whole v1 Scheduler
     .venv/bin/python -m kvp2p.demo --no-vllm  # the plugin core alone
 
 Starts two `kvp2p serve` sidecars (./kvp2p, or $KVP2P_BIN) and two engine
@@ -23,6 +24,7 @@ from typing import Any
 from kvp2p.testing import Sidecar
 
 NUM_CHUNKS, ROW_STRIDE = 64, 16384
+SCHED_STRIDE = 8192  # the row stride of kvp2p.vllm_scheduler's tiny model
 
 
 def say(msg: str) -> None:
@@ -79,6 +81,30 @@ def run_vllm(sa: Sidecar, sb: Sidecar) -> None:
         b.close()
 
 
+def run_scheduler(sa: Sidecar, sb: Sidecar) -> None:
+    from kvp2p.vllm_harness import EngineProc
+
+    say("starting two engines with vLLM's whole v1 Scheduler and OffloadingConnector...")
+    a = EngineProc.start(sa.name, sa.socket, NUM_CHUNKS, SCHED_STRIDE, kind="scheduler")
+    b = EngineProc.start(sb.name, sb.socket, NUM_CHUNKS, SCHED_STRIDE, kind="scheduler")
+    try:
+        prompt = [(i * 7) % 997 + 1 for i in range(65)]  # four blocks of 16 tokens and one
+        r = a.call("run", "a-1", prompt, None)
+        say(f"A ran a 65-token prompt: {r['external_tokens']} tokens from outside, its 4 blocks now in its CPU tier")
+        r = b.call("run", "b-1", prompt, source(sa, "remote_kv_source", "kv-1"))
+        say(f"B ran the same prompt with remote_kv_source=A: {r['external_tokens']} tokens loaded from A, "
+            f"{sum(r['loaded_ok'])}/{len(r['loaded_ok'])} blocks byte-identical, {r['steps']} steps")
+        b.send("run", "b-2", [(i * 11) % 997 + 1 for i in range(65)], source(sa, "remote_prefiller", "kv-never"))
+        time.sleep(0.5)
+        say("B's PD request waits for a prefill A never does; killing A's sidecar")
+        sa.kill()
+        r = b.result("run")
+        say(f"B: {r['external_tokens']} tokens from outside: it prefilled locally and finished: {r['finished']}")
+    finally:
+        a.close()
+        b.close()
+
+
 def run_core(sa: Sidecar, sb: Sidecar) -> None:
     from kvp2p.fake_engine import FakeEngine, key
 
@@ -112,17 +138,25 @@ def run_core(sa: Sidecar, sb: Sidecar) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--no-vllm", action="store_true", help="drive the plugin core without vLLM")
+    ap.add_argument("--scheduler", action="store_true",
+                    help="engines with vLLM's whole v1 Scheduler and OffloadingConnector")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
     use_vllm = not args.no_vllm
     tag = f"kvp2p-demo-{os.getpid()}"
     shm = "/dev/shm" if use_vllm else None
-    sa = Sidecar(f"{tag}-A", NUM_CHUNKS, ROW_STRIDE, region_dir=shm).start()
-    sb = Sidecar(f"{tag}-B", NUM_CHUNKS, ROW_STRIDE, region_dir=shm).start()
+    stride = SCHED_STRIDE if args.scheduler else ROW_STRIDE
+    sa = Sidecar(f"{tag}-A", NUM_CHUNKS, stride, region_dir=shm).start()
+    sb = Sidecar(f"{tag}-B", NUM_CHUNKS, stride, region_dir=shm).start()
     say(f"sidecar A: 127.0.0.1:{sa.port}, engine socket {sa.socket} (log {sa.log_path})")
     say(f"sidecar B: 127.0.0.1:{sb.port}, engine socket {sb.socket} (log {sb.log_path})")
     try:
-        run_vllm(sa, sb) if use_vllm else run_core(sa, sb)
+        if args.scheduler:
+            run_scheduler(sa, sb)
+        elif use_vllm:
+            run_vllm(sa, sb)
+        else:
+            run_core(sa, sb)
     finally:
         sa.stop()
         sb.stop()
