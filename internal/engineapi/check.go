@@ -156,6 +156,14 @@ func checkParams(p *pb.TransferParams, lim Limits) error {
 		if r == nil {
 			continue
 		}
+		if i == 1 && r.Host == "" && r.Port == 0 {
+			// vLLM's remote_decoder carries only kv_request_id: the
+			// prefiller learns who fetches from the fetch itself.
+			if len(r.Domain) > lim.MaxIDBytes || len(r.KvRequestId) > lim.MaxIDBytes {
+				return fmt.Errorf("%s: domain or kv_request_id too long", name)
+			}
+			continue
+		}
 		if r.Host == "" || len(r.Host) > 255 {
 			return fmt.Errorf("%s: host %q", name, r.Host)
 		}

@@ -304,6 +304,22 @@ func TestStepShapeRefusedBeforeBackend(t *testing.T) {
 	}
 }
 
+// vLLM's remote_decoder names no host or port, only kv_request_id.
+func TestStepDecoderWithoutAddress(t *testing.T) {
+	f := newFake()
+	c := serve(t, f, Options{})
+	_, err := c.Step(t.Context(), &pb.StepRequest{Registration: 1, NewRequests: []*pb.NewRequest{{ReqId: "r",
+		Params: &pb.TransferParams{RemoteDecoder: &pb.Remote{KvRequestId: "kv1"}}}}})
+	if err != nil || f.steps != 1 {
+		t.Fatalf("decoder without an address: %v steps=%d", err, f.steps)
+	}
+	_, err = c.Step(t.Context(), &pb.StepRequest{Registration: 1, NewRequests: []*pb.NewRequest{{ReqId: "r",
+		Params: &pb.TransferParams{RemoteDecoder: &pb.Remote{Port: 1}}}}})
+	if status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("decoder with a port and no host: %v", err)
+	}
+}
+
 func TestQueueOverflowEndsStream(t *testing.T) {
 	q := newQueue()
 	for range maxQueued + 1 {

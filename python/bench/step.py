@@ -1,0 +1,65 @@
+"""One step's API call from Python over the Unix socket, with 0, 64 and
+1024 lookup keys: building the StepRequest, the Step RPC to a real `kvp2p
+serve`, and decoding the answer. Microseconds.
+
+    (cd python && ../.venv/bin/python bench/step.py [--n 3000])
+
+The request's source is a second sidecar, so the lookups are real ones
+(the first step registers them, later steps find them answered).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _stats import pct, summary  # noqa: E402
+
+from kvp2p._pb import engine_pb2 as pb  # noqa: E402
+from kvp2p.fake_engine import FakeEngine, key  # noqa: E402
+from kvp2p.testing import Sidecar  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=3000)
+    args = ap.parse_args()
+    sa, sb = Sidecar("A", 64, 4096).start(), Sidecar("B", 64, 4096).start()
+    a = b = None
+    try:
+        a, b = FakeEngine(sa), FakeEngine(sb)
+        a.wait_attached()
+        b.wait_attached()
+        client = b.core.client
+        params = pb.TransferParams(remote_kv_source=pb.Remote(host="127.0.0.1", port=sa.port, kv_request_id="kv"))
+        client.step(pb.StepRequest(new_requests=[pb.NewRequest(req_id="r", params=params)], end_step=True))
+        print(f"Step RPC over {sb.socket}, {args.n} calls each, microseconds")
+        worst = {}
+        for nkeys in (0, 64, 1024):
+            keys = [key(i) for i in range(nkeys)]
+            times: list[float] = []
+            for i in range(args.n + 200):
+                t0 = time.perf_counter_ns()
+                req = pb.StepRequest(lookups=[pb.LookupBatch(req_id="r", keys=keys)] if keys else [], end_step=True)
+                resp = client.step(req)
+                _ = [list(x.verdicts) for x in resp.lookups]
+                dt = (time.perf_counter_ns() - t0) / 1e3
+                if i >= 200:  # warm-up excluded
+                    times.append(dt)
+            worst[nkeys] = pct(times, 99)
+            print(f"  {nkeys:5d} keys: {summary(times)}")
+        print(f"goal p99 < 1000 us at 1024 keys: {'met' if worst[1024] < 1000 else 'NOT met'} ({worst[1024]:.0f} us)")
+    finally:
+        for e in (a, b):
+            if e is not None:
+                e.close()
+        sa.stop()
+        sb.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,276 @@
+"""The engine API as plain Python calls.
+
+EngineClient keeps one engine attached to its sidecar: a supervisor thread
+dials, sends Register on the Attach stream and reads the sidecar's messages
+(ServeAsk, ServeRelease, Ping) for as long as the stream lives; a ticker
+thread pings the sidecar and declares it gone when it has been silent for
+`dead_after` seconds (the stream's end on a crash is noticed at once). When
+the sidecar is lost, `on_lost` runs once, then the client keeps redialing
+until the sidecar is back and registers again (a new registration).
+
+`step()` is the one blocking call (a unary RPC over the Unix socket, bounded
+by `step_timeout`); the tier plugin makes it from its own worker thread,
+never from vLLM's scheduler.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+
+import grpc
+
+from kvp2p._pb import engine_pb2 as pb
+from kvp2p._pb import engine_pb2_grpc as pb_grpc
+
+log = logging.getLogger("kvp2p.client")
+
+_MAX_MSG = 8 << 20  # a step of 64k keys (the sidecar's limit) fits
+
+
+class SidecarUnavailable(Exception):
+    """The sidecar is not attached (down, restarting, or refusing us)."""
+
+
+class StepRefused(Exception):
+    """The sidecar refused a step (INVALID_ARGUMENT, RESOURCE_EXHAUSTED, ...).
+
+    Nothing of the step was applied.
+    """
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(f"{code.name}: {details}")
+        self.code = code
+        self.details = details
+
+
+def target_of(socket_or_target: str) -> str:
+    """A gRPC target from a Unix socket path or a target string."""
+    if socket_or_target.startswith(("unix:", "dns:", "ipv4:", "ipv6:")):
+        return socket_or_target
+    if socket_or_target.startswith("/"):
+        return "unix:" + socket_or_target
+    return socket_or_target  # host:port
+
+
+class _Session:
+    """One attached stream."""
+
+    def __init__(self, channel: grpc.Channel, stub: pb_grpc.EngineStub, registered: pb.Registered,
+                 out: "queue.SimpleQueue[pb.EngineMessage | None]", call: grpc.Future) -> None:
+        self.channel = channel
+        self.stub = stub
+        self.registered = registered
+        self.out = out
+        self.call = call
+        now = time.monotonic()
+        self.heard = now
+        self.pinged = now
+        self.seq = 0
+
+
+class EngineClient:
+    """Attaches an engine to its sidecar and carries its steps."""
+
+    def __init__(
+        self,
+        target: str,
+        register: pb.Register,
+        *,
+        on_ask: Callable[[pb.ServeAsk], None],
+        on_release: Callable[[Sequence[int]], None],
+        on_lost: Callable[[str], None],
+        on_attached: Callable[[pb.Registered], None] | None = None,
+        ping_interval: float = 0.25,
+        dead_after: float = 0.75,
+        retry_interval: float = 0.2,
+        step_timeout: float = 1.0,
+    ) -> None:
+        self._target = target_of(target)
+        self._register = register
+        self._on_ask = on_ask
+        self._on_release = on_release
+        self._on_lost = on_lost
+        self._on_attached = on_attached
+        self._ping_interval = ping_interval
+        self._dead_after = dead_after
+        self._retry_interval = retry_interval
+        self._step_timeout = step_timeout
+        self._mu = threading.Lock()
+        self._sess: _Session | None = None
+        self._attached = threading.Event()
+        self._closed = threading.Event()
+        self.last_error: str = ""
+        self._refusal: str = ""  # the last refusal logged, so a retry loop logs it once
+        self._threads = [
+            threading.Thread(target=self._supervise, name="kvp2p-attach", daemon=True),
+            threading.Thread(target=self._tick, name="kvp2p-ping", daemon=True),
+        ]
+
+    def start(self) -> None:
+        for t in self._threads:
+            t.start()
+
+    def close(self) -> None:
+        """Detach and stop; the sidecar then fails whatever is in flight."""
+        self._closed.set()
+        with self._mu:
+            s = self._sess
+        if s is not None:
+            s.call.cancel()
+        for t in self._threads:
+            if t is not threading.current_thread():
+                t.join(timeout=2.0)
+
+    @property
+    def registration(self) -> int:
+        s = self._sess
+        return s.registered.registration if s is not None else 0
+
+    @property
+    def registered(self) -> pb.Registered | None:
+        s = self._sess
+        return s.registered if s is not None else None
+
+    def wait_attached(self, timeout: float) -> bool:
+        return self._attached.wait(timeout)
+
+    # -- calls -----------------------------------------------------------
+
+    def step(self, req: pb.StepRequest) -> pb.StepResponse:
+        """Sends one step; its registration is filled in here."""
+        s = self._sess
+        if s is None:
+            raise SidecarUnavailable(self.last_error or "not attached")
+        req.registration = s.registered.registration
+        try:
+            return s.stub.Step(req, timeout=self._step_timeout)
+        except grpc.RpcError as e:
+            code: grpc.StatusCode = e.code()  # type: ignore[attr-defined]
+            details: str = e.details() or ""  # type: ignore[attr-defined]
+            if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED) or (
+                code == grpc.StatusCode.FAILED_PRECONDITION and "registration" not in details
+            ):
+                raise StepRefused(code, details) from None
+            # Transport trouble, a stale registration or a stopped node: the
+            # attachment is over; the supervisor reattaches.
+            self._drop(s, f"step: {code.name}: {details}")
+            raise SidecarUnavailable(f"{code.name}: {details}") from None
+
+    def grant(self, g: pb.ServeGrant) -> bool:
+        """Answers an ask; False when no sidecar is attached to hear it."""
+        s = self._sess
+        if s is None:
+            return False
+        s.out.put(pb.EngineMessage(grant=g))
+        return True
+
+    # -- threads ---------------------------------------------------------
+
+    def _drop(self, s: _Session, why: str) -> None:
+        if self._sess is s:
+            self.last_error = why
+            s.call.cancel()
+
+    def _supervise(self) -> None:
+        while not self._closed.is_set():
+            attached = False
+            try:
+                attached = self._attach_once()
+            except Exception as e:  # noqa: BLE001 - any failure means: not attached, retry
+                self.last_error = f"{type(e).__name__}: {e}"
+                log.debug("kvp2p: attach failed: %s", self.last_error)
+            if attached and not self._closed.is_set():
+                log.warning("kvp2p: sidecar lost (%s); failing jobs in flight, reconnecting", self.last_error)
+            if attached:
+                try:
+                    self._on_lost(self.last_error or "stream ended")
+                except Exception:  # noqa: BLE001
+                    log.exception("kvp2p: on_lost failed")
+            self._closed.wait(self._retry_interval)
+
+    def _attach_once(self) -> bool:
+        """Attaches and serves the stream until it ends; True if it was attached."""
+        opts = [("grpc.max_receive_message_length", _MAX_MSG), ("grpc.max_send_message_length", _MAX_MSG)]
+        channel = grpc.insecure_channel(self._target, options=opts)
+        out: queue.SimpleQueue[pb.EngineMessage | None] = queue.SimpleQueue()
+        try:
+            grpc.channel_ready_future(channel).result(timeout=1.0)
+            stub = pb_grpc.EngineStub(channel)
+            out.put(pb.EngineMessage(register=self._register))
+
+            def outgoing() -> Iterator[pb.EngineMessage]:
+                while True:
+                    m = out.get()
+                    if m is None:
+                        return
+                    yield m
+
+            call = stub.Attach(outgoing())
+            first = next(call)
+            if not first.HasField("registered"):
+                raise SidecarUnavailable(f"first message is not Registered: {first.WhichOneof('msg')}")
+            s = _Session(channel, stub, first.registered, out, call)
+            with self._mu:
+                if self._closed.is_set():
+                    call.cancel()
+                    return False
+                self._sess = s
+            self.last_error = ""
+            log.info("kvp2p: attached to %s (registration %d, peer %s)", self._target,
+                     first.registered.registration, first.registered.peer_id)
+            if self._on_attached is not None:
+                self._on_attached(first.registered)
+            self._attached.set()
+            try:
+                self._read(s)
+            finally:
+                self._attached.clear()
+                with self._mu:
+                    self._sess = None
+            return True
+        except grpc.RpcError as e:
+            # Refused (a mismatch, another engine attached, the previous
+            # engine still draining) or not there: retried after a pause.
+            self.last_error = f"{e.code().name}: {e.details()}"  # type: ignore[attr-defined]
+            if e.code() != grpc.StatusCode.UNAVAILABLE and self.last_error != self._refusal:  # type: ignore[attr-defined]
+                log.warning("kvp2p: sidecar refused registration: %s", self.last_error)
+            self._refusal = self.last_error
+            return False
+        finally:
+            out.put(None)
+            channel.close()
+
+    def _read(self, s: _Session) -> None:
+        try:
+            for m in s.call:
+                s.heard = time.monotonic()
+                kind = m.WhichOneof("msg")
+                if kind == "ask":
+                    self._on_ask(m.ask)
+                elif kind == "release":
+                    self._on_release(list(m.release.pin_ids))
+        except grpc.RpcError as e:
+            if not self.last_error:
+                self.last_error = f"{e.code().name}: {e.details()}"  # type: ignore[attr-defined]
+        else:
+            if not self.last_error:
+                self.last_error = "stream ended"
+
+    def _tick(self) -> None:
+        step = min(self._ping_interval, self._dead_after) / 4
+        while not self._closed.wait(step):
+            s = self._sess
+            if s is None:
+                continue
+            now = time.monotonic()
+            if now - s.heard > self._dead_after:
+                self._drop(s, f"sidecar silent for {now - s.heard:.2f}s")
+                continue
+            if now - s.pinged >= self._ping_interval:
+                s.pinged = now
+                s.seq += 1
+                s.out.put(pb.EngineMessage(ping=pb.Ping(seq=s.seq)))

@@ -1,0 +1,104 @@
+"""Helpers for tests and benchmarks: a real `kvp2p serve` sidecar on
+loopback, with its Unix socket and region directory in a temporary
+directory."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from kvp2p.region import Region
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def kvp2p_binary() -> str:
+    """The kvp2p binary: $KVP2P_BIN, or ./kvp2p at the repo root."""
+    b = os.environ.get("KVP2P_BIN")
+    if b:
+        return b
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return os.path.join(root, "kvp2p")
+
+
+@dataclass
+class Sidecar:
+    """One engine's region file and its `kvp2p serve`."""
+
+    name: str
+    num_chunks: int
+    row_stride: int
+    dir: str = field(default_factory=lambda: tempfile.mkdtemp(prefix="kvp2p-py-"))
+    port: int = field(default_factory=free_port)
+    extra: list[str] = field(default_factory=list)
+    # Where the engine's region lives. Default: the temporary directory,
+    # where the region file is created here; otherwise (e.g. /dev/shm for
+    # vLLM's own region) the engine creates it.
+    region_dir: str | None = None
+    proc: subprocess.Popen[bytes] | None = None
+
+    def __post_init__(self) -> None:
+        own = self.region_dir is None
+        self.region_dir = self.region_dir or self.dir
+        self.region_path = os.path.join(self.region_dir, f"vllm_offload_{self.name}.mmap")
+        self.socket = os.path.join(self.dir, "engine.sock")
+        self.log_path = os.path.join(self.dir, "sidecar.log")
+        if own and not os.path.exists(self.region_path):
+            Region(self.region_path, self.num_chunks, self.row_stride, create=True).close()
+
+    @property
+    def peer(self) -> tuple[str, int]:
+        return "127.0.0.1", self.port
+
+    def start(self, wait: float = 10.0) -> "Sidecar":
+        args = [kvp2p_binary(), "serve", "--peer-id", f"127.0.0.1:{self.port}",
+                "--engine-socket", self.socket, "--region-dir", self.region_dir,
+                "--set", f"slots={self.num_chunks}", "--set", f"block_bytes={self.row_stride}",
+                "--set", f"chunk_bytes={min(self.row_stride, 262144)}", *self.extra]
+        logf = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(args, stdout=logf, stderr=subprocess.STDOUT)
+        logf.close()
+        deadline = time.monotonic() + wait
+        while not os.path.exists(self.socket):
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"sidecar {self.name} exited {self.proc.returncode}: {self.log()}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"sidecar {self.name} did not open {self.socket}: {self.log()}")
+            time.sleep(0.01)
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL: the sidecar dies without a word."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(5)
+        if os.path.exists(self.socket):
+            os.unlink(self.socket)  # so a restart's readiness check waits for the new one
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+    def log(self) -> str:
+        try:
+            with open(self.log_path, encoding="utf-8", errors="replace") as f:
+                return f.read()[-4000:]
+        except OSError:
+            return ""
+
+    def region(self) -> Region:
+        return Region(self.region_path, self.num_chunks, self.row_stride)

@@ -1,0 +1,485 @@
+"""The tier's logic without vLLM's types: what the vLLM plugin (kvp2p.vllm)
+and the tests drive.
+
+Threads. vLLM calls the hooks (lookup, submit_*, on_schedule_end, ...) from
+its scheduler thread or its tier-poll thread, never two at once. Those hooks
+only touch memory: they queue the step's work and read answers already in.
+A worker thread sends the queued work as one Step per scheduler step (and
+polls the sidecar every `poll_interval` while jobs or lookups are open),
+and files the answers. The client's threads deliver asks, releases and the
+sidecar's loss. One lock guards the state they share; nothing holds it
+across a call to the sidecar.
+
+Ids. vLLM numbers jobs from 0; the API reserves 0, so a job's id on the API
+is vLLM's plus one (pin ids too: a grant names the store job vLLM made for
+it, plus one).
+
+Failure. A request whose load failed, or that was registered with a sidecar
+since lost, answers MISS from then on (vLLM prefills it locally); its new
+jobs fail at once. When the sidecar is lost every job in flight fails and
+every grant is released (the sidecar process is gone, so nothing reads or
+writes the region for it any more).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+from kvp2p import roles as roles_mod
+from kvp2p._pb import engine_pb2 as pb
+from kvp2p.client import EngineClient, SidecarUnavailable, StepRefused
+from kvp2p.roles import Roles
+
+log = logging.getLogger("kvp2p.tier")
+
+
+class Verdict(IntEnum):
+    HIT = pb.VERDICT_HIT
+    MISS = pb.VERDICT_MISS
+    RETRY = pb.VERDICT_RETRY
+
+
+class Kind(IntEnum):
+    LOAD = pb.JOB_KIND_LOAD
+    STORE = pb.JOB_KIND_STORE
+    PIN = 100  # a grant's pin, released by the sidecar
+
+
+@dataclass(slots=True)
+class Done:
+    """A finished job, in vLLM's numbering."""
+
+    job_id: int
+    kind: Kind
+    success: bool
+    successful: list[int] | None = None  # indices loaded, on a partial failure
+    transfer_s: float | None = None
+    nbytes: int | None = None
+    reason: str = ""
+
+
+# Items (requests, batches, jobs, ids) in one Step: well under the
+# sidecar's limit (16384 by default; Registered does not state it).
+_MAX_ITEMS = 4096
+
+_PREEMPTED = -2  # registered before, forgotten by the sidecar: register again on use
+_LOST = -1  # registered with a sidecar since lost: fall back for good
+
+
+@dataclass(slots=True)
+class _Req:
+    roles: Roles
+    gen: int  # the client generation it is registered under, or _PREEMPTED / _LOST
+    # PD decode side: the sidecar answered HIT once, so its session to the
+    # prefiller is up and every further key is a HIT at once, as in vLLM.
+    # Until then lookups ask the sidecar, which answers RETRY while it
+    # connects: kvp2p never queues a load behind a handshake.
+    pd_ready: bool = False
+
+
+@dataclass(slots=True)
+class _Job:
+    req_id: str
+    kind: Kind
+    sent: bool = False
+
+
+@dataclass(slots=True)
+class _Out:
+    new_requests: list[pb.NewRequest] = field(default_factory=list)
+    loads: list[pb.Job] = field(default_factory=list)
+    stores: list[pb.Job] = field(default_factory=list)
+    finished: list[str] = field(default_factory=list)
+    preempted: list[str] = field(default_factory=list)
+    end_step: bool = False
+
+    def empty(self) -> bool:
+        return not (self.new_requests or self.loads or self.stores or self.finished or self.preempted or self.end_step)
+
+
+class TierCore:
+    """One engine's side of the engine API, batched per scheduler step."""
+
+    def __init__(
+        self,
+        socket: str,
+        register: pb.Register,
+        *,
+        poll_interval: float = 0.002,
+        client_opts: Mapping[str, Any] | None = None,
+    ) -> None:
+        self._mu = threading.Lock()
+        self._cv = threading.Condition(self._mu)
+        self._gen = 0  # bumped when the sidecar is lost
+        self._reqs: dict[str, _Req] = {}
+        self._failed: set[str] = set()
+        self._verdicts: dict[str, dict[bytes, Verdict]] = {}
+        self._asking: dict[str, dict[bytes, None]] = {}  # ordered sets
+        self._jobs: dict[int, _Job] = {}  # API job id -> job
+        self._out = _Out()
+        self._done: list[Done] = []
+        self._asks: list[pb.ServeAsk] = []
+        self._grants: set[int] = set()
+        self._sidecar_pending = False
+        self._poll = poll_interval
+        self._wake = threading.Event()
+        self._closed = threading.Event()
+        self.client = EngineClient(socket, register, on_ask=self._on_ask, on_release=self._on_release,
+                                   on_lost=self._on_lost, **dict(client_opts or {}))
+        self._worker = threading.Thread(target=self._run, name="kvp2p-step", daemon=True)
+
+    def start(self) -> None:
+        self.client.start()
+        self._worker.start()
+
+    def close(self) -> None:
+        self._closed.set()
+        self._wake.set()
+        self._worker.join(timeout=2.0)
+        self.client.close()
+
+    # -- scheduler side: memory only --------------------------------------
+
+    def new_request(self, req_id: str, params: Mapping[str, Any] | None) -> Roles:
+        roles = roles_mod.parse(params)
+        with self._mu:
+            old = self._reqs.pop(req_id, None)
+            self._verdicts.pop(req_id, None)
+            self._asking.pop(req_id, None)
+            self._failed.discard(req_id)
+            for pending in (self._out.finished, self._out.preempted):
+                if req_id in pending:
+                    # A finish not sent yet would reach the sidecar after
+                    # this registration and undo it; the registration
+                    # replaces it.
+                    pending.remove(req_id)
+            if roles.any:
+                r = _Req(roles, _PREEMPTED)
+                self._reqs[req_id] = r
+                self._register(req_id, r)
+            elif old is not None and old.gen == self._gen:
+                self._out.finished.append(req_id)
+        return roles
+
+    def lookup(self, req_id: str, k16: bytes) -> Verdict:
+        with self._mu:
+            r = self._reqs.get(req_id)
+            if r is None or r.roles.source is None or req_id in self._failed:
+                return Verdict.MISS
+            if not self._register(req_id, r):
+                return Verdict.MISS
+            if r.pd_ready:
+                return Verdict.HIT  # PD decode side: every block is at the prefiller
+            v = self._verdicts.get(req_id, {}).get(k16)
+            if v is not None:
+                return v
+            self._asking.setdefault(req_id, {})[k16] = None
+            return Verdict.RETRY
+
+    def submit_load(self, job_id: int, req_id: str, keys: Sequence[bytes], chunks: Sequence[int]) -> None:
+        with self._mu:
+            r = self._reqs.get(req_id)
+            if r is None or r.roles.source is None:
+                self._done.append(Done(job_id, Kind.LOAD, False, reason="request has no source role"))
+                return
+            if not keys:
+                self._done.append(Done(job_id, Kind.LOAD, True))
+                return
+            if req_id in self._failed or not self._register(req_id, r):
+                self._failed.add(req_id)
+                self._done.append(Done(job_id, Kind.LOAD, False, reason="request failed over to local prefill"))
+                return
+            self._jobs[job_id + 1] = _Job(req_id, Kind.LOAD)
+            self._out.loads.append(pb.Job(job_id=job_id + 1, req_id=req_id, keys=keys, chunk_ids=chunks))
+
+    def submit_store(self, job_id: int, req_id: str, keys: Sequence[bytes], chunks: Sequence[int]) -> None:
+        with self._mu:
+            r = self._reqs.get(req_id)
+            if r is None or r.roles.dest is None or not keys:
+                # Not a remote-decode request: the block is in the region,
+                # where peers' lookups find it (ServeAsk); nothing to send.
+                self._done.append(Done(job_id, Kind.STORE, True))
+                return
+            if not r.roles.dest.kv_request_id:
+                self._done.append(Done(job_id, Kind.STORE, False, reason="remote_decoder without kv_request_id"))
+                return
+            if not self._register(req_id, r):
+                self._done.append(Done(job_id, Kind.STORE, False, reason="sidecar lost"))
+                return
+            self._jobs[job_id + 1] = _Job(req_id, Kind.STORE)
+            self._out.stores.append(pb.Job(job_id=job_id + 1, req_id=req_id, keys=keys, chunk_ids=chunks))
+
+    def request_finished(self, req_id: str) -> None:
+        with self._mu:
+            self._forget(req_id)
+
+    def schedule_end(self, preempted: Collection[str] = ()) -> None:
+        with self._mu:
+            for req_id in preempted:
+                r = self._reqs.get(req_id)
+                if r is not None and r.gen == self._gen:
+                    self._out.preempted.append(req_id)
+                    r.gen = _PREEMPTED
+                    self._verdicts.pop(req_id, None)
+                    self._asking.pop(req_id, None)
+            self._out.end_step = True
+        self._wake.set()
+
+    def take_finished(self) -> list[Done]:
+        with self._mu:
+            d, self._done = self._done, []
+        return d
+
+    def take_asks(self) -> list[pb.ServeAsk]:
+        with self._mu:
+            a, self._asks = self._asks, []
+        return a
+
+    def grant(self, ask_id: int, pin_job_id: int | None, keys: Sequence[bytes], chunks: Sequence[int]) -> None:
+        """Answers an ask. pin_job_id is the store job vLLM made to pin the
+        chunks (None when nothing was pinned); it is reported done when the
+        sidecar releases it."""
+        pin = 0 if pin_job_id is None else pin_job_id + 1
+        with self._mu:
+            if pin:
+                self._grants.add(pin)
+        ok = self.client.grant(pb.ServeGrant(ask_id=ask_id, pin_id=pin, keys=keys, chunk_ids=chunks))
+        if not ok and pin:
+            self._on_release([pin])
+
+    def has_pending_work(self) -> bool:
+        with self._mu:
+            return bool(self._jobs or self._asking or self._asks or self._grants or self._done
+                        or not self._out.empty() or self._sidecar_pending)
+
+    def drain(self, warn_after: float = 5.0) -> None:
+        """Blocks until no load, store or grant is in flight (vLLM's drain_jobs)."""
+        start = time.monotonic()
+        warned = False
+        self._wake.set()
+        with self._cv:
+            while self._jobs or self._grants:
+                self._cv.wait(0.05)
+                if not warned and time.monotonic() - start > warn_after:
+                    log.warning("kvp2p: drain_jobs still waiting after %.0fs: %d jobs, %d grants",
+                                warn_after, len(self._jobs), len(self._grants))
+                    warned = True
+
+    # -- state helpers (lock held) ----------------------------------------
+
+    def _register(self, req_id: str, r: _Req) -> bool:
+        """Makes sure the sidecar knows the request; False if it cannot."""
+        if r.gen == self._gen:
+            return True
+        if r.gen == _LOST:
+            return False
+        if req_id in self._out.preempted:
+            # Scheduled again before the preemption was sent: the sidecar
+            # never hears of it and keeps the request as it was.
+            self._out.preempted.remove(req_id)
+            r.gen = self._gen
+            return True
+        self._out.new_requests.append(pb.NewRequest(req_id=req_id, params=r.roles.to_pb()))
+        r.gen = self._gen
+        return True
+
+    def _forget(self, req_id: str) -> None:
+        r = self._reqs.pop(req_id, None)
+        if r is not None and r.gen == self._gen:
+            self._out.finished.append(req_id)
+        self._verdicts.pop(req_id, None)
+        self._asking.pop(req_id, None)
+        self._failed.discard(req_id)
+
+    def _fail_req(self, req_id: str) -> None:
+        r = self._reqs.get(req_id)
+        if r is not None and r.roles.source is not None:
+            self._failed.add(req_id)
+        self._verdicts.pop(req_id, None)
+        self._asking.pop(req_id, None)
+
+    def _fail_job(self, api_id: int, reason: str) -> None:
+        j = self._jobs.pop(api_id, None)
+        if j is None:
+            return
+        self._done.append(Done(api_id - 1, j.kind, False, reason=reason))
+        if j.kind == Kind.LOAD:
+            self._fail_req(j.req_id)
+
+    # -- client callbacks ---------------------------------------------------
+
+    def _on_ask(self, ask: pb.ServeAsk) -> None:
+        with self._mu:
+            self._asks.append(ask)
+
+    def _on_release(self, pins: Sequence[int]) -> None:
+        with self._cv:
+            for pin in pins:
+                if pin in self._grants:
+                    self._grants.discard(pin)
+                    self._done.append(Done(pin - 1, Kind.PIN, True))
+            self._cv.notify_all()
+
+    def _on_lost(self, why: str) -> None:
+        with self._cv:
+            self._gen += 1
+            for api_id in list(self._jobs):
+                self._fail_job(api_id, f"sidecar lost: {why}")
+            for req_id, r in self._reqs.items():
+                r.gen = _LOST
+                if r.roles.source is not None:
+                    self._failed.add(req_id)
+            self._verdicts.clear()
+            self._asking.clear()
+            self._out = _Out()
+            self._asks.clear()
+            for pin in self._grants:
+                self._done.append(Done(pin - 1, Kind.PIN, True))
+            self._grants.clear()
+            self._sidecar_pending = False
+            self._cv.notify_all()
+
+    # -- worker -------------------------------------------------------------
+
+    def _take(self) -> tuple[pb.StepRequest, int, dict[str, list[bytes]]] | None:
+        """The next Step: the queued work, within the sidecar's limits (what
+        does not fit waits for the next Step, in order)."""
+        with self._mu:
+            out = self._out
+            if out.empty() and not self._asking and not self._jobs:
+                return None
+            reg = self.client.registered
+            keys_left = (reg.max_keys_per_step if reg and reg.max_keys_per_step else 65536)
+            jobs_left = (reg.max_jobs_in_flight if reg and reg.max_jobs_in_flight else 4096)
+            jobs_left -= sum(1 for j in self._jobs.values() if j.sent)
+            items_left = _MAX_ITEMS
+            rest = _Out()
+            send = _Out(end_step=out.end_step)
+            n = min(len(out.new_requests), items_left)
+            send.new_requests, rest.new_requests = out.new_requests[:n], out.new_requests[n:]
+            items_left -= n
+            for what in ("loads", "stores"):
+                src: list[pb.Job] = getattr(out, what)
+                budget = reg.max_keys_per_step if reg and reg.max_keys_per_step else 65536
+                for j in [j for j in src if len(j.keys) > budget]:
+                    self._fail_job(j.job_id, f"{len(j.keys)} keys in one job, the sidecar takes {budget} a step")
+                src = [j for j in src if len(j.keys) <= budget]
+                i = 0
+                while (i < len(src) and not rest.new_requests and len(src[i].keys) <= keys_left
+                       and items_left > 0 and jobs_left > 0):
+                    keys_left -= len(src[i].keys)
+                    items_left -= 1
+                    jobs_left -= 1
+                    self._jobs[src[i].job_id].sent = True
+                    i += 1
+                getattr(send, what).extend(src[:i])
+                getattr(rest, what).extend(src[i:])
+            if rest.new_requests or rest.loads or rest.stores:
+                # A finish or preemption must not overtake its request's jobs.
+                rest.finished, rest.preempted, rest.end_step = out.finished, out.preempted, out.end_step
+            else:
+                send.finished, send.preempted = out.finished, out.preempted
+            asked: dict[str, list[bytes]] = {}
+            for rid, ks in self._asking.items():
+                if not ks or items_left <= 0 or keys_left <= 0:
+                    continue
+                r = self._reqs.get(rid)
+                if r is None or r.gen != self._gen or any(nr.req_id == rid for nr in rest.new_requests):
+                    continue
+                asked[rid] = list(ks)[:keys_left]
+                keys_left -= len(asked[rid])
+                items_left -= 1
+            self._out = rest
+            gen = self._gen
+        req = pb.StepRequest(
+            new_requests=send.new_requests,
+            lookups=[pb.LookupBatch(req_id=rid, keys=keys) for rid, keys in asked.items()],
+            loads=send.loads, stores=send.stores, finished=send.finished, preempted=send.preempted,
+            end_step=send.end_step,
+        )
+        if not rest.empty():
+            self._wake.set()  # the rest goes at once
+        return req, gen, asked
+
+    def _apply(self, resp: pb.StepResponse, gen: int, asked: dict[str, list[bytes]]) -> None:
+        with self._cv:
+            if gen != self._gen:
+                return  # answers of a lost registration
+            for a in resp.lookups:
+                keys = asked.get(a.req_id)
+                if keys is None or a.req_id not in self._reqs or a.req_id in self._failed:
+                    continue
+                open_ = self._asking.get(a.req_id)
+                got = self._verdicts.setdefault(a.req_id, {})
+                r = self._reqs[a.req_id]
+                for k, v in zip(keys, a.verdicts):
+                    if v == pb.VERDICT_HIT and r.roles.source is not None and r.roles.source.pd:
+                        r.pd_ready = True
+                    if v in (pb.VERDICT_HIT, pb.VERDICT_MISS):
+                        got[k] = Verdict(v)
+                        if open_ is not None:
+                            open_.pop(k, None)
+                if open_ is not None and not open_:
+                    del self._asking[a.req_id]
+            for d in resp.finished:
+                j = self._jobs.pop(d.job_id, None)
+                if j is None:
+                    continue
+                partial = list(d.successful) if not d.success and d.successful else None
+                self._done.append(Done(d.job_id - 1, j.kind, d.success, partial,
+                                       d.transfer_us / 1e6, d.bytes, d.reason))
+            for req_id in resp.failed_requests:
+                self._fail_req(req_id)
+            self._sidecar_pending = resp.pending_work
+            self._cv.notify_all()
+
+    def _fail_step(self, req: pb.StepRequest, gen: int, why: str) -> None:
+        with self._cv:
+            for nr in req.new_requests:
+                r = self._reqs.get(nr.req_id)
+                if r is not None and r.gen == gen:
+                    r.gen = _LOST
+                    self._fail_req(nr.req_id)
+            for b in req.lookups:
+                self._fail_req(b.req_id)
+            for j in list(req.loads) + list(req.stores):
+                self._fail_job(j.job_id, why)
+            self._cv.notify_all()
+
+    def _run(self) -> None:
+        while not self._closed.is_set():
+            with self._mu:
+                busy = bool(self._jobs or self._asking)
+            self._wake.wait(self._poll if busy else 0.1)
+            self._wake.clear()
+            if self._closed.is_set():
+                return
+            taken = self._take()
+            if taken is None:
+                continue
+            req, gen, asked = taken
+            try:
+                resp = self.client.step(req)
+            except SidecarUnavailable as e:
+                self._fail_step(req, gen, f"sidecar unavailable: {e}")
+                continue
+            except StepRefused as e:
+                log.error("kvp2p: sidecar refused a step (%s); its jobs fail, its requests fall back", e)
+                self._fail_step(req, gen, str(e))
+                continue
+            except Exception as e:  # noqa: BLE001 - never let the worker die
+                log.exception("kvp2p: step failed")
+                self._fail_step(req, gen, f"step failed: {e}")
+                continue
+            self._apply(resp, gen, asked)
+
+
+def ids(items: Iterable[int]) -> list[int]:
+    """Plain ints from numpy or Python ints (chunk ids)."""
+    return [int(i) for i in items]

@@ -1,0 +1,187 @@
+"""kvp2p as a vLLM secondary tier (vllm/v1/kv_offload/tiering, vLLM 0.33.0).
+
+vLLM loads it with no patch, from kv_connector_extra_config:
+
+    "secondary_tiers": [{"type": "Kvp2pTier", "module_path": "kvp2p.vllm",
+                         "socket": "/run/kvp2p/engine.sock"}]
+
+It behaves as vLLM's own P2P tier (tiering/p2p/manager.py) does: roles
+come from kv_transfer_params; a remote_prefiller request's lookups HIT at
+once; a remote_kv_source request's first lookup of a key answers RETRY and
+the step's lookups go out in one batch per peer and request at
+on_schedule_end; a request whose load failed answers MISS from then on;
+stores of a remote_decoder request wait for the decoder's fetch; peers'
+lookups are served from the CPU region through the parent's
+create_store_job pins. The work goes to the engine's kvp2p sidecar, which
+moves the bytes between regions; see kvp2p.tier for the threading.
+
+Options (the tier's config dict): socket (required: the sidecar's engine
+socket path, or host:port of its TCP listener), region_path (default
+/dev/shm/vllm_offload_{engine_id}.mmap, as vLLM's CPU tier names it),
+fingerprint (must equal the sidecar's when both are set), attach_timeout_s
+(how long construction waits for the sidecar, default 2; the engine starts
+without it and falls back to local prefill until it attaches),
+poll_interval_s (how often the worker polls while transfers are open,
+default 0.002).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from vllm.v1.kv_offload.base import (
+    LookupResult,
+    OffloadKey,
+    OffloadPolicy,
+    ReqContext,
+    RequestOffloadingContext,
+    ScheduleEndContext,
+)
+from vllm.v1.kv_offload.tiering.base import JobResult, ParentManager, SecondaryTierManager, TransferJob
+from vllm.v1.metrics.cache_hit_source import CacheHitSource
+
+from kvp2p._pb import engine_pb2 as pb
+from kvp2p.keys import KeyBook, key16
+from kvp2p.region import vllm_region_path
+from kvp2p.tier import Done, Kind, TierCore, Verdict, ids
+
+if TYPE_CHECKING:
+    from vllm.v1.kv_offload.base import OffloadingSpec
+
+log = logging.getLogger("kvp2p.vllm")
+
+_VERDICT = {Verdict.HIT: LookupResult.HIT, Verdict.MISS: LookupResult.MISS, Verdict.RETRY: LookupResult.RETRY}
+
+
+class Kvp2pTier(SecondaryTierManager):
+    """vLLM secondary tier backed by a kvp2p sidecar."""
+
+    cache_hit_source: ClassVar[CacheHitSource] = CacheHitSource.P2P
+    # Peers' lookups are served between steps too (as vLLM's P2P tier), so
+    # a busy engine does not hold its peers for a whole step.
+    tolerates_off_thread_polling: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        offloading_spec: "OffloadingSpec",
+        primary_kv_view: memoryview,
+        tier_type: str = "Kvp2pTier",
+        backpressure_detector: Any = None,
+        *,
+        socket: str | None = None,
+        region_path: str | None = None,
+        fingerprint: str = "",
+        attach_timeout_s: float = 2.0,
+        poll_interval_s: float = 0.002,
+        **kwargs: Any,
+    ) -> None:
+        if backpressure_detector is not None:
+            raise ValueError("Kvp2pTier: backpressure is not supported (as for vLLM's P2P tier)")
+        if not socket:
+            raise ValueError("Kvp2pTier: 'socket' (the sidecar's engine socket) is required")
+        if kwargs:
+            log.warning("Kvp2pTier: ignoring unknown options %s", sorted(kwargs))
+        super().__init__(offloading_spec, primary_kv_view, tier_type)
+        num_chunks = int(primary_kv_view.shape[0]) if primary_kv_view.shape else 0
+        row_stride = self.block_size_bytes
+        engine_id = str(offloading_spec.config.engine_id)
+        self.region_path = region_path or vllm_region_path(engine_id)
+        register = pb.Register(
+            api_version=pb.API_VERSION_1, engine_id=engine_id, region_path=self.region_path,
+            num_chunks=num_chunks, row_stride=row_stride, fingerprint=fingerprint.encode(),
+        )
+        self._core = TierCore(socket, register, poll_interval=poll_interval_s)
+        self._loads: dict[int, list[OffloadKey]] = {}  # load job -> its keys, for successful_keys
+        self._book = KeyBook(max(4 * num_chunks, 1024))
+        self._core.start()
+        if not self._core.client.wait_attached(attach_timeout_s):
+            log.warning("Kvp2pTier: sidecar at %s not attached yet (%s); P2P falls back to local "
+                        "prefill until it is", socket, self._core.client.last_error)
+        log.info("Kvp2pTier: engine %s, region %s (%d chunks of %d bytes), sidecar %s",
+                 engine_id, self.region_path, num_chunks, row_stride, socket)
+
+    # -- lookups and requests ---------------------------------------------
+
+    def lookup(self, key: OffloadKey, req_context: ReqContext) -> LookupResult:
+        return _VERDICT[self._core.lookup(req_context.req_id, key16(key))]
+
+    def on_new_request(self, req_context: ReqContext) -> RequestOffloadingContext:
+        roles = self._core.new_request(req_context.req_id, req_context.kv_transfer_params)
+        if roles.dest is not None and roles.dest.kv_request_id:
+            # The decoder needs every block of the request, not only the
+            # ones this request computed (as vLLM's P2P tier).
+            return RequestOffloadingContext(policy=OffloadPolicy.REQUEST_LEVEL)
+        return RequestOffloadingContext()
+
+    def on_request_finished(self, req_context: ReqContext) -> None:
+        self._core.request_finished(req_context.req_id)
+
+    def on_schedule_end(self, context: ScheduleEndContext) -> None:
+        self._core.schedule_end(context.preempted_req_ids)
+
+    # -- jobs -----------------------------------------------------------------
+
+    def submit_load(self, job_metadata: TransferJob) -> None:
+        keys = list(job_metadata.keys)
+        self._loads[job_metadata.job_id] = keys
+        self._core.submit_load(job_metadata.job_id, job_metadata.req_context.req_id,
+                               [key16(k) for k in keys], ids(job_metadata.chunk_ids))
+
+    def submit_store(self, job_metadata: TransferJob) -> None:
+        keys = list(job_metadata.keys)
+        k16s = [key16(k) for k in keys]
+        book = self._book
+        for k, h in zip(keys, k16s):
+            book.remember(h, k)  # so a peer asking for h can be served
+        self._core.submit_store(job_metadata.job_id, job_metadata.req_context.req_id,
+                                k16s, ids(job_metadata.chunk_ids))
+
+    def get_finished_jobs(self) -> Iterable[JobResult]:
+        return [self._result(d) for d in self._core.take_finished()]
+
+    def _result(self, d: Done) -> JobResult:
+        keys = self._loads.pop(d.job_id, None) if d.kind == Kind.LOAD else None
+        successful = None
+        if keys is not None:
+            loaded = keys if d.success else [keys[i] for i in (d.successful or ()) if i < len(keys)]
+            for k in loaded:
+                self._book.remember(key16(k), k)  # loaded blocks can be served on
+            if not d.success and d.successful:
+                successful = loaded
+        return JobResult(job_id=d.job_id, success=d.success, successful_keys=successful,
+                         transfer_time=d.transfer_s, transfer_bytes=d.nbytes)
+
+    def has_pending_work(self) -> bool:
+        return self._core.has_pending_work()
+
+    def drain_jobs(self) -> None:
+        self._core.drain()
+
+    # -- serving peers --------------------------------------------------------
+
+    def serve_external_requests(self, parent: ParentManager) -> None:
+        """Pins what peers asked for (the sidecar's ServeAsks), under the
+        manager's lock: a HIT and its pin are not separated by an eviction."""
+        for ask in self._core.take_asks():
+            ctx = ReqContext(req_id=f"kvp2p-serve:{ask.ask_id}")
+            parent.on_new_request(ctx)
+            try:
+                hits: list[OffloadKey] = []
+                hit16: list[bytes] = []
+                for h in dict.fromkeys(ask.keys):
+                    key = self._book.get(h)
+                    if key is not None and parent.lookup(OffloadKey(key), ctx) is LookupResult.HIT:
+                        hits.append(OffloadKey(key))
+                        hit16.append(h)
+                if hits:
+                    job = parent.create_store_job(hits, ctx)
+                    self._core.grant(ask.ask_id, job.job_id, hit16, ids(job.chunk_ids))
+                else:
+                    self._core.grant(ask.ask_id, None, [], [])
+            finally:
+                parent.on_request_finished(ctx)
+
+    def shutdown(self) -> None:
+        self._core.close()

@@ -1,0 +1,77 @@
+"""Units without a sidecar: roles, keys, the region file."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import pytest
+
+from kvp2p import roles
+from kvp2p.client import target_of
+from kvp2p.keys import KeyBook, key16
+from kvp2p.region import Region, vllm_region_path
+
+
+def test_roles_as_vllm_parses_them() -> None:
+    src = {"remote_host": "10.0.0.1", "remote_port": 5710, "kv_request_id": "kv"}
+    r = roles.parse({"remote_kv_source": src})
+    assert r.source is not None and not r.source.pd and r.dest is None
+    r = roles.parse({"remote_prefiller": src, "remote_kv_source": {**src, "remote_host": "x"}})
+    assert r.source is not None and r.source.pd and r.source.host == "10.0.0.1"  # prefiller wins
+    # Incomplete consumer roles are no role (vLLM's _parse_source).
+    assert not roles.parse({"remote_kv_source": {"remote_host": "h", "remote_port": 1}}).any
+    assert not roles.parse({"remote_prefiller": {"remote_port": 1, "kv_request_id": "k"}}).any
+    assert not roles.parse({"remote_kv_source": {**src, "remote_port": "not-a-port"}}).any
+    assert not roles.parse(None).any and not roles.parse({}).any
+    # A malformed remote_decoder still marks the request (its stores fail).
+    d = roles.parse({"remote_decoder": {}})
+    assert d.dest is not None and d.dest.kv_request_id is None
+    p = roles.parse({"remote_decoder": {"kv_request_id": "x"}}).to_pb()
+    assert p.HasField("remote_decoder") and p.remote_decoder.kv_request_id == "x" and not p.remote_decoder.host
+    p = roles.parse({"remote_prefiller": src}).to_pb()
+    assert p.remote_prefiller.port == 5710 and p.remote_prefiller.kv_request_id == "kv"
+    assert not p.HasField("remote_kv_source")
+
+
+def test_key16_is_stable_and_16_bytes() -> None:
+    k = key16(b"\x01" * 36)
+    assert len(k) == 16 and k == key16(b"\x01" * 36) and k != key16(b"\x02" * 36)
+    import hashlib
+
+    assert k == hashlib.blake2b(b"\x01" * 36, digest_size=16).digest()
+
+
+def test_keybook_is_bounded() -> None:
+    b = KeyBook(2)
+    b.remember(b"a", b"A")
+    b.remember(b"b", b"B")
+    b.remember(b"a", b"A")  # refreshed
+    b.remember(b"c", b"C")
+    assert b.get(b"b") is None and b.get(b"a") == b"A" and b.get(b"c") == b"C" and len(b) == 2
+    with pytest.raises(ValueError):
+        KeyBook(0)
+
+
+def test_region_chunks() -> None:
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "r.mmap")
+        with Region(path, 4, 4096, create=True) as r:
+            r.write(3, b"\x07" * 4096)
+            r.chunk(0)[:2] = b"hi"
+        assert os.stat(path).st_mode & 0o777 == 0o600
+        with Region(path, 4, 4096) as r:
+            assert r.read(3) == b"\x07" * 4096 and r.read(0)[:2] == b"hi"
+            with pytest.raises(IndexError):
+                r.read(4)
+            with pytest.raises(ValueError):
+                r.write(0, b"short")
+        with pytest.raises(ValueError):
+            Region(path, 8, 4096)  # the file is too small for that layout
+    assert vllm_region_path("e1") == "/dev/shm/vllm_offload_e1.mmap"
+
+
+def test_targets() -> None:
+    assert target_of("/run/k.sock") == "unix:/run/k.sock"
+    assert target_of("127.0.0.1:9000") == "127.0.0.1:9000"
+    assert target_of("unix:/x") == "unix:/x"
