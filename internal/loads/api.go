@@ -98,6 +98,7 @@ func (t *Table) lookup(now time.Time, id string, k wire.Key) session.Verdict {
 		return session.Hit
 	}
 	v := c.s.RegisterLookup(r.src.kvID, k)
+	t.markDirty(c)
 	if v == session.Retry && !c.flush {
 		c.flush = true
 		t.flushQ = append(t.flushQ, c)

@@ -32,6 +32,10 @@ type Config struct {
 	Resolver Resolver
 	// Observer, when set, hears every job result (metrics).
 	Observer Observer
+	// CheckTimers (tests): on every Tick, compare each session's queued
+	// deadlines with a fresh computation (a full scan); TimerError
+	// reports the first queued deadline found later than the real one.
+	CheckTimers bool
 }
 
 // Resolver finds blocks the store does not hold yet. Pending is called in

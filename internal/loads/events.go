@@ -156,6 +156,7 @@ func (t *Table) DataClosed(now time.Time, id ConnID) {
 	}
 	delete(t.conns, id)
 	c.gone = true
+	t.markDirty(c) // out of the timer queues
 	if t.byPeer[c.peer] == c {
 		delete(t.byPeer, c.peer)
 	}
@@ -166,12 +167,14 @@ func (t *Table) Tick(now time.Time) {
 	if len(t.list) > 2*len(t.conns)+16 {
 		t.compact()
 	}
-	for _, c := range t.list {
-		if !c.gone {
-			c.s.Tick(now)
-			t.drain(now, c)
-		}
+	t.settle()
+	if t.cfg.CheckTimers {
+		t.checkTimers()
 	}
+	t.visitDue(qTimer, now, func(c *conn) {
+		c.s.Tick(now)
+		t.drain(now, c)
+	})
 	t.policy.Tick(now)
 	t.applyDecisions(now)
 	t.evictIdle(now)

@@ -53,7 +53,14 @@ type fleet struct {
 }
 
 func newFleet(t *testing.T) *fleet {
-	return &fleet{t: t, net: sim.NewNet(t0), log: &logBuf{}}
+	f := &fleet{t: t, net: sim.NewNet(t0), log: &logBuf{}}
+	f.net.CheckTimers = true
+	t.Cleanup(func() {
+		if err := f.net.TimerError(); err != nil {
+			t.Errorf("timer queues: %v", err)
+		}
+	})
+	return f
 }
 
 func (f *fleet) node(id string, o sim.NodeOpts) *sim.Node {

@@ -85,13 +85,13 @@ func (t *Table) evictIdle(now time.Time) {
 	if t.cfg.IdleTimeout <= 0 {
 		return
 	}
-	for _, c := range t.list {
-		if !c.gone && c.s.Ready() && !c.s.Busy() && c.s.IdleFor(now) >= t.cfg.IdleTimeout {
+	t.visitDue(qIdle, now, func(c *conn) {
+		if c.s.Ready() && !c.s.Busy() && c.s.IdleFor(now) >= t.cfg.IdleTimeout {
 			t.log.Info("evicting idle session", "peer", c.peer, "idle", c.s.IdleFor(now))
 			c.s.Goodbye(now, wire.GoodbyeIdle)
 			t.drain(now, c)
 		}
-	}
+	})
 }
 
 // reapUnbound fails PD stores that no fetch bound within the timeout.

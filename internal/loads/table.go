@@ -26,6 +26,7 @@ type conn struct {
 	linger   time.Time // ended in order with loads still draining from its data connection: close then
 	restart  bool      // ended because the peer restarted (a new incarnation)
 	byPolicy bool      // closed on the policy's decision
+	tm       timerState
 }
 
 // request is one engine request.
@@ -90,6 +91,11 @@ type Table struct {
 	shuttingDown  bool
 	shutdownAt    time.Time
 	shutdownClose bool
+
+	queues   [nQueues]timerQueue // see deadlines.go
+	dirty    []*conn             // conns whose deadlines may have changed
+	visit    visit
+	timerErr error
 }
 
 // New builds a table over the node's block store.
@@ -113,6 +119,9 @@ func New(cfg Config, st *store.Store) (*Table, error) {
 		reaped: map[string]time.Time{}, filling: map[wire.Key]int{},
 	}
 	t.blocks = blocksView{t}
+	for k := range t.queues {
+		t.queues[k].k = k
+	}
 	return t, nil
 }
 
@@ -181,6 +190,7 @@ func (t *Table) newConn(peer string, outbound bool, now time.Time) *conn {
 	c.s = session.New(&t.cfg.Session, t.blocks, peer, outbound, now)
 	t.conns[c.id] = c
 	t.list = append(t.list, c)
+	t.markDirty(c) // its handshake deadline
 	return c
 }
 
@@ -262,6 +272,7 @@ func (t *Table) session(now time.Time, peer, domain string) *conn {
 
 // drain turns what a session decided into actions, results and slot work.
 func (t *Table) drain(now time.Time, c *conn) {
+	t.markDirty(c)
 	defer t.closeIfDone(now, c)
 	if c.up && c.s.OutEmpty() {
 		return // the common case on a tick: nothing decided

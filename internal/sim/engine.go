@@ -142,5 +142,6 @@ func (r *runner) finish() Result {
 		out.Leaked += st.Filling + st.Pinned
 	}
 	out.Requests = r.eng.Requests()
+	out.timerErr = n.TimerError()
 	return out
 }

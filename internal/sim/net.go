@@ -37,6 +37,9 @@ type Net struct {
 	// OnResults, when set, receives every node's job results as the node
 	// publishes them, instead of Node.Results.
 	OnResults func(nd *Node, rs []loads.JobResult)
+	// CheckTimers (tests): every table built from now on checks its timer
+	// queues against a full scan on every tick; see TimerError.
+	CheckTimers bool
 	// FineAll ticks every node at Tick, busy or not (shutdown, tests).
 	FineAll bool
 	// Workers > 1 runs the Table.Tick calls of one grid point on that many
@@ -75,6 +78,8 @@ type Net struct {
 	batch    []*Node // nodes to tick at the current grid point
 	lim      wire.Limits
 	buf      []byte
+
+	checked []*loads.Table // every table built while CheckTimers
 }
 
 // Dial records one outbound dial.

@@ -53,9 +53,13 @@ func (n *Net) NewNode(id string, o NodeOpts) (*Node, error) {
 		Fingerprint: o.Fingerprint, HashSeed: o.HashSeed,
 	}, t, pol)
 	cfg.Log = o.Log
+	cfg.CheckTimers = n.CheckTimers
 	tb, err := loads.New(cfg, st)
 	if err != nil {
 		return nil, fmt.Errorf("sim: node %s: %w", id, err)
+	}
+	if n.CheckTimers {
+		n.checked = append(n.checked, tb)
 	}
 	nd := n.Add(id, tb, st)
 	nd.opts = o
@@ -79,4 +83,15 @@ func (n *Net) Replace(nd *Node, o NodeOpts) (*Node, error) {
 		nn.Rank = nd.Rank
 	}
 	return nn, err
+}
+
+// TimerError is the first timer-queue inconsistency a table built under
+// CheckTimers found, or nil.
+func (n *Net) TimerError() error {
+	for _, tb := range n.checked {
+		if err := tb.TimerError(); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -44,6 +44,9 @@ type Options struct {
 	// the first consumer is reserved for no job, as a table that forgot to
 	// free a failed load's slot would leave it.
 	leakAt time.Duration
+	// checkTimers (tests) has every table check its timer queues against
+	// a full scan on every tick (loads.Config.CheckTimers).
+	checkTimers bool
 }
 
 // Timer set names (Options.TimerSet).
@@ -119,6 +122,8 @@ type Result struct {
 	Events     uint64 // simulator events fired
 	Ticks      uint64 // Table.Tick calls
 	Nodes      int
+
+	timerErr error // Options.checkTimers: the first table's finding
 }
 
 // t0 is the virtual clock's origin (any fixed instant: runs are
@@ -184,6 +189,7 @@ func newRunner(sc *scenario.Scenario, policy string, o Options) (*runner, error)
 	n.VLLMTransport = r.timerSet == TimersVLLM
 	n.Tick, n.IdleTick, n.Latency, n.Bandwidth = o.Tick, o.IdleTick, o.Latency, o.Bandwidth
 	n.Workers = o.Workers
+	n.CheckTimers = o.checkTimers
 	n.WireBlockBytes = sc.Workload.BlockBytes
 	n.OnResults = r.onResults
 	r.net = n

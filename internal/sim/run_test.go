@@ -61,9 +61,12 @@ func load(t *testing.T, name string) *scenario.Scenario {
 
 func run(t *testing.T, sc *scenario.Scenario, policy string, seed int64) Result {
 	t.Helper()
-	res, err := Run(sc, policy, Options{Seed: seed})
+	res, err := Run(sc, policy, Options{Seed: seed, checkTimers: true})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if res.timerErr != nil {
+		t.Fatalf("timer queues: %v", res.timerErr)
 	}
 	return res
 }
