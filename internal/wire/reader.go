@@ -31,7 +31,7 @@ const readBufSize = 64 << 10
 type Reader struct {
 	br      *bufio.Reader
 	lim     Limits
-	buf     []byte // body of frames larger than br's buffer; cap <= lim.MaxFrame
+	buf     []byte // body of frames larger than br's buffer; cap <= lim.MaxFrame; dropped when quiet
 	payload uint32 // payload bytes of the last Chunk not yet consumed
 	err     error  // sticky
 
@@ -117,6 +117,13 @@ func (r *Reader) Next() (Message, error) {
 	err = m.decodeBody(b, r.lim)
 	if inPlace {
 		r.br.Discard(size)
+		if r.buf != nil && r.br.Buffered() == 0 {
+			// A small frame and nothing more in hand: the burst of large
+			// frames r.buf grew for is over. An idle connection does not
+			// keep up to MaxFrame for a frame it read once (decoders
+			// never alias their input, so nothing points into it).
+			r.buf = nil
+		}
 	}
 	if err != nil {
 		return nil, r.fail(err)

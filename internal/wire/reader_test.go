@@ -252,3 +252,30 @@ func TestAppendAllocs(t *testing.T) {
 		t.Errorf("Append(*Progress): %v allocations, want 0", n)
 	}
 }
+
+// TestReaderReleasesLargeBuffer: the buffer grown for a large frame is
+// kept while large frames keep coming, and dropped once a small frame
+// arrives with nothing more buffered (the connection went quiet).
+func TestReaderReleasesLargeBuffer(t *testing.T) {
+	keys := make([]Key, 100)
+	for i := range keys {
+		keys[i][0] = byte(i)
+	}
+	big := &Lookup{ReqID: "r", Keys: keys} // over the 64-byte bufio buffer
+	b, _ := stream(t, big, big, &Ping{Seq: 1})
+	r := newReaderSize(bytes.NewReader(b), DefaultLimits(), 64)
+	for i := range 2 {
+		if _, err := r.Next(); err != nil {
+			t.Fatal(err)
+		}
+		if cap(r.buf) == 0 {
+			t.Fatalf("frame %d: no buffer kept between large frames", i)
+		}
+	}
+	if _, err := r.Next(); err != nil {
+		t.Fatal(err)
+	}
+	if cap(r.buf) != 0 {
+		t.Fatalf("idle after a small frame, still holding %d bytes", cap(r.buf))
+	}
+}
