@@ -106,6 +106,9 @@ func (t *Table) reapUnbound(now time.Time) {
 			}
 		}
 	}
+	if len(t.unbound) == 0 {
+		return // every tick of every node comes here: skip the map walk
+	}
 	for id, batches := range t.unbound {
 		if len(batches) == 0 || now.Sub(batches[0].at) < t.cfg.UnboundStoreTimeout {
 			continue

@@ -54,6 +54,9 @@ func (c *client) deadline(s *Session, d *deadline) {
 	if len(c.outstanding) > 0 && s.cfg.LookupTimeout > 0 {
 		d.at(c.waitSince.Add(s.cfg.LookupTimeout))
 	}
+	if len(c.loads) == 0 {
+		return // ranging over an empty map still costs: most sessions are idle
+	}
 	for _, l := range c.loads {
 		if l.reported {
 			d.at(l.failedAt.Add(s.cfg.AbortAckTimeout))
@@ -71,6 +74,9 @@ func (sv *server) deadline(s *Session, d *deadline) {
 		// Parked lookups are retried on every tick (they wait for keys
 		// being filled, which no timer of ours announces).
 		d.at(time.Time{})
+		return
+	}
+	if len(sv.reqs) == 0 {
 		return
 	}
 	for _, r := range sv.reqs {

@@ -2,6 +2,10 @@ package sim
 
 import (
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -44,14 +48,16 @@ func scaleOptions(policy string) Options {
 
 // BenchmarkScale: 1000 pods x 8 ranks + 100 consumer ranks, 60 s of
 // virtual time, at 5 and 10 requests/s per consumer. Run with
-// -benchtime=1x; each run reports its wall time, events and ticks.
+// -benchtime=1x; each run reports its wall time, the process's CPU time
+// (user+sys, all threads: on a shared machine the steadier figure),
+// events and ticks.
 func BenchmarkScale(b *testing.B) {
 	for _, rate := range []float64{5, 10} {
 		for _, p := range []string{health.PerPeer, "domain"} {
 			b.Run(fmt.Sprintf("%s/rate=%g", p, rate), func(b *testing.B) {
 				sc := scaleScenario(1000, 100, rate)
 				for b.Loop() {
-					start := time.Now()
+					start, cpu0 := time.Now(), cpuTime()
 					res, err := Run(sc, p, scaleOptions(p))
 					if err != nil {
 						b.Fatal(err)
@@ -60,9 +66,61 @@ func BenchmarkScale(b *testing.B) {
 					b.ReportMetric(float64(res.Ticks), "ticks")
 					b.ReportMetric(float64(res.Report.Requests), "requests")
 					b.ReportMetric(time.Since(start).Seconds(), "wall-s")
+					b.ReportMetric((cpuTime() - cpu0).Seconds(), "cpu-s")
 					b.Logf("%+v drained=%v nodes=%d", res.Report, res.Drained, res.Nodes)
 				}
 			})
 		}
 	}
+}
+
+// BenchmarkPlanningScale: 10,000 pods x 8 ranks + 100 consumer ranks, 60 s
+// of virtual time at 5 requests/s per consumer, domain policy: the size a
+// capacity plan asks about. Reports wall and CPU time and the process's
+// peak RSS (Linux: VmHWM; it includes whatever ran before in the same
+// process, so run it alone):
+//
+//	go test ./internal/sim -run '^$' -bench PlanningScale -benchtime=1x -timeout 2h
+func BenchmarkPlanningScale(b *testing.B) {
+	sc := scaleScenario(10000, 100, 5)
+	for b.Loop() {
+		start, cpu0 := time.Now(), cpuTime()
+		res, err := Run(sc, "domain", scaleOptions("domain"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(res.Events), "events")
+		b.ReportMetric(float64(res.Ticks), "ticks")
+		b.ReportMetric(time.Since(start).Seconds(), "wall-s")
+		b.ReportMetric((cpuTime() - cpu0).Seconds(), "cpu-s")
+		b.ReportMetric(float64(peakRSS())/(1<<20), "peak-rss-MiB")
+		b.Logf("%+v drained=%v nodes=%d", res.Report, res.Drained, res.Nodes)
+	}
+}
+
+// peakRSS is VmHWM from /proc/self/status, or 0 where there is none.
+func peakRSS() uint64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// cpuTime is the process's user+sys CPU time so far (0 where unknown).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
