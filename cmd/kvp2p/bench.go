@@ -20,8 +20,9 @@ import (
 
 // kvp2p bench measures, on 127.0.0.1 and in one process, a PD load through
 // two real nodes against a plain TCP copy of the same bytes, and the
-// symmetric lookup round trip. The three measurements are interleaved run
-// by run, so that a ratio compares numbers taken under the same noise.
+// symmetric lookup round trip next to a raw TCP ping-pong. The four
+// measurements are interleaved run by run, so that a ratio compares numbers
+// taken under the same noise.
 
 type benchOpts struct {
 	bytes   int64
@@ -33,16 +34,23 @@ type benchOpts struct {
 
 // benchReport is what bench prints; with --json, one object.
 type benchReport struct {
-	Bytes       int64        `json:"bytes"` // per load, rounded up to whole blocks
-	BlockBytes  int          `json:"block_bytes"`
-	Runs        int          `json:"runs"`
-	KVP2PMBps   float64      `json:"kvp2p_mb_s"` // medians over the runs
-	RawMBps     float64      `json:"raw_mb_s"`
-	Ratio       float64      `json:"ratio"` // median of the runs' kvp2p/raw
-	LookupP50us float64      `json:"lookup_p50_us"`
-	LookupP99us float64      `json:"lookup_p99_us"` // over every round trip of every run
-	LookupsPerS float64      `json:"lookups_per_s"` // median over the runs, one lookup at a time
-	PerRun      []benchRunMs `json:"per_run"`
+	Bytes       int64   `json:"bytes"` // per load, rounded up to whole blocks
+	BlockBytes  int     `json:"block_bytes"`
+	Runs        int     `json:"runs"`
+	KVP2PMBps   float64 `json:"kvp2p_mb_s"` // medians over the runs
+	RawMBps     float64 `json:"raw_mb_s"`
+	Ratio       float64 `json:"ratio"` // median of the runs' kvp2p/raw
+	LookupP50us float64 `json:"lookup_p50_us"`
+	LookupP99us float64 `json:"lookup_p99_us"` // over every round trip of every run
+	LookupsPerS float64 `json:"lookups_per_s"` // median over the runs, one lookup at a time
+	// A plain TCP ping-pong of 64 bytes on the same loopback, interleaved
+	// with the lookups (as many round trips per run), and the lookup's
+	// quantiles over the ping-pong's.
+	PingP50us      float64      `json:"ping_p50_us"`
+	PingP99us      float64      `json:"ping_p99_us"`
+	LookupPerPing  float64      `json:"lookup_per_ping_p50"`
+	LookupPerPing9 float64      `json:"lookup_per_ping_p99"`
+	PerRun         []benchRunMs `json:"per_run"`
 }
 
 type benchRunMs struct {
@@ -75,7 +83,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: kvp2p bench [--bytes 256MiB] [--block-bytes 262144] [--runs 5] [--json]\n       kvp2p bench --fleet [--sources 10] [--blocks 16] [--rates 5,10,20,40] [--duration 3s] [--json]\n\n"+
 			"Loads --bytes from one node to another over 127.0.0.1 and copies the same bytes over\n"+
-			"plain TCP, then times symmetric lookup round trips; --runs times each, interleaved.\n\nflags:\n")
+			"plain TCP, then times symmetric lookup round trips and a raw TCP ping-pong; --runs times each,\ninterleaved.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	err := fs.Parse(args)
@@ -241,6 +249,11 @@ func bench(ctx context.Context, o benchOpts, stderr io.Writer) (*benchReport, er
 		return nil, err
 	}
 	defer raw.close()
+	ping, err := newRawPing()
+	if err != nil {
+		return nil, err
+	}
+	defer ping.close()
 
 	// One untimed round first: the arenas and buffers get their pages, the
 	// connections their windows.
@@ -252,7 +265,7 @@ func bench(ctx context.Context, o benchOpts, stderr io.Writer) (*benchReport, er
 	}
 
 	rep := &benchReport{Bytes: size, BlockBytes: o.block, Runs: o.runs}
-	var kv, rw, ratios, rates, allRTT []float64
+	var kv, rw, ratios, rates, allRTT, allPing []float64
 	for run := range o.runs {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -272,6 +285,11 @@ func bench(ctx context.Context, o benchOpts, stderr io.Writer) (*benchReport, er
 			return nil, err
 		}
 		rate := float64(o.lookups) / el.Seconds()
+		pings, err := ping.rounds(o.lookups)
+		if err != nil {
+			return nil, err
+		}
+		allPing = append(allPing, pings...)
 		allRTT = append(allRTT, rtts...)
 		kv, rw, ratios, rates = append(kv, k), append(rw, r), append(ratios, k/r), append(rates, rate)
 		rep.PerRun = append(rep.PerRun, benchRunMs{KVP2PMBps: k, RawMBps: r, Ratio: k / r, LookupP50us: quantile(rtts, 0.5), LookupsPerS: rate})
@@ -285,6 +303,8 @@ func bench(ctx context.Context, o benchOpts, stderr io.Writer) (*benchReport, er
 	rep.KVP2PMBps, rep.RawMBps, rep.Ratio = quantile(kv, 0.5), quantile(rw, 0.5), quantile(ratios, 0.5)
 	rep.LookupP50us, rep.LookupP99us = quantile(allRTT, 0.5), quantile(allRTT, 0.99)
 	rep.LookupsPerS = quantile(rates, 0.5)
+	rep.PingP50us, rep.PingP99us = quantile(allPing, 0.5), quantile(allPing, 0.99)
+	rep.LookupPerPing, rep.LookupPerPing9 = rep.LookupP50us/rep.PingP50us, rep.LookupP99us/rep.PingP99us
 	return rep, nil
 }
 
@@ -490,6 +510,8 @@ func printBench(w io.Writer, r *benchReport) {
 	fmt.Fprintf(w, "%-6s %12.1f %12.1f %10.3f %15.1f %12.0f\n\n", "median", r.KVP2PMBps, r.RawMBps, r.Ratio, r.LookupP50us, r.LookupsPerS)
 	fmt.Fprintf(w, "load:   kvp2p %.1f MB/s, raw TCP %.1f MB/s, kvp2p/raw %.3f (median of per-run ratios)\n", r.KVP2PMBps, r.RawMBps, r.Ratio)
 	fmt.Fprintf(w, "lookup: p50 %.1f µs, p99 %.1f µs round trip, %.0f lookups/s one at a time\n", r.LookupP50us, r.LookupP99us, r.LookupsPerS)
+	fmt.Fprintf(w, "ping:   raw TCP %d-byte ping-pong p50 %.1f µs, p99 %.1f µs; lookup/ping p50 %.1fx, p99 %.1fx\n",
+		pingBytes, r.PingP50us, r.PingP99us, r.LookupPerPing, r.LookupPerPing9)
 }
 
 func sizeString(n int64) string {

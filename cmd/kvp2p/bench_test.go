@@ -26,6 +26,7 @@ func TestBenchOutput(t *testing.T) {
 		`(?m)^median +` + num + ` +` + num + ` +` + num + ` +` + num + ` +` + num + `$`,
 		`(?m)^load: +kvp2p ` + num + ` MB/s, raw TCP ` + num + ` MB/s, kvp2p/raw ` + num + ` `,
 		`(?m)^lookup: p50 ` + num + ` µs, p99 ` + num + ` µs round trip, ` + num + ` lookups/s`,
+		`(?m)^ping: +raw TCP 64-byte ping-pong p50 ` + num + ` µs, p99 ` + num + ` µs; lookup/ping p50 ` + num + `x, p99 ` + num + `x$`,
 	} {
 		if !regexp.MustCompile(re).MatchString(out.String()) {
 			t.Errorf("output does not match %s:\n%s", re, &out)
@@ -51,6 +52,8 @@ func TestBenchOutput(t *testing.T) {
 	for name, v := range map[string]float64{
 		"kvp2p_mb_s": rep.KVP2PMBps, "raw_mb_s": rep.RawMBps, "ratio": rep.Ratio,
 		"lookup_p50_us": rep.LookupP50us, "lookup_p99_us": rep.LookupP99us, "lookups_per_s": rep.LookupsPerS,
+		"ping_p50_us": rep.PingP50us, "ping_p99_us": rep.PingP99us,
+		"lookup_per_ping_p50": rep.LookupPerPing, "lookup_per_ping_p99": rep.LookupPerPing9,
 	} {
 		if !(v > 0) {
 			t.Errorf("%s = %v, want > 0", name, v)
