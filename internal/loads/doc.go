@@ -14,4 +14,9 @@
 // DataClosed for that connection exactly once, when none of its data-path
 // goroutines can touch a slot: failed loads' destination slots and the
 // producer's pins are freed only then.
+//
+// Timers. Tick visits only the sessions with a timer due: each session
+// reports its next deadline (session.NextDeadline) and the table keeps
+// them in heaps (deadlines.go), so an idle session costs nothing per tick
+// while the visits, and their order, are those of a scan of every session.
 package loads
