@@ -50,7 +50,7 @@ func newGroupFixture(t *testing.T, policy string) *groupFixture {
 	return g
 }
 
-func splitPeer(t *testing.T, p string) (string, int) {
+func splitPeer(t testing.TB, p string) (string, int) {
 	i := strings.LastIndexByte(p, ':')
 	port := 0
 	for _, ch := range p[i+1:] {
