@@ -126,6 +126,9 @@ func (b engineBackend) Attach(reg *pb.Register, out engineapi.Outbox) (*pb.Regis
 	if fp := b.n.cfg.Fingerprint; fp != "" && len(reg.Fingerprint) > 0 && string(reg.Fingerprint) != fp {
 		return nil, status.Errorf(codes.FailedPrecondition, "layout fingerprint %q, the sidecar's is %q", reg.Fingerprint, fp)
 	}
+	if seed := b.n.cfg.HashSeed; seed != "" && reg.HashSeed != "" && reg.HashSeed != seed {
+		return nil, status.Errorf(codes.FailedPrecondition, "block-hash seed %q, the sidecar's hash_seed is %q: no key would ever hit", reg.HashSeed, seed)
+	}
 	// Map outside the loop: the loop does no file I/O.
 	r, err := region.Open(reg.RegionPath, e.cfg.RegionDir, geo)
 	if err != nil {

@@ -114,6 +114,12 @@ func attach(t testing.TB, s *sidecar) *fakeEngine {
 
 func tryAttach(t testing.TB, s *sidecar, chunks, stride uint64, region string) (*fakeEngine, error) {
 	t.Helper()
+	return tryRegister(t, s, &pb.Register{ApiVersion: pb.ApiVersion_API_VERSION_1, EngineId: "e", RegionPath: region, NumChunks: chunks, RowStride: stride})
+}
+
+// tryRegister attaches with the Register given.
+func tryRegister(t testing.TB, s *sidecar, reg *pb.Register) (*fakeEngine, error) {
+	t.Helper()
 	cc, err := grpc.NewClient("unix://"+s.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +133,6 @@ func tryAttach(t testing.TB, s *sidecar, chunks, stride uint64, region string) (
 		cancel()
 		return nil, err
 	}
-	reg := &pb.Register{ApiVersion: pb.ApiVersion_API_VERSION_1, EngineId: "e", RegionPath: region, NumChunks: chunks, RowStride: stride}
 	if err := st.Send(&pb.EngineMessage{Msg: &pb.EngineMessage_Register{Register: reg}}); err != nil {
 		cancel()
 		return nil, err
