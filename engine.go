@@ -36,7 +36,10 @@ type engine struct {
 	geo region.Geometry
 	srv *engineapi.Server
 	mem atomic.Pointer[region.Region] // read by data-path goroutines
-	reg uint64                        // current registration; 0: none
+	// memReg is the registration whose region mem is: Detach revokes the
+	// region from the gRPC goroutine, before the loop hears of it.
+	memReg atomic.Uint64
+	reg    uint64 // current registration; 0: none
 	// orphans: an engine detached, and the sessions it dialed are ended
 	// (once idle) until another engine attaches.
 	orphans bool
@@ -162,6 +165,7 @@ func (n *Node) attach(r *region.Region, out engineapi.Outbox) (*pb.Registered, e
 	}
 	e.next++
 	e.reg, e.out, e.orphans = e.next, out, false
+	e.memReg.Store(e.reg)
 	return &pb.Registered{
 		Registration: e.reg, ApiVersion: pb.ApiVersion_API_VERSION_1,
 		PeerId: n.cfg.PeerID, FailureDomain: n.cfg.FailureDomain,
@@ -170,6 +174,17 @@ func (n *Node) attach(r *region.Region, out engineapi.Outbox) (*pb.Registered, e
 }
 
 func (b engineBackend) Detach(id uint64) {
+	e := b.n.eng
+	if e.memReg.Load() == id {
+		// The engine reuses the chunks of failed loads as soon as it
+		// decides we are gone: from now on no peer write reaches its
+		// memory, even one already on its way into a chunk.
+		if r := e.mem.Load(); r != nil {
+			if err := r.Revoke(); err != nil {
+				b.n.log.Error("revoking a gone engine's region failed", "err", err)
+			}
+		}
+	}
 	_ = b.n.Manager().do(func(now time.Time) { b.n.detach(now, id) })
 }
 

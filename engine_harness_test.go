@@ -54,8 +54,12 @@ func startSidecarOf(t testing.TB, chunks, block int, mut func(*Config)) *sidecar
 		t.Fatal(err)
 	}
 	sock := filepath.Join(dir, "engine.sock")
+	// Generous serve and lookup timeouts: the machine that runs the tests
+	// is shared, and a step can wait long for the CPU. The tests check
+	// what happens, not how fast.
 	cfg := Config{PeerID: ln.Addr().String(), BlockBytes: block, Slots: chunks, HashSeed: "s",
-		Engine: EngineConfig{Socket: sock, RegionDir: dir}}
+		Engine: EngineConfig{Socket: sock, RegionDir: dir, ServeTimeout: 5 * time.Second}}
+	cfg.Timers.LookupTimeout = 10 * time.Second
 	if mut != nil {
 		mut(&cfg)
 	}
@@ -303,7 +307,7 @@ func (e *fakeEngine) waitJob(id uint64, resp *pb.StepResponse) *pb.JobDone {
 func (e *fakeEngine) lookUntil(req string, k Key) []pb.Verdict {
 	e.t.Helper()
 	var seen []pb.Verdict
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		resp := e.mustStep(&pb.StepRequest{Lookups: []*pb.LookupBatch{{ReqId: req, Keys: [][]byte{bytes.Clone(k[:])}}}, EndStep: true})
 		v := resp.Lookups[0].Verdicts[0]

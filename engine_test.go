@@ -236,6 +236,14 @@ func TestEngineDeathAbortsAndReregisters(t *testing.T) {
 	e.detach()
 	// The load is aborted; once the producer acknowledges, the chunk is free.
 	waitFor(t, func() bool { return chunkState(t, s, store.Slot(4)) == store.StateFree })
+	// The engine may reuse chunk 4 at once: a peer's chunk still arriving
+	// for the aborted load (written as the data path does, through Slot)
+	// must not reach the engine's region.
+	before := readChunk(t, s, 4)
+	copy(s.node.Slot(4), bytes.Repeat([]byte{0xee}, testBlock))
+	if !bytes.Equal(readChunk(t, s, 4), before) {
+		t.Fatal("a write after the engine's death reached its region")
+	}
 	// The session the dead engine's request opened ends too: nobody uses it.
 	waitFor(t, func() bool {
 		var conns int

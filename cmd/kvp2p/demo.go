@@ -164,7 +164,13 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (retE
 			}
 			fmt.Fprintf(stdout, "%s: %v on real sockets, %s%s...\n", sc.Name, sc.Duration, strings.Join(policies, ", "), how)
 		}
-		got, err := runDemoPolicies(ctx, sc, policies, bb, par, stdout, builtin && !asJSON, o)
+		// Progress and other human text: stdout, but stderr under --json,
+		// whose stdout is one JSON object per line and nothing else.
+		human := stdout
+		if asJSON {
+			human = stderr
+		}
+		got, err := runDemoPolicies(ctx, sc, policies, bb, par, human, builtin && !asJSON, o)
 		if err != nil {
 			return err
 		}
