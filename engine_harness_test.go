@@ -104,6 +104,7 @@ type fakeEngine struct {
 	pins     map[uint64]int // pin id -> chunks pinned
 	released int
 	nextJob  uint64
+	pinOf    func(ask uint64) uint64 // if set, the pin id granted for an ask
 }
 
 // attach dials the sidecar and registers; the engine detaches at cleanup.
@@ -183,6 +184,9 @@ func (e *fakeEngine) grant(a *pb.ServeAsk) *pb.ServeGrant {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	g := &pb.ServeGrant{AskId: a.AskId, PinId: a.AskId + 1000}
+	if e.pinOf != nil {
+		g.PinId = e.pinOf(a.AskId)
+	}
 	for _, kb := range a.Keys {
 		if c, ok := e.held[Key(kb)]; ok {
 			g.Keys = append(g.Keys, kb)

@@ -123,6 +123,9 @@ func NewNode(cfg Config) (*Node, error) {
 		// The engine owns the memory: slots are its region's chunks.
 		eng = newEngine(cfg.Engine, cfg.Slots, cfg.BlockBytes)
 		st, err = store.NewIndex(cfg.Slots, cfg.BlockBytes)
+		if err == nil {
+			eng.contains = st.Contains
+		}
 	} else {
 		arena = make([]byte, cfg.Slots*cfg.BlockBytes)
 		st, err = store.NewOn(arena, cfg.BlockBytes)

@@ -41,7 +41,9 @@ func (f *fakeBackend) Attach(reg *pb.Register, out Outbox) (*pb.Registered, erro
 		return nil, f.refuse
 	}
 	f.out = out
-	return &pb.Registered{Registration: 7, ApiVersion: pb.ApiVersion_API_VERSION_1}, nil
+	ok := &pb.Registered{Registration: 7, ApiVersion: pb.ApiVersion_API_VERSION_1}
+	out.Post(&pb.SidecarMessage{Msg: &pb.SidecarMessage_Registered{Registered: ok}})
+	return ok, nil
 }
 
 func (f *fakeBackend) Detach(id uint64) { f.detached <- id }

@@ -1289,7 +1289,8 @@ type StepRequest struct {
 	Loads        []*Job                 `protobuf:"bytes,4,rep,name=loads,proto3" json:"loads,omitempty"`
 	Stores       []*Job                 `protobuf:"bytes,5,rep,name=stores,proto3" json:"stores,omitempty"`
 	// Requests finished: their loads in flight are aborted and their P2P
-	// state is forgotten.
+	// state is forgotten. Finished and preempted requests are applied first,
+	// before new_requests and everything else in the step.
 	Finished []string `protobuf:"bytes,6,rep,name=finished,proto3" json:"finished,omitempty"`
 	// on_schedule_end: send this step's batched lookups to the peers.
 	EndStep bool `protobuf:"varint,7,opt,name=end_step,json=endStep,proto3" json:"end_step,omitempty"`
