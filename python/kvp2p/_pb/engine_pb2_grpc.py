@@ -60,8 +60,8 @@ class EngineServicer:
         once: no peer write reaches it afterwards, even one already under way,
         so the engine may reuse the chunks of its failed loads as soon as it
         has lost the stream. Chunks it granted for serving are retired (no new
-        reader), but a send already under way still reads them for up to one
-        chunk's transfer after the sidecar learns of the loss; an engine that
+        reader), but a peer's send already under way reads them until it ends;
+        an engine that
         lost its stream while the sidecar lives (a frozen sidecar) should not
         rewrite granted chunks before a new Attach succeeds. A new Attach is
         refused with UNAVAILABLE until none of the old engine's chunks is in use.
