@@ -198,7 +198,11 @@ class EngineClient:
         channel = grpc.insecure_channel(self._target, options=opts)
         out: queue.SimpleQueue[pb.EngineMessage | None] = queue.SimpleQueue()
         try:
-            grpc.channel_ready_future(channel).result(timeout=1.0)
+            try:
+                grpc.channel_ready_future(channel).result(timeout=1.0)
+            except grpc.FutureTimeoutError:
+                self.last_error = f"no sidecar answers at {self._target}"
+                return False
             stub = pb_grpc.EngineStub(channel)
             out.put(pb.EngineMessage(register=self._register))
 
