@@ -168,6 +168,15 @@ class _Engine:
         del self.fetches[req_id]
         return {"outcome": outcome, "history": history, "data": data}
 
+    def reset(self) -> float:
+        """vLLM's cache reset (sleep, weight update): the tiers drain first.
+        Returns how long it took."""
+        t0 = time.monotonic()
+        with self.mgr.lock:
+            self.mgr.reset_cache()
+            self.mgr.on_reset_flushed()
+        return time.monotonic() - t0
+
     def info(self) -> dict[str, Any]:
         return {"tier": type(self.tier).__module__ + "." + type(self.tier).__name__,
                 "registration": self.tier._core.client.registration,
