@@ -352,7 +352,9 @@ class TierCore:
         does not fit waits for the next Step, in order)."""
         with self._mu:
             out = self._out
-            if out.empty() and not self._asking and not self._jobs:
+            if not self._asking and not self._jobs and (out.empty() or _Out(end_step=out.end_step) == out):
+                # Nothing to say: a step's end matters only to lookups.
+                self._out = _Out()
                 return None
             reg = self.client.registered
             keys_left = (reg.max_keys_per_step if reg and reg.max_keys_per_step else 65536)
