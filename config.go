@@ -40,6 +40,21 @@ type Config struct {
 	// Engine makes the node an engine's sidecar (engine_config.go).
 	Engine EngineConfig `yaml:"engine"`
 
+	// MetricsAddr is where `kvp2p serve` serves /metrics, /status.json,
+	// the status page (/), /healthz and /readyz, e.g. 127.0.0.1:9464.
+	// Empty: off. The library itself opens no listener for it (see
+	// Node.Status).
+	MetricsAddr string `yaml:"metrics_addr"`
+	// TLS turns on mutual TLS for every connection (tls.go).
+	TLS TLSConfig `yaml:"tls"`
+	// TrustClaimedHost accepts, on plain TCP, a Hello or DataAttach whose
+	// peer id names a host other than the connection's source address
+	// (NAT, or the demo's labelled hosts on 127.0.0.1). Off by default:
+	// without TLS the source address is the only proof of who speaks.
+	TrustClaimedHost bool `yaml:"trust_claimed_host"`
+	// Limits bound what peers can make the node hold.
+	Limits Limits `yaml:"limits"`
+
 	// Dial maps a peer id to the address to dial; default: the peer id.
 	// The demo uses it to run "hosts" on 127.0.0.1.
 	Dial func(peerID string) string `yaml:"-"`
@@ -70,18 +85,39 @@ type Timers struct {
 	MaxPeers             int           `yaml:"max_peers"`
 }
 
+// Limits bound what connections that are not sessions yet can hold; zero
+// means the default.
+type Limits struct {
+	// MaxHandshakes caps accepted connections that are not a session yet
+	// (TLS handshake, first frame, a Hello waiting for its data
+	// connection); default 128. Over it, new connections are closed.
+	MaxHandshakes int `yaml:"max_handshakes"`
+	// MaxHandshakesPerSource is the same cap per source address; default 32.
+	MaxHandshakesPerSource int `yaml:"max_handshakes_per_source"`
+}
+
 // Defaults for the non-timer fields.
 const (
 	DefaultPolicy     = health.Domain
 	DefaultBlockBytes = 256 << 10
 	DefaultSlots      = 1024
 	DefaultChunkBytes = 256 << 10
+
+	DefaultMaxHandshakes          = 128
+	DefaultMaxHandshakesPerSource = 32
 )
 
 // Validate checks the config and names the first bad field.
 func (c *Config) Validate() error {
 	if err := c.Engine.validate(); err != nil {
 		return err
+	}
+	if err := c.TLS.validate(); err != nil {
+		return err
+	}
+	if c.Limits.MaxHandshakes < 0 || c.Limits.MaxHandshakesPerSource < 0 {
+		return fmt.Errorf("kvp2p: config: limits: max_handshakes %d, max_handshakes_per_source %d: must not be negative",
+			c.Limits.MaxHandshakes, c.Limits.MaxHandshakesPerSource)
 	}
 	if c.PeerID == "" {
 		return errors.New("kvp2p: config: peer_id is required (host:port)")
@@ -153,6 +189,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
+	}
+	if c.Limits.MaxHandshakes == 0 {
+		c.Limits.MaxHandshakes = DefaultMaxHandshakes
+	}
+	if c.Limits.MaxHandshakesPerSource == 0 {
+		c.Limits.MaxHandshakesPerSource = DefaultMaxHandshakesPerSource
 	}
 	if c.Dial == nil {
 		c.Dial = func(id string) string { return id }

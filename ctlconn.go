@@ -14,15 +14,14 @@ import (
 // Fields are owned by the node's loop; the writer and reader goroutines
 // touch only the socket and the writer's queue.
 type ctlConn struct {
-	id        loads.ConnID
-	nc        net.Conn
-	w         *msgWriter
-	data      *datapath.Conn
-	dataDone  bool // the data connection's Closed event arrived (or it never existed)
-	closing   bool // ActClose seen
-	reported  bool // DataClosed told to the table
-	key       attachKey
-	heldHello *wire.Hello // inbound: the peer's Hello, held until its data connection attaches
+	id       loads.ConnID
+	nc       net.Conn
+	w        *msgWriter
+	data     *datapath.Conn
+	dataDone bool // the data connection's Closed event arrived (or it never existed)
+	closing  bool // ActClose seen
+	reported bool // DataClosed told to the table
+	key      attachKey
 	// dataLostAt: the peer closed the data connection at this time; the
 	// table is told once the control connection explains, or after
 	// dataLossGrace (zero: not waiting).

@@ -32,13 +32,16 @@ import (
 
 // engine is the sidecar's state for its one engine.
 type engine struct {
-	cfg  EngineConfig
-	geo  region.Geometry
-	srv  *engineapi.Server
-	mem  atomic.Pointer[region.Region] // read by data-path goroutines
-	reg  uint64                        // current registration; 0: none
-	next uint64                        // last registration handed out
-	out  engineapi.Outbox
+	cfg EngineConfig
+	geo region.Geometry
+	srv *engineapi.Server
+	mem atomic.Pointer[region.Region] // read by data-path goroutines
+	reg uint64                        // current registration; 0: none
+	// orphans: an engine detached, and the sessions it dialed are ended
+	// (once idle) until another engine attaches.
+	orphans bool
+	next    uint64 // last registration handed out
+	out     engineapi.Outbox
 
 	jobs    map[jobKey]*engJob // (registration, the engine's job id) -> job
 	byCore  map[uint64]*engJob // the table's job id -> job
@@ -155,7 +158,7 @@ func (n *Node) attach(r *region.Region, out engineapi.Outbox) (*pb.Registered, e
 		old.Close() // quiet: nothing touches it
 	}
 	e.next++
-	e.reg, e.out = e.next, out
+	e.reg, e.out, e.orphans = e.next, out, false
 	return &pb.Registered{
 		Registration: e.reg, ApiVersion: pb.ApiVersion_API_VERSION_1,
 		PeerId: n.cfg.PeerID, FailureDomain: n.cfg.FailureDomain,
@@ -176,7 +179,7 @@ func (n *Node) detach(now time.Time, id uint64) {
 		return
 	}
 	n.log.Warn("engine gone: aborting its jobs", "jobs", len(e.jobs), "requests", len(e.reqs))
-	e.reg, e.out = 0, nil
+	e.reg, e.out, e.orphans = 0, nil, true
 	for req := range e.reqs {
 		n.tb.RequestFinished(now, req)
 	}
@@ -302,6 +305,11 @@ func (e *engine) afterTurn(n *Node, now time.Time) {
 // reads any more. It runs after the table's own tick, so a lookup waiting
 // for a grant has pinned it by then.
 func (e *engine) tick(n *Node, now time.Time) {
+	if e.orphans {
+		if ended := n.tb.EndOutboundIdle(now); ended > 0 {
+			n.log.Info("engine gone: ended the sessions it dialed", "sessions", ended)
+		}
+	}
 	for id, a := range e.asks {
 		if now.Sub(a.at) >= e.cfg.ServeTimeout {
 			delete(e.asks, id)

@@ -32,8 +32,9 @@ type tnode struct {
 }
 
 type nodeOpt struct {
-	wrap bool // wrap the listener in a testListener
-	mut  func(*Config)
+	wrap   bool // wrap the listener in a testListener
+	wrapLn func(net.Listener) net.Listener
+	mut    func(*Config)
 }
 
 // startTN runs a node on a fresh loopback port; it is closed at cleanup.
@@ -61,6 +62,9 @@ func startTN(t testing.TB, o nodeOpt) *tnode {
 	if o.wrap {
 		tn.fl = newTestListener(ln, min(n.cfg.ChunkBytes, n.cfg.BlockBytes))
 		l = tn.fl
+	}
+	if o.wrapLn != nil {
+		l = o.wrapLn(l)
 	}
 	go func() { tn.served <- n.Serve(l) }()
 	t.Cleanup(func() {

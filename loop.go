@@ -2,6 +2,8 @@ package kvp2p
 
 import (
 	"errors"
+	"fmt"
+	"net"
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/datapath"
@@ -32,6 +34,7 @@ func (n *Node) loop() {
 			}
 		case <-stopReq:
 			stopReq = nil // handled once
+			n.lnClosed = true
 			n.ln.Close()
 			n.tb.Shutdown(time.Now())
 		case <-n.quit:
@@ -53,7 +56,9 @@ func (n *Node) loop() {
 // closeAll closes the listener and every socket; the goroutines end on
 // their own I/O errors, and the loop no longer listens to their events.
 func (n *Node) closeAll() {
+	n.lnClosed = true
 	n.ln.Close()
+	n.gate.closeAll() // connections in their handshake: pendingData and heldHellos too
 	for _, c := range n.conns {
 		if c.nc != nil {
 			c.nc.Close()
@@ -67,6 +72,9 @@ func (n *Node) closeAll() {
 	}
 	for _, p := range n.pendingData {
 		p.nc.Close()
+	}
+	for _, h := range n.heldHellos {
+		h.nc.Close()
 	}
 }
 
@@ -104,10 +112,7 @@ func (n *Node) handle(ev event) {
 		if c == nil || c.closing {
 			return
 		}
-		if h, ok := ev.msg.(*wire.Hello); ok && c.data == nil && !c.dataDone {
-			n.holdHello(now, c, h)
-			return
-		}
+		n.obs.received(now, ev.id, ev.msg)
 		n.tb.Receive(now, ev.id, ev.msg)
 	case evCtlLost:
 		if c := n.conns[ev.id]; c != nil && !c.closing {
@@ -115,66 +120,88 @@ func (n *Node) handle(ev event) {
 		}
 	case evData:
 		n.dataEvent(now, ev)
+	case evAcceptStopped:
+		if !n.lnClosed {
+			n.log.Error("accepting stopped for good: stopping the node", "err", ev.err)
+			n.serveErr = fmt.Errorf("kvp2p: accept: %w", ev.err)
+			n.Close()
+		}
 	}
 }
 
-// accepted sorts a new inbound connection by its first frame.
+// accepted pairs a new inbound connection with its other half: a session
+// starts (and takes a place among max_peers) only once both its Hello and
+// its DataAttach arrived, from connections with the same identity; until
+// then both wait in the gate, bounded and expired by the handshake timeout.
 func (n *Node) accepted(now time.Time, ev evAccepted) {
 	switch m := ev.first.(type) {
 	case *wire.Hello:
-		id := n.tb.Accept(now)
-		c := &ctlConn{id: id, nc: ev.nc, w: newMsgWriter(ev.nc, n.timers.HeartbeatTimeout, &n.wg)}
-		n.conns[id] = c
-		n.wg.Add(1)
-		go n.readCtl(id, ev.rd)
-		n.perform() // the table may refuse it (peer cap) before the Hello
-		if c.closing {
+		key := attachKey{m.PeerID, m.Incarnation}
+		if p, ok := n.pendingData[key]; ok && p.ident == ev.ident {
+			delete(n.pendingData, key)
+			n.admit(now, ev, m, p)
 			return
 		}
-		n.holdHello(now, c, m)
+		if old, dup := n.heldHellos[key]; dup {
+			n.dropConn(old.nc, old.raw)
+		}
+		ev.at = now
+		n.heldHellos[key] = ev
 	case *wire.DataAttach:
 		key := attachKey{m.PeerID, m.Incarnation}
-		if id, ok := n.heldHellos[key]; ok {
+		p := pendingData{nc: ev.nc, raw: ev.raw, rd: ev.rd, ident: ev.ident, at: now}
+		if h, ok := n.heldHellos[key]; ok && h.ident == ev.ident {
 			delete(n.heldHellos, key)
-			if c := n.conns[id]; c != nil && !c.closing {
-				n.startData(c, ev.nc, ev.rd)
-				h := c.heldHello
-				c.heldHello = nil
-				n.tb.Receive(now, id, h)
-				return
-			}
+			n.admit(now, h, h.first.(*wire.Hello), p)
+			return
 		}
 		if old, dup := n.pendingData[key]; dup {
-			old.nc.Close()
+			n.dropConn(old.nc, old.raw)
 		}
-		n.pendingData[key] = pendingData{nc: ev.nc, rd: ev.rd, at: now}
-	default:
-		n.log.Warn("connection opened with an unexpected frame", "type", ev.first.Type())
-		ev.nc.Close()
+		n.pendingData[key] = p
+	default: // readFirst lets nothing else through
+		n.dropConn(ev.nc, ev.raw)
 	}
 }
 
-// holdHello delivers an inbound Hello once its data connection is there:
-// every session has its data path before it can be ready.
-func (n *Node) holdHello(now time.Time, c *ctlConn, h *wire.Hello) {
-	key := attachKey{h.PeerID, h.Incarnation}
-	c.key = key
-	if p, ok := n.pendingData[key]; ok {
-		delete(n.pendingData, key)
-		n.startData(c, p.nc, p.rd)
-		n.tb.Receive(now, c.id, h)
+// admit makes a session of a Hello and its data connection.
+func (n *Node) admit(now time.Time, ctl evAccepted, h *wire.Hello, data pendingData) {
+	n.gate.leave(ctl.raw)
+	n.gate.leave(data.raw)
+	id := n.tb.Accept(now)
+	c := &ctlConn{id: id, nc: ctl.nc, w: newMsgWriter(ctl.nc, n.timers.HeartbeatTimeout, &n.wg),
+		key: attachKey{h.PeerID, h.Incarnation}}
+	n.conns[id] = c
+	n.wg.Add(1)
+	go n.readCtl(id, ctl.rd)
+	n.perform() // the table may refuse it (peer cap) before the Hello
+	if c.closing {
+		data.nc.Close()
 		return
 	}
-	c.heldHello = h
-	n.heldHellos[key] = c.id
+	n.startData(c, data.nc, data.rd)
+	n.tb.Receive(now, id, h)
 }
 
-// expirePending drops data connections nobody claimed.
+// dropConn closes a connection that never became a session.
+func (n *Node) dropConn(nc, raw net.Conn) {
+	n.gate.leave(raw)
+	nc.Close()
+}
+
+// expirePending drops the halves of sessions whose other half did not
+// come within the handshake timeout. Both maps are bounded by the gate.
 func (n *Node) expirePending(now time.Time) {
 	for k, p := range n.pendingData {
 		if now.Sub(p.at) > n.timers.HandshakeTimeout {
-			p.nc.Close()
+			n.dropConn(p.nc, p.raw)
 			delete(n.pendingData, k)
+		}
+	}
+	for k, h := range n.heldHellos {
+		if now.Sub(h.at) > n.timers.HandshakeTimeout {
+			n.dropConn(h.nc, h.raw)
+			delete(n.heldHellos, k)
 		}
 	}
 }
@@ -184,6 +211,7 @@ func (n *Node) dataEvent(now time.Time, ev evData) {
 	if c == nil {
 		return
 	}
+	n.obs.data(now, ev.id, ev.ev)
 	switch e := ev.ev.(type) {
 	case datapath.SendEnd:
 		n.tb.SendEnd(now, ev.id, e.Job, e.OK, e.Bytes)
@@ -261,6 +289,7 @@ func (n *Node) perform() {
 }
 
 func (n *Node) act(a loads.Action) {
+	n.obs.action(time.Now(), a, a.Kind == loads.ActClose && n.tb.ClosedByPolicy(a.Conn))
 	switch a.Kind {
 	case loads.ActDial:
 		n.conns[a.Conn] = &ctlConn{id: a.Conn, key: attachKey{peer: a.Peer}}
@@ -290,9 +319,6 @@ func (n *Node) act(a loads.Action) {
 		c.closing = true
 		if c.w != nil {
 			c.w.close()
-		}
-		if c.heldHello != nil {
-			delete(n.heldHellos, c.key)
 		}
 		if c.data != nil {
 			c.data.Close()

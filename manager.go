@@ -127,8 +127,12 @@ func (m *Manager) PutBlock(k Key, data []byte) error {
 }
 
 // ReadBlock copies a loaded or stored block out of the node's store.
-func (m *Manager) ReadBlock(k Key) ([]byte, bool) {
-	var out []byte
+func (m *Manager) ReadBlock(k Key) ([]byte, bool) { return m.ReadBlockInto(nil, k) }
+
+// ReadBlockInto is ReadBlock appending to dst: a caller that reads many
+// blocks reuses one buffer instead of allocating a block each time.
+func (m *Manager) ReadBlockInto(dst []byte, k Key) ([]byte, bool) {
+	out := dst
 	var ok bool
 	_ = m.do(func(time.Time) {
 		if m.n.eng != nil {
@@ -136,7 +140,7 @@ func (m *Manager) ReadBlock(k Key) ([]byte, bool) {
 		}
 		sl, found := m.n.st.Lookup(k)
 		if found {
-			out, ok = append([]byte(nil), m.n.st.Bytes(sl)...), true
+			out, ok = append(dst, m.n.st.Bytes(sl)...), true
 		}
 	})
 	return out, ok

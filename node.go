@@ -2,6 +2,7 @@ package kvp2p
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -35,7 +36,8 @@ type Node struct {
 	tb     *loads.Table
 	dpCfg  datapath.Config
 	lim    wire.Limits
-	eng    *engine // a sidecar's engine state (EngineConfig); nil otherwise
+	eng    *engine   // a sidecar's engine state (EngineConfig); nil otherwise
+	obs    *observer // counts for metrics and status; owned by the loop
 
 	events   chan event
 	calls    chan func()
@@ -49,18 +51,25 @@ type Node struct {
 	// Owned by the loop; after it exited (done closed), by whoever holds
 	// finalMu.
 	ln          net.Listener
+	lnClosed    bool // the loop closed ln: an Accept error then is no news
+	serveErr    error
 	conns       map[loads.ConnID]*ctlConn
-	heldHellos  map[attachKey]loads.ConnID
+	heldHellos  map[attachKey]evAccepted // inbound Hellos waiting for their data connection
 	pendingData map[attachKey]pendingData
 	open        map[uint64]JobResult // jobs submitted and not yet polled: a failed result each
+
+	tls  *tlsCreds // nil: plain TCP
+	gate *connGate // accepted connections that are not a session yet
 
 	finalMu sync.Mutex // serializes PollFinished after the loop exited
 }
 
 type pendingData struct {
-	nc net.Conn
-	rd *wire.Reader
-	at time.Time
+	nc    net.Conn
+	raw   net.Conn // as accepted (nc may wrap it in TLS): the gate's key
+	rd    *wire.Reader
+	ident peerIdentity
+	at    time.Time
 }
 
 // Events from goroutines to the loop.
@@ -68,9 +77,13 @@ type event interface{}
 
 type evAccepted struct {
 	nc    net.Conn
+	raw   net.Conn // as accepted: the gate's key
 	rd    *wire.Reader
 	first wire.Message
+	ident peerIdentity
+	at    time.Time // when the loop parked it (heldHellos)
 }
+type evAcceptStopped struct{ err error }
 type evDialed struct {
 	id        loads.ConnID
 	ctl, data net.Conn
@@ -125,6 +138,8 @@ func NewNode(cfg Config) (*Node, error) {
 	if eng != nil {
 		lc.ExternalSlots, lc.Resolver = true, eng
 	}
+	obs := newObserver(time.Now())
+	lc.Observer = obs
 	tb, err := loads.New(lc, st)
 	if err != nil {
 		return nil, err
@@ -145,9 +160,14 @@ func NewNode(cfg Config) (*Node, error) {
 		},
 		events: make(chan event, 256), calls: make(chan func()),
 		stopReq: make(chan struct{}), quit: make(chan struct{}), done: make(chan struct{}),
-		conns: map[loads.ConnID]*ctlConn{}, heldHellos: map[attachKey]loads.ConnID{},
+		conns: map[loads.ConnID]*ctlConn{}, heldHellos: map[attachKey]evAccepted{},
 		pendingData: map[attachKey]pendingData{}, open: map[uint64]JobResult{},
-		eng: eng,
+		eng: eng, obs: obs, gate: newConnGate(cfg.Limits.MaxHandshakes, cfg.Limits.MaxHandshakesPerSource),
+	}
+	if cfg.TLS.Enabled() {
+		if n.tls, err = newTLSCreds(cfg.TLS); err != nil {
+			return nil, err
+		}
 	}
 	if eng != nil {
 		eng.srv = engineapi.New(engineBackend{n}, engineapi.Options{Log: n.log})
@@ -174,7 +194,8 @@ func (n *Node) PeerID() string { return n.cfg.PeerID }
 // Manager is the engine-facing API of this node.
 func (n *Node) Manager() *Manager { return &Manager{n: n} }
 
-// Serve runs the node on ln until Shutdown or Close, and returns nil then.
+// Serve runs the node on ln until Shutdown or Close, and returns nil then;
+// it returns an error if the listener fails for good (the node stopped).
 func (n *Node) Serve(ln net.Listener) error {
 	n.ln = ln
 	n.wg.Add(1)
@@ -197,7 +218,7 @@ func (n *Node) Serve(ln net.Listener) error {
 		case ev := <-n.events:
 			closeEventConns(ev)
 		default:
-			return nil
+			return n.serveErr
 		}
 	}
 }
@@ -246,31 +267,137 @@ func (n *Node) post(ev event) {
 	}
 }
 
+// acceptLoop accepts until the listener closes. Temporary errors (EMFILE,
+// ENFILE, ECONNABORTED) back off and retry as net/http does, logged once
+// per burst with a count; any other error stops the node (Serve returns
+// it, and the process exits non-zero).
 func (n *Node) acceptLoop(ln net.Listener) {
 	defer n.wg.Done()
+	var delay time.Duration
+	failures := 0
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
-			return // the loop closed the listener
+			var te interface{ Temporary() bool }
+			if errors.As(err, &te) && te.Temporary() && !errors.Is(err, net.ErrClosed) {
+				if failures == 0 {
+					n.log.Error("accept failing, retrying", "err", err)
+				}
+				failures++
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				select {
+				case <-time.After(delay):
+					continue
+				case <-n.done:
+					return
+				}
+			}
+			n.post(evAcceptStopped{err})
+			return
 		}
-		n.wg.Add(1)
-		go n.readFirst(nc)
+		if failures > 0 {
+			n.log.Warn("accepting again", "failed_accepts", failures)
+			failures, delay = 0, 0
+		}
+		switch n.gate.enter(nc) {
+		case gateOK:
+			n.wg.Add(1)
+			go n.readFirst(nc)
+		case gateClosed:
+			nc.Close()
+		default:
+			// Logged at debug: an attacker must not be able to fill the disk.
+			n.log.Debug("refusing connection: too many unfinished handshakes", "src", nc.RemoteAddr())
+			nc.Close()
+		}
 	}
 }
 
-// readFirst reads the first frame of an accepted connection: a Hello makes
-// it a control connection, a DataAttach a data connection.
-func (n *Node) readFirst(nc net.Conn) {
+// firstFrameLimits bound the one frame read before a peer is known: a
+// Hello or a DataAttach, nothing bigger.
+func firstFrameLimits(l wire.Limits) wire.Limits {
+	l.MaxFrame, l.MaxString, l.MaxKeys = 4<<10, 512, 0
+	return l
+}
+
+// readFirst runs the TLS handshake if configured and reads the first frame
+// of an accepted connection, all within the handshake timeout: a Hello
+// makes it a control connection, a DataAttach a data connection. The peer
+// id either claims must be one the connection may speak for (checkClaim).
+func (n *Node) readFirst(raw net.Conn) {
 	defer n.wg.Done()
-	rd := wire.NewReader(nc, n.lim)
-	_ = nc.SetReadDeadline(time.Now().Add(n.timers.HandshakeTimeout))
+	nc := raw
+	fail := func(what string, err error) {
+		n.log.Debug("refusing connection", "src", raw.RemoteAddr(), "at", what, "err", err)
+		n.gate.leave(raw)
+		raw.Close()
+	}
+	deadline := time.Now().Add(n.timers.HandshakeTimeout)
+	_ = raw.SetDeadline(deadline)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	var ident peerIdentity
+	if n.tls != nil {
+		if err := n.tls.maybeReload(time.Now()); err != nil {
+			n.log.Warn("tls reload failed, keeping the old certificate", "err", err)
+		}
+		tc := tls.Server(raw, n.tls.serverConfig())
+		if err := tc.HandshakeContext(ctx); err != nil {
+			fail("tls handshake", err)
+			return
+		}
+		ident = identityOf(tc.ConnectionState())
+		nc = tc
+	}
+	rd := wire.NewReader(nc, firstFrameLimits(n.lim))
 	m, err := rd.Next()
-	_ = nc.SetReadDeadline(time.Time{})
 	if err != nil {
-		nc.Close()
+		fail("first frame", err)
 		return
 	}
-	n.post(evAccepted{nc: nc, rd: rd, first: m})
+	var claim string
+	switch m := m.(type) {
+	case *wire.Hello:
+		claim = m.PeerID
+	case *wire.DataAttach:
+		claim = m.PeerID
+	default:
+		fail("first frame", fmt.Errorf("unexpected %v frame", m.Type()))
+		return
+	}
+	if err := checkClaim(ctx, nc, claim, n.cfg.TrustClaimedHost); err != nil {
+		fail("identity", err)
+		return
+	}
+	_ = raw.SetDeadline(time.Time{})
+	rd.SetLimits(n.lim)
+	n.post(evAccepted{nc: nc, raw: raw, rd: rd, first: m, ident: ident})
+}
+
+// ReloadTLS reads the TLS files again (SIGHUP); a no-op without TLS. New
+// connections use the new certificate; established ones keep theirs.
+func (n *Node) ReloadTLS() error {
+	if n.tls == nil {
+		return nil
+	}
+	return n.tls.Reload()
+}
+
+// handshakeTLS secures an outbound connection to peer; the server's
+// certificate must name the peer id's host.
+func (n *Node) handshakeTLS(ctx context.Context, nc net.Conn, peer string) (net.Conn, error) {
+	if n.tls == nil {
+		return nc, nil
+	}
+	if err := n.tls.maybeReload(time.Now()); err != nil {
+		n.log.Warn("tls reload failed, keeping the old certificate", "err", err)
+	}
+	tc := tls.Client(nc, n.tls.clientConfig(peer))
+	if err := tc.HandshakeContext(ctx); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("tls: %w", err)
+	}
+	return tc, nil
 }
 
 func (n *Node) dial(id loads.ConnID, peer string) {
@@ -287,11 +414,17 @@ func (n *Node) dial(id loads.ConnID, peer string) {
 	}()
 	var d net.Dialer
 	ctl, err := d.DialContext(ctx, "tcp", addr)
+	if err == nil {
+		ctl, err = n.handshakeTLS(ctx, ctl, peer)
+	}
 	if err != nil {
 		n.post(evDialed{id: id, err: err})
 		return
 	}
 	data, err := d.DialContext(ctx, "tcp", addr)
+	if err == nil {
+		data, err = n.handshakeTLS(ctx, data, peer)
+	}
 	if err == nil {
 		var b []byte
 		b, err = wire.Append(nil, &wire.DataAttach{PeerID: n.cfg.PeerID, Incarnation: n.cfg.Incarnation})

@@ -66,13 +66,20 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.runs, "runs", 5, "interleaved runs of each measurement")
 	fs.IntVar(&o.lookups, "lookups", 1000, "lookup round trips per run")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object")
+	var fo fleetOpts
+	fleetMode := fs.Bool("fleet", false, "instead: the saturation curve of --sources sources and one consumer (time to hit against offered load)")
+	fs.IntVar(&fo.sources, "sources", 10, "--fleet: source nodes")
+	fs.IntVar(&fo.blocks, "blocks", 16, "--fleet: blocks per request")
+	fs.DurationVar(&fo.duration, "duration", 3*time.Second, "--fleet: how long each offered rate lasts")
+	rates := fs.String("rates", "5,10,20,40,60,80", "--fleet: offered rates, requests per second, comma-separated")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: kvp2p bench [--bytes 256MiB] [--block-bytes 262144] [--runs 5] [--json]\n\n"+
+		fmt.Fprintf(fs.Output(), "usage: kvp2p bench [--bytes 256MiB] [--block-bytes 262144] [--runs 5] [--json]\n       kvp2p bench --fleet [--sources 10] [--blocks 16] [--rates 5,10,20,40] [--duration 3s] [--json]\n\n"+
 			"Loads --bytes from one node to another over 127.0.0.1 and copies the same bytes over\n"+
 			"plain TCP, then times symmetric lookup round trips; --runs times each, interleaved.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	err := fs.Parse(args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
@@ -96,6 +103,24 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case o.lookups < 1:
 		return bad("--lookups %d: want at least 1", o.lookups)
 	}
+	if *fleetMode {
+		fo.block = o.block
+		if fo.rates, err = parseRates(*rates); err != nil {
+			return bad("--rates: %v", err)
+		}
+		if fo.sources < 1 || fo.blocks < 1 || fo.duration <= 0 {
+			return bad("--sources, --blocks, --duration: want positive values")
+		}
+		rep, err := benchFleet(ctx, fo)
+		if err != nil {
+			return err
+		}
+		if o.json {
+			return json.NewEncoder(stdout).Encode(rep)
+		}
+		printFleet(stdout, rep)
+		return nil
+	}
 	rep, err := bench(ctx, o, stderr)
 	if err != nil {
 		return err
@@ -105,6 +130,19 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	printBench(stdout, rep)
 	return nil
+}
+
+// parseRates reads positive request rates separated by commas.
+func parseRates(s string) ([]float64, error) {
+	var out []float64
+	for _, f := range strings.Split(s, ",") {
+		r, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || r <= 0 || r > 10000 {
+			return nil, fmt.Errorf("%q: want rates in (0, 10000]", f)
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
 
 // parseSize reads a byte count: digits with an optional B, KiB, MiB, GiB,

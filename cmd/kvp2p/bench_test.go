@@ -85,3 +85,44 @@ func TestBenchFlags(t *testing.T) {
 		t.Errorf("parseSize(64MB) = %d, %v", n, err)
 	}
 }
+
+// TestBenchFleetOutput runs a tiny fleet bench and checks the shape of its
+// curve, and that every request it offered was answered.
+func TestBenchFleetOutput(t *testing.T) {
+	args := []string{"bench", "--fleet", "--sources", "2", "--blocks", "2", "--block-bytes", "65536", "--rates", "20,40", "--duration", "300ms"}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), args, &out, &errb); code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, &errb)
+	}
+	num := `[0-9]+(\.[0-9]+)?`
+	for _, re := range []string{
+		`(?m)^kvp2p bench --fleet: 2 sources, 1 consumer, 127\.0\.0\.1; requests of 2 blocks of 65536 bytes`,
+		`(?m)^one load at a time: +` + num + ` MB/s`,
+		`(?m)^ 2 loads at once, one a source: +` + num + ` MB/s, ` + num + ` of one at a time$`,
+		`(?m)^ +20 +` + num + ` +` + num + ` +[0-9]+ +[0-9]+ +` + num + ` +` + num + ` +` + num + `$`,
+		`(?m)^ +40 +`,
+	} {
+		if !regexp.MustCompile(re).MatchString(out.String()) {
+			t.Errorf("output does not match %s:\n%s", re, &out)
+		}
+	}
+	out.Reset()
+	if code := run(context.Background(), append(args, "--json"), &out, &errb); code != 0 {
+		t.Fatalf("--json: exit %d; stderr:\n%s", code, &errb)
+	}
+	var rep fleetReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Curve) != 2 || rep.SingleMBs <= 0 || rep.ParallelMBs <= 0 {
+		t.Fatalf("report %+v", rep)
+	}
+	for _, p := range rep.Curve {
+		if p.Hits == 0 || p.Failed != 0 {
+			t.Errorf("rate %v: %d hits, %d failed", p.Rate, p.Hits, p.Failed)
+		}
+	}
+	if code := run(context.Background(), []string{"bench", "--fleet", "--rates", "0"}, &out, &errb); code != 2 {
+		t.Errorf("--rates 0: exit %d, want 2", code)
+	}
+}

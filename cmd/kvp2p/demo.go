@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kvp2p/kvp2p"
 	"github.com/kvp2p/kvp2p/internal/health"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 )
@@ -50,6 +51,7 @@ type demoOpts struct {
 	partAt     time.Duration
 	blocks     int
 	blockBytes int
+	statusAddr string // serve each run's consumer status here (policy i: port + i)
 }
 
 // defaultDemoScenario is the built-in demo as a scenario: a src-b/0 crash,
@@ -73,7 +75,7 @@ func defaultDemoScenario(o demoOpts) *scenario.Scenario {
 	}
 }
 
-func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (retErr error) {
 	fs, rf := newRunFlags("demo", demoUsage, "", "or all; empty: the built-in demo", stderr)
 	o := demoOpts{crashAt: 3 * time.Second, partAt: 6 * time.Second}
 	serial := fs.Bool("serial", false, "run the policies one after another (default: side by side unless memory is short)")
@@ -82,6 +84,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.DurationVar(&o.run, "duration", 14*time.Second, "built-in demo: workload length")
 	fs.DurationVar(&o.settle, "settle", 32*time.Second, "built-in demo: time after the workload for requests to resolve")
 	fs.IntVar(&o.blocks, "blocks", 4, "built-in demo: blocks per request")
+	fs.StringVar(&o.statusAddr, "metrics-addr", "", "serve each policy's first consumer's /metrics, status page and /status.json on `host:port` (policy i on port + i) while it runs")
+	var prof profileFlags
+	prof.register(fs)
 	if err := parseRunArgs(fs, args); err != nil {
 		return err
 	}
@@ -126,12 +131,22 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if os.Getenv("GOGC") == "" {
 		defer debug.SetGCPercent(debug.SetGCPercent(25))
 	}
+	stopProf, err := prof.start()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := stopProf(); err != nil && retErr == nil {
+			retErr = err
+		}
+	}()
 	asJSON := rf.json
 	if builtin && !asJSON {
 		fmt.Fprintf(stdout, demoIntro, o.crashAt, o.partAt)
 		fmt.Fprintf(stdout, "\nrunning %s for %v (+%v to settle)...\n", strings.Join(policies, " and "), o.run, o.settle)
 	}
 	rep := rf.report(stdout)
+	var all []demoResult
 	for _, sc := range scs {
 		bb := o.blockBytes
 		if builtin || bb == 0 {
@@ -154,14 +169,16 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		for _, r := range got {
-			if err := rep.add(r); err != nil {
+			if err := rep.add(r.Run); err != nil {
 				return err
 			}
 		}
+		all = append(all, got...)
 	}
 	if !asJSON {
 		fmt.Fprintln(stdout)
 		rep.table()
+		printDemoStats(stdout, all)
 		if builtin {
 			fmt.Fprint(stdout, demoOutro)
 		}
@@ -191,13 +208,25 @@ func demoMemEstimate(sc *scenario.Scenario, bb int) int {
 	return min(total, cArena) + min(total, sArena)
 }
 
-func runDemoPolicies(ctx context.Context, sc *scenario.Scenario, policies []string, bb int, parallel bool, stdout io.Writer, phases bool, o demoOpts) ([]scenario.Run, error) {
-	runs := make([]scenario.Run, len(policies))
+func runDemoPolicies(ctx context.Context, sc *scenario.Scenario, policies []string, bb int, parallel bool, stdout io.Writer, phases bool, o demoOpts) ([]demoResult, error) {
+	runs := make([]demoResult, len(policies))
 	errs := make([]error, len(policies))
 	var mu sync.Mutex
 	live := map[string]*demoRun{}
+	consumer := map[string]*kvp2p.Node{} // each run's first consumer, for --metrics-addr
 	track := func(p string) func(*demoRun) {
-		return func(r *demoRun) { mu.Lock(); live[p] = r; mu.Unlock() }
+		return func(r *demoRun) { mu.Lock(); live[p] = r; consumer[p] = r.f.cons[0].node; mu.Unlock() }
+	}
+	if o.statusAddr != "" {
+		stop, err := startDemoStatus(o.statusAddr, policies, func(p string) *kvp2p.Node {
+			mu.Lock()
+			defer mu.Unlock()
+			return consumer[p]
+		}, stdout)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
 	}
 	done := make(chan struct{})
 	var pw sync.WaitGroup

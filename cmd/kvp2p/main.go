@@ -27,6 +27,7 @@ commands:
   demo    run a small fleet on 127.0.0.1 with injected faults, per policy
   sim     simulate scenarios under each failure policy (kvp2p sim -h)
   serve   run one node from a YAML config, env and flags (kvp2p serve -h)
+  status  show a running node's peers, domains, sessions and loads (kvp2p status -h)
 `
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -44,6 +45,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runServe(ctx, args[1:], stdout, stderr)
 	case "sim":
 		err = runSim(ctx, args[1:], stdout, stderr)
+	case "status":
+		err = runStatus(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -10,7 +10,9 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/kvp2p/kvp2p"
@@ -67,6 +69,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 		{"policy", "policy", "failure `policy`: per-peer or host-group (config policy)"},
 		{"engine-socket", "engine.socket", "engine API Unix socket `path`: makes the node an engine's sidecar (config engine.socket)"},
 		{"region-dir", "engine.region_dir", "`directory` engine region files must be in (config engine.region_dir; default /dev/shm)"},
+		{"metrics-addr", "metrics_addr", "`host:port` for /metrics, the status page and probes, e.g. 127.0.0.1:9464 (config metrics_addr; default off)"},
 	} {
 		fs.Var(settingFlag{name: f.name, path: f.path, list: &o.sets}, f.name, f.usage)
 	}
@@ -152,19 +155,39 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	// The status server outlives the node's drain: probes see it not ready.
+	closeMetrics, err := startMetrics(cfg, node, log)
+	defer closeMetrics()
+	if err != nil {
+		return err
+	}
 	served := make(chan error, 1)
 	go func() { served <- node.Serve(ln) }()
 	log.Info("serving", "peer_id", cfg.PeerID, "addr", ln.Addr().String(),
 		"failure_domain", cfg.FailureDomain, "policy", cmp.Or(cfg.Policy, kvp2p.DefaultPolicy))
 
-	select {
-	case err := <-served:
-		// The node stopped without being asked to.
-		if err == nil {
-			err = errors.New("node stopped unexpectedly")
+	// SIGHUP reloads the TLS files (they are also reloaded when they change).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+wait:
+	for {
+		select {
+		case err := <-served:
+			// The node stopped without being asked to.
+			if err == nil {
+				err = errors.New("node stopped unexpectedly")
+			}
+			return err
+		case <-hup:
+			if err := node.ReloadTLS(); err != nil {
+				log.Error("tls reload failed, keeping the old certificate", "err", err)
+			} else {
+				log.Info("tls reloaded")
+			}
+		case <-ctx.Done():
+			break wait
 		}
-		return err
-	case <-ctx.Done():
 	}
 
 	// A drain longer than our bound would always be cut short; give it room.

@@ -66,6 +66,14 @@ type Config struct {
 	// (default 2 s). Negative means leave the kernel's default. Ignored for
 	// other kinds of connection.
 	UserTimeout time.Duration
+	// SendWindow is how many producer jobs the writer streams at once,
+	// chunk by chunk round-robin (default 2). Later jobs wait their turn
+	// in the order they were opened (with Progress{Queued} frames), so
+	// that under load jobs finish one after another at the link's speed
+	// instead of all together at the end: with every job served at once,
+	// n jobs of equal size all take n times as long. Two, not one, so
+	// that a small job is not stuck behind one large one.
+	SendWindow int
 	// Limits bound what the reader accepts (default wire.DefaultLimits()).
 	Limits wire.Limits
 }
@@ -90,6 +98,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.UserTimeout == 0 {
 		c.UserTimeout = 2 * time.Second
 	}
+	if c.SendWindow == 0 {
+		c.SendWindow = 2
+	}
 	if c.Limits == (wire.Limits{}) {
 		c.Limits = wire.DefaultLimits()
 	}
@@ -101,6 +112,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("datapath: BlockBytes %d over MaxBlockSize", c.BlockBytes)
 	case c.ChunkBytes <= 0 || uint64(c.ChunkBytes) > uint64(def.MaxChunk):
 		return c, fmt.Errorf("datapath: ChunkBytes %d not in 1..%d", c.ChunkBytes, def.MaxChunk)
+	case c.SendWindow < 0:
+		return c, fmt.Errorf("datapath: negative SendWindow %d", c.SendWindow)
 	case c.ProgressInterval < 0 || c.KeepaliveInterval < 0:
 		return c, fmt.Errorf("datapath: negative ProgressInterval or KeepaliveInterval")
 	}
@@ -243,7 +256,11 @@ func StartWithReader(nc net.Conn, rd *wire.Reader, cfg Config, mem Memory, emit 
 	if rd == nil {
 		rd = wire.NewReader(nc, cfg.Limits)
 	}
-	if tc, ok := nc.(*net.TCPConn); ok && cfg.UserTimeout > 0 {
+	raw := nc
+	if u, ok := nc.(interface{ NetConn() net.Conn }); ok {
+		raw = u.NetConn() // a *tls.Conn: the socket under it
+	}
+	if tc, ok := raw.(*net.TCPConn); ok && cfg.UserTimeout > 0 {
 		// Best effort: a socket that refuses it still works, it just
 		// detects a dead peer later (read timeout and keepalives still do).
 		_ = setUserTimeout(tc, cfg.UserTimeout)

@@ -7,8 +7,10 @@
 //
 // Start runs exactly two goroutines per Conn:
 //
-//   - the writer owns the write side. It serves producer jobs round-robin,
-//     one chunk per turn, so a large job does not starve small ones. A chunk
+//   - the writer owns the write side. It serves the oldest SendWindow
+//     producer jobs (default 2) round-robin, one chunk per turn, so a large
+//     job does not starve a small one, and later jobs wait their turn, so
+//     that jobs finish one after another instead of all together. A chunk
 //     goes out as one writev of {control frames + chunk header, payload},
 //     the payload sliced straight from the source slot (no copy). Before
 //     each chunk it adds the control frames that are due: ProbeAcks, Probes,

@@ -247,3 +247,53 @@ func TestStartWithReader(t *testing.T) {
 	}
 	wantPattern(t, p.mem.Slot(0), 3, 0)
 }
+
+// TestSendWindow checks that the writer streams at most SendWindow jobs at
+// once, oldest first: a third job gets no chunk until one of the first two
+// has ended, so under load jobs finish one after another at the link's
+// speed rather than all together.
+func TestSendWindow(t *testing.T) {
+	na, nb := pairs[0].make(t) // net.Pipe: no socket buffer to hide the order
+	cfg := Config{BlockBytes: 4096, ChunkBytes: 1024, SendWindow: 2}
+	a := startPeer(t, na, cfg, 64)
+	b := startPeer(t, nb, cfg, 64)
+	defer a.stop(t)
+	defer b.stop(t)
+
+	jobs := []job{
+		{id: 1, src: seq(0, 20), dst: seq(0, 20)},
+		{id: 2, src: seq(20, 20), dst: seq(20, 20)},
+		{id: 3, src: seq(40, 20), dst: seq(40, 20)},
+	}
+	for _, j := range jobs {
+		j.prepare(a, b)
+	}
+	a.c.Send(3, nil, false) // opened last of the three: the window is in open order
+	a.c.Send(1, jobs[0].blocks(0, 20), true)
+	a.c.Send(2, jobs[1].blocks(0, 20), true)
+	a.c.Send(3, jobs[2].blocks(0, 20), true)
+	for _, j := range jobs {
+		j.verify(t, a, b)
+	}
+	// Opened 3, 1, 2: job 3 and job 1 share the window, job 2 waits for one
+	// of them to end before its first chunk lands.
+	firstEnd, firstOf2 := -1, -1
+	for i, e := range b.ev.all() {
+		switch e := e.(type) {
+		case RecvEnd:
+			if firstEnd < 0 {
+				firstEnd = i
+				if e.Job == 2 {
+					t.Fatalf("job 2, outside the window, ended first")
+				}
+			}
+		case RecvProgress:
+			if e.Job == 2 && !e.Queued && firstOf2 < 0 {
+				firstOf2 = i
+			}
+		}
+	}
+	if firstOf2 < firstEnd {
+		t.Fatalf("job 2's first chunk (event %d) landed before the first job ended (event %d)", firstOf2, firstEnd)
+	}
+}

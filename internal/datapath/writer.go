@@ -13,6 +13,7 @@ import (
 // sendJob is one producer job, owned by the writer goroutine.
 type sendJob struct {
 	id        uint64
+	seq       uint64    // open order: the ring is kept sorted by it
 	blocks    []Block   // blocks[next:] are still to send
 	next      int       // index in blocks of the block being sent
 	off       int       // bytes of blocks[next] already sent
@@ -37,9 +38,10 @@ type ending struct {
 type writer struct {
 	c *Conn
 
-	jobs map[uint64]*sendJob // open jobs: queued, sending, or waiting for Send
-	ring []*sendJob          // jobs with blocks to send, served round-robin
-	rr   int                 // next ring index to serve
+	jobs   map[uint64]*sendJob // open jobs: queued, sending, or waiting for Send
+	ring   []*sendJob          // jobs with blocks to send, oldest first; the first SendWindow are served round-robin
+	rr     int                 // next ring index to serve, below the window
+	opened uint64              // jobs opened so far: the next sendJob.seq
 
 	cmds []command // taken from c.cmds (the two slices swap)
 	acks []uint64  // taken from c.acks
@@ -164,8 +166,7 @@ func (w *writer) apply(cmd *command, now time.Time) {
 		j.blocks = append(j.blocks, cmd.blocks...)
 		j.last = j.last || cmd.last
 		if j.pending() && !j.inRing {
-			j.inRing = true
-			w.ring = append(w.ring, j)
+			w.enring(j)
 		}
 		if !j.pending() && j.last {
 			w.finish(j, true)
@@ -188,7 +189,8 @@ func (w *writer) open(id uint64, now time.Time) *sendJob {
 	if j := w.jobs[id]; j != nil {
 		return j
 	}
-	j := &sendJob{id: id, lastFrame: now}
+	w.opened++
+	j := &sendJob{id: id, seq: w.opened, lastFrame: now}
 	w.jobs[id] = j
 	due := now.Add(w.c.cfg.ProgressInterval)
 	if w.progressDue.IsZero() || due.Before(w.progressDue) {
@@ -247,14 +249,14 @@ func (w *writer) appendProgress(now time.Time) {
 	w.progressDue = due
 }
 
-// nextChunk picks the next job round-robin and appends the header of its
-// next chunk to out. It returns the job and the payload, straight from the
-// arena, or nil when no job has blocks to send.
+// nextChunk picks the next job of the window round-robin and appends the
+// header of its next chunk to out. It returns the job and the payload,
+// straight from the arena, or nil when no job has blocks to send.
 func (w *writer) nextChunk() (*sendJob, []byte) {
 	if len(w.ring) == 0 {
 		return nil, nil
 	}
-	if w.rr >= len(w.ring) {
+	if w.rr >= min(len(w.ring), w.c.cfg.SendWindow) {
 		w.rr = 0
 	}
 	j := w.ring[w.rr]
@@ -288,6 +290,23 @@ func (w *writer) advance(j *sendJob, n int, now time.Time) {
 		return
 	}
 	w.unring(j)
+}
+
+// enring puts j in the ring at its place in open order. A job that waited
+// for more blocks thus keeps its turn ahead of later jobs, rather than
+// going behind every job opened since.
+func (w *writer) enring(j *sendJob) {
+	j.inRing = true
+	k := len(w.ring)
+	for k > 0 && w.ring[k-1].seq > j.seq {
+		k--
+	}
+	w.ring = append(w.ring, nil)
+	copy(w.ring[k+1:], w.ring[k:])
+	w.ring[k] = j
+	if k < w.rr {
+		w.rr++ // the job that was next moved one place up
+	}
 }
 
 // unring takes j out of the round-robin ring, keeping the turn order.

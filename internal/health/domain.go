@@ -25,6 +25,7 @@ type domainPolicy struct {
 	seq     uint64
 	probes  map[uint64]string // outstanding probe seq -> peer
 	out     []Decision
+	stats   Stats // for View
 }
 
 type peerHealth struct {
@@ -38,9 +39,10 @@ type peerHealth struct {
 	faults       int       // faults since its last successful load
 	ejections    int       // how many times ejected (the doubling exponent)
 	ejectedUntil time.Time
-	halfOpen     bool // ejected, but one probe may lift it
-	mustProbe    bool // its last session ended in a fault: its next must prove its data path
-	probeRound   bool // the outstanding probe is part of its domain's suspicion round
+	halfOpen     bool      // ejected, but one probe may lift it
+	mustProbe    bool      // its last session ended in a fault: its next must prove its data path
+	probeRound   bool      // the outstanding probe is part of its domain's suspicion round
+	refusedUntil time.Time // a connect attempt failed: no dial on demand before then
 }
 
 type domainHealth struct {
@@ -73,6 +75,9 @@ func newDomain(o Options) *domainPolicy {
 	}
 	if o.SuspectHold <= 0 {
 		o.SuspectHold = o.EjectionBase
+	}
+	if o.RefusedHold <= 0 {
+		o.RefusedHold = 50 * time.Millisecond
 	}
 	return &domainPolicy{opt: o, peers: map[string]*peerHealth{}, domains: map[string]*domainHealth{}, probes: map[uint64]string{}}
 }
@@ -184,6 +189,12 @@ func (d *domainPolicy) SessionEnded(now time.Time, p Peer, e End) []Peer {
 		d.endProbe(ph)
 	}
 	d.ejected(now, ph) // an ejection that ran out ends before this end counts
+	if !e.WasUp && (e.Cause == CauseHandshakeFailed || e.Cause == CauseIncompatible) {
+		// The connect attempt failed (refused, or its hello refused): a
+		// redial on demand a step later would fail the same way and only
+		// keep the request waiting. Not evidence against the domain.
+		ph.refusedUntil = now.Add(d.opt.RefusedHold)
+	}
 	dh := d.domains[ph.domain]
 	if !e.Cause.IsFault() || e.Restart {
 		d.maybeClear(dh) // it may have been the last sibling under probe
@@ -282,6 +293,7 @@ func (d *domainPolicy) eject(now time.Time, ph *peerHealth, dh *domainHealth) {
 	ph.ejections++
 	ph.halfOpen = false
 	dh.ejected++
+	d.stats.Ejections++
 	d.note(ph, fmt.Sprintf("ejected for %v: %d sessions in a row failed loads", dur, ph.faults))
 }
 
@@ -325,10 +337,14 @@ func (d *domainPolicy) lift(ph *peerHealth) {
 	d.note(ph, "ejection lifted")
 }
 
-// MayDial refuses only ejected peers, except for one half-open attempt once
-// half the ejection has passed. Unreachable peers are retried on demand.
+// MayDial refuses ejected peers, except for one half-open attempt once
+// half the ejection has passed, and, for RefusedHold, a peer whose connect
+// attempt just failed. Unreachable peers are otherwise retried on demand.
 func (d *domainPolicy) MayDial(now time.Time, p Peer) bool {
 	ph := d.peer(p)
+	if now.Before(ph.refusedUntil) {
+		return false
+	}
 	if !d.ejected(now, ph) {
 		return true
 	}
@@ -398,6 +414,7 @@ func (d *domainPolicy) Tick(now time.Time) {
 	for _, ph := range late {
 		round := ph.probeRound
 		d.endProbe(ph)
+		d.stats.ProbesFailed++
 		if round {
 			// A sibling of the faulted rank is dead too: the domain stays
 			// suspect, and new sessions into it prove their data path.
@@ -409,6 +426,7 @@ func (d *domainPolicy) Tick(now time.Time) {
 			ph.halfOpen = false
 			ph.ejectedUntil = now.Add(d.ejectionFor(ph.ejections))
 			ph.ejections++
+			d.stats.Ejections++
 		}
 		d.out = append(d.out, Decision{Kind: DecideClose, Peer: ph.peer.ID, Cause: CauseProgressStall})
 	}

@@ -115,6 +115,13 @@ type Options struct {
 	MaxEjectionPercent int           // 50
 	FlapThreshold      int           // faults without a successful load in between before ejection; 3
 	SuspectHold        time.Duration // how long a domain whose probe failed stays suspect; EjectionBase
+	// RefusedHold is how long after a connect attempt that failed (refused,
+	// or its handshake refused) the domain policy dials that peer no more
+	// on demand; 50 ms. It spans the same request's on-demand redial one
+	// engine step later, so that a request naming a dead rank falls back
+	// on its second step, not its third, and is short enough that a rank
+	// that comes back is dialed again at once (never a blacklist).
+	RefusedHold time.Duration
 }
 
 // New builds the named policy.
@@ -164,6 +171,7 @@ type hostGroup struct {
 	quarantine time.Duration
 	until      map[string]time.Time       // host -> end of quarantine
 	hosts      map[string]map[string]Peer // host -> live sessions
+	stats      Stats                      // for View
 }
 
 func (*hostGroup) Name() string { return HostGroup }
@@ -179,6 +187,7 @@ func (h *hostGroup) SessionUp(_ time.Time, p Peer) {
 func (h *hostGroup) SessionEnded(now time.Time, p Peer, _ End) []Peer {
 	host := HostOf(p.ID)
 	h.until[host] = now.Add(h.quarantine)
+	h.stats.Ejections++
 	delete(h.hosts[host], p.ID)
 	var out []Peer
 	for _, q := range h.hosts[host] {

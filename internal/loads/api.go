@@ -41,9 +41,8 @@ func (t *Table) NewRequest(now time.Time, id string, p TransferParams) error {
 	return nil
 }
 
-// Lookup answers whether key can be loaded for request id: HIT, MISS, or
-// RETRY (ask again next step).
-func (t *Table) Lookup(now time.Time, id string, k wire.Key) session.Verdict {
+// lookup is Lookup without the observer.
+func (t *Table) lookup(now time.Time, id string, k wire.Key) session.Verdict {
 	r := t.reqs[id]
 	if r == nil || r.src == nil {
 		return session.Miss
@@ -126,7 +125,7 @@ func (t *Table) newJob(kind JobKind, req, kvID string) *job {
 }
 
 func (t *Table) failNow(j *job, why string) uint64 {
-	t.results = append(t.results, JobResult{Job: j.id, Kind: j.kind, ReqID: j.req, Reason: why})
+	t.publish(JobResult{Job: j.id, Kind: j.kind, ReqID: j.req, Reason: why}, j.at)
 	return j.id
 }
 
@@ -159,8 +158,9 @@ func (t *Table) submitLoad(now time.Time, id string, keys []wire.Key, into []sto
 		return t.failNow(t.newJob(JobLoad, id, ""), "no source")
 	}
 	j := t.newJob(JobLoad, id, r.src.kvID)
+	j.at = now
 	if len(keys) == 0 {
-		t.results = append(t.results, JobResult{Job: j.id, Kind: JobLoad, ReqID: id, OK: true})
+		t.publish(JobResult{Job: j.id, Kind: JobLoad, ReqID: id, OK: true}, now)
 		return j.id
 	}
 	if t.shuttingDown {
@@ -214,10 +214,11 @@ func (t *Table) SubmitStore(now time.Time, id string, keys []wire.Key) uint64 {
 	r := t.reqs[id]
 	if r == nil || r.dst == nil {
 		j := t.newJob(JobStore, id, "")
-		t.results = append(t.results, JobResult{Job: j.id, Kind: JobStore, ReqID: id, OK: true})
+		t.publish(JobResult{Job: j.id, Kind: JobStore, ReqID: id, OK: true}, now)
 		return j.id // not a remote-decode request: nothing to serve
 	}
 	j := t.newJob(JobStore, id, r.dst.kvID)
+	j.at = now
 	if r.dst.kvID == "" {
 		return t.failNow(j, "remote_decoder without kv_request_id")
 	}

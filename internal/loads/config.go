@@ -30,6 +30,8 @@ type Config struct {
 	// not in the store may still come (the engine is asked to pin it): the
 	// lookup then waits for it as for a key being filled.
 	Resolver Resolver
+	// Observer, when set, hears every job result (metrics).
+	Observer Observer
 }
 
 // Resolver finds blocks the store does not hold yet. Pending is called in

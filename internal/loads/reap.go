@@ -113,7 +113,7 @@ func (t *Table) reapUnbound(now time.Time) {
 		t.log.Warn("unbound store timed out without a fetch", "req", id,
 			"after", now.Sub(batches[0].at), "jobs", len(batches))
 		for _, b := range batches {
-			t.storeDoneJob(b.job, false)
+			t.storeDoneJob(b.job, false, ReasonUnboundTimeout)
 		}
 		delete(t.unbound, id)
 		delete(t.finished, id)
@@ -122,7 +122,7 @@ func (t *Table) reapUnbound(now time.Time) {
 	}
 }
 
-func (t *Table) storeDoneJob(jobID uint64, ok bool) {
+func (t *Table) storeDoneJob(jobID uint64, ok bool, reason string) {
 	j := t.jobs[jobID]
 	if j == nil {
 		return
@@ -131,7 +131,7 @@ func (t *Table) storeDoneJob(jobID uint64, ok bool) {
 	for _, sl := range j.slots {
 		_ = t.store.Unpin(sl)
 	}
-	t.results = append(t.results, JobResult{Job: jobID, Kind: JobStore, ReqID: j.req, OK: ok})
+	t.publish(JobResult{Job: jobID, Kind: JobStore, ReqID: j.req, OK: ok, Reason: reason}, j.at)
 }
 
 // shutdownStep closes every session once transfers drained or the drain
@@ -157,7 +157,7 @@ func (t *Table) shutdownStep(now time.Time) {
 	}
 	for id, batches := range t.unbound {
 		for _, b := range batches {
-			t.storeDoneJob(b.job, false)
+			t.storeDoneJob(b.job, false, "shutting down")
 		}
 		delete(t.unbound, id)
 	}

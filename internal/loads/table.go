@@ -46,6 +46,7 @@ type job struct {
 	slots []store.Slot
 	conn  ConnID
 	keys  []wire.Key
+	at    time.Time // submitted; zero for a job that failed at submission
 }
 
 type unboundBatch struct {
@@ -81,6 +82,7 @@ type Table struct {
 	finished map[string]bool      // producer requests finished before they were bound
 	reaped   map[string]time.Time // unbound ids reaped: a late fetch is refused at once
 	filling  map[wire.Key]int     // keys being loaded here (a lookup for them waits)
+	peerPins int                  // pins held for peers' lookups (blocksView)
 
 	results []JobResult
 	actions []Action
@@ -117,8 +119,27 @@ func New(cfg Config, st *store.Store) (*Table, error) {
 // blocksView is the producer's view of the store for sessions.
 type blocksView struct{ t *Table }
 
-func (b blocksView) PinKey(k wire.Key) (store.Slot, bool) { return b.t.store.PinKey(k) }
-func (b blocksView) Unpin(s store.Slot) error             { return b.t.store.Unpin(s) }
+// PinKey pins for a peer's lookup, within the peers' share of the store
+// (half of it): over it the key is a miss, so that peers can never pin
+// what the local engine needs to write.
+func (b blocksView) PinKey(k wire.Key) (store.Slot, bool) {
+	if b.t.peerPins >= b.t.store.NumSlots()/2 {
+		return 0, false
+	}
+	sl, ok := b.t.store.PinKey(k)
+	if ok {
+		b.t.peerPins++
+	}
+	return sl, ok
+}
+
+func (b blocksView) Unpin(s store.Slot) error {
+	err := b.t.store.Unpin(s)
+	if err == nil {
+		b.t.peerPins--
+	}
+	return err
+}
 func (b blocksView) Pending(k wire.Key) bool {
 	if b.t.filling[k] > 0 {
 		return true
@@ -316,7 +337,7 @@ func (t *Table) loadDone(now time.Time, c *conn, r session.LoadResult) {
 	} else {
 		t.markFailed(j.kvID)
 	}
-	t.results = append(t.results, JobResult{Job: r.Job, Kind: JobLoad, ReqID: j.req, OK: r.OK, Bytes: r.Bytes, Reason: r.Reason})
+	t.publish(JobResult{Job: r.Job, Kind: JobLoad, ReqID: j.req, OK: r.OK, Bytes: r.Bytes, Reason: r.Reason}, j.at)
 }
 
 // release frees a failed load's destination slots: both writers stopped.
@@ -353,7 +374,7 @@ func (t *Table) storeDone(r session.StoreResult) {
 			t.log.Error("unpin of a store job's slot failed", "job_id", j.id, "err", err)
 		}
 	}
-	t.results = append(t.results, JobResult{Job: r.Job, Kind: JobStore, ReqID: j.req, OK: r.OK})
+	t.publish(JobResult{Job: r.Job, Kind: JobStore, ReqID: j.req, OK: r.OK}, j.at)
 }
 
 // bind ties a producer request id to the session its first fetch came on

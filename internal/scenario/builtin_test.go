@@ -10,7 +10,7 @@ import (
 
 var wantBuiltins = []string{
 	"colocated", "data-stall", "flapping", "handshake-fail", "host-blackhole", "idle-eviction",
-	"pod-crash", "pod-partial", "rank-crash", "restart", "slow-peer",
+	"pod-crash", "pod-partial", "rank-crash", "restart", "slow-peer", "slow-sibling",
 }
 
 func TestBuiltinsParse(t *testing.T) {
@@ -64,8 +64,8 @@ func TestPodPartialMatchesDesign(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("faults = %q, want %q", got, want)
 	}
-	// 45 s, not design's 40 s: per-peer's first load timeouts land inside the run.
-	if sc.Duration != 45e9 || sc.Workload.Stop != 30e9 || sc.Workload.Rate != 40 || sc.Workload.BlockBytes != 262144 {
+	// 65 s, not design's 40 s: the longest timeout of any policy (30 s + 10 s) lands after the last fault.
+	if sc.Duration != 65e9 || sc.Workload.Stop != 30e9 || sc.Workload.Rate != 40 || sc.Workload.BlockBytes != 262144 {
 		t.Errorf("workload differs from design.md §7: %+v duration %v", sc.Workload, sc.Duration)
 	}
 }

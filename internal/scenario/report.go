@@ -48,17 +48,29 @@ func Windows(sc *Scenario) []Window {
 // judge classifies requests against the windows; shared by Compute and SVG
 // so that the picture and the numbers can never disagree.
 type judge struct {
-	byRank map[string][]Window // each ordered by From
-	end    time.Duration       // a stuck request lives until here
+	byRank   map[string][]Window // each ordered by From
+	byDomain map[string][]Window // windows of the ranks of each named domain, ordered by From
+	domainOf map[string]string   // rank -> its pod's domain ("" : its own)
+	end      time.Duration       // a stuck request lives until here
 }
 
 func newJudge(sc *Scenario) judge {
-	j := judge{byRank: map[string][]Window{}, end: sc.Duration}
+	j := judge{byRank: map[string][]Window{}, byDomain: map[string][]Window{}, domainOf: map[string]string{}, end: sc.Duration}
+	for _, p := range sc.Pods {
+		for r := range p.Ranks {
+			j.domainOf[RankID(p.Name, r)] = p.Domain
+		}
+	}
 	for _, w := range Windows(sc) {
 		j.byRank[w.Rank] = append(j.byRank[w.Rank], w)
+		if d := j.domainOf[w.Rank]; d != "" {
+			j.byDomain[d] = append(j.byDomain[d], w)
+		}
 	}
-	for _, ws := range j.byRank {
-		slices.SortStableFunc(ws, func(a, b Window) int { return cmp.Compare(a.From, b.From) })
+	for _, m := range []map[string][]Window{j.byRank, j.byDomain} {
+		for _, ws := range m {
+			slices.SortStableFunc(ws, func(a, b Window) int { return cmp.Compare(a.From, b.From) })
+		}
 	}
 	return j
 }
@@ -71,59 +83,139 @@ func (j judge) lifeEnd(r Request) time.Duration {
 	return r.Resolved
 }
 
-// affected reports whether any window of r's source overlaps r's life
-// [Arrived, end], bounds included: a fault at the very instant a request
-// arrives, or an instant fault at the moment it resolves, counts. It also
-// returns the earliest such window, from which time to fallback is taken.
-func (j judge) affected(r Request) (Window, bool) {
+// overlaps returns the earliest of ws (ordered by From) that overlaps r's
+// life [Arrived, end], bounds included, skipping the windows of skip.
+func (j judge) overlaps(r Request, ws []Window, skip string) (Window, bool) {
 	end := j.lifeEnd(r)
-	for _, w := range j.byRank[r.Source] {
+	for _, w := range ws {
 		if w.From > end {
 			break
 		}
-		if w.To < 0 || w.To >= r.Arrived {
+		if w.Rank != skip && (w.To < 0 || w.To >= r.Arrived) {
 			return w, true
 		}
 	}
 	return Window{}, false
 }
 
+// affected reports whether any window of r's source overlaps r's life
+// [Arrived, end], bounds included: a fault at the very instant a request
+// arrives, or an instant fault at the moment it resolves, counts. It also
+// returns the earliest such window, from which time to fallback is taken.
+func (j judge) affected(r Request) (Window, bool) { return j.overlaps(r, j.byRank[r.Source], "") }
+
+// collateral reports whether another rank of r's source's failure domain
+// had a fault while r was alive. A rank without a domain has no siblings.
+func (j judge) collateral(r Request) bool {
+	d := j.domainOf[r.Source]
+	if d == "" {
+		return false
+	}
+	_, ok := j.overlaps(r, j.byDomain[d], r.Source)
+	return ok
+}
+
+// sample is one time in a statistic; censored: the request was still
+// unresolved at the end, so the time is a lower bound.
+type sample struct {
+	ms       float64
+	censored bool
+}
+
 // Compute reduces one run's request records to design.md §7's report.
 // leakedSlots is measured by the runner (slots still reserved after the
-// run has drained) and is passed through.
+// run has drained) and is passed through; so are the slot counts measured
+// while running (PeakSlots, OrphanSlots), which the runner sets itself.
+//
+// Censoring: a stuck request counts in the time statistics with its time
+// so far at the run's end, marked censored: in ttf_ms from its source's
+// fault (or its arrival, if later) when it was affected, else in tth_ms
+// (and tth_domain_ms) from its arrival. Dropping it instead would make a
+// policy that never resolves a request look faster than one that does.
 func Compute(sc *Scenario, policy string, reqs []Request, leakedSlots int) Report {
-	rep := Report{Scenario: sc.Name, Policy: policy, Requests: len(reqs), LeakedSlots: leakedSlots}
+	rep := Report{Scenario: sc.Name, Policy: policy, Requests: len(reqs), LeakedSlots: leakedSlots,
+		PeakSlots: -1, OrphanSlots: -1} // until the driver measures them
 	j := newJudge(sc)
-	var ttf []float64
+	var ttf, tth, tthDom []sample
 	for _, r := range reqs {
 		w, hit := j.affected(r)
 		if hit {
 			rep.Affected++
 		}
+		// From the fault, or from the request's arrival if it came later:
+		// the time the engine was kept waiting by the fault.
+		sinceFault := func(end time.Duration) float64 { return ms(max(end-max(w.From, r.Arrived), 0)) }
 		switch r.Outcome {
 		case Hit:
 			rep.Hits++
 			rep.BytesLoaded += r.Bytes
+			s := sample{ms: ms(max(r.Resolved-r.Arrived, 0))}
+			tth = append(tth, s)
+			if j.collateral(r) {
+				tthDom = append(tthDom, s)
+			}
 		case Fallback:
 			rep.Fallbacks++
 			if !hit {
 				rep.FalseFallbacks++
 				break
 			}
-			// From the fault, or from the request's arrival if it came
-			// later: the time the engine was kept waiting by the fault.
-			d := r.Resolved - max(w.From, r.Arrived)
-			ttf = append(ttf, ms(max(d, 0)))
+			ttf = append(ttf, sample{ms: sinceFault(r.Resolved)})
 		case Stuck:
 			rep.Stuck++
+			rep.Censored++
+			end := j.lifeEnd(r)
+			if hit {
+				ttf = append(ttf, sample{ms: sinceFault(end), censored: true})
+				break
+			}
+			s := sample{ms: ms(end - r.Arrived), censored: true}
+			tth = append(tth, s)
+			if j.collateral(r) {
+				tthDom = append(tthDom, s)
+			}
 		}
 		if r.Corrupt {
 			rep.CorruptLoads++
 		}
 	}
-	slices.Sort(ttf)
-	rep.TTFms = TTF{P50: nearestRank(ttf, 50), P99: nearestRank(ttf, 99), Max: nearestRank(ttf, 100)}
+	rep.TTFms, rep.TTHms, rep.TTHDomainMs = summarise(ttf), summarise(tth), summarise(tthDom)
 	return rep
+}
+
+// summarise sorts samples and takes their percentiles. Among equal times a
+// resolved sample sorts first, so a percentile is marked censored only
+// when it cannot be anything but a lower bound.
+func summarise(ss []sample) TTF {
+	slices.SortFunc(ss, func(a, b sample) int {
+		if c := cmp.Compare(a.ms, b.ms); c != 0 {
+			return c
+		}
+		switch {
+		case a.censored == b.censored:
+			return 0
+		case b.censored:
+			return -1
+		}
+		return 1
+	})
+	out := TTF{N: len(ss)}
+	for _, s := range ss {
+		if s.censored {
+			out.Censored++
+		}
+	}
+	if len(ss) == 0 {
+		return out
+	}
+	at := func(p float64) (float64, bool) {
+		s := ss[nearestRankIndex(len(ss), p)]
+		return s.ms, s.censored
+	}
+	out.P50, out.P50Censored = at(50)
+	out.P99, out.P99Censored = at(99)
+	out.Max, out.MaxCensored = at(100)
+	return out
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -135,8 +227,13 @@ func nearestRank(sorted []float64, p float64) float64 {
 	if len(sorted) == 0 {
 		return 0
 	}
-	k := int(math.Ceil(p / 100 * float64(len(sorted))))
-	return sorted[min(max(k, 1), len(sorted))-1]
+	return sorted[nearestRankIndex(len(sorted), p)]
+}
+
+// nearestRankIndex is the index of the p-th percentile of n sorted values.
+func nearestRankIndex(n int, p float64) int {
+	k := int(math.Ceil(p / 100 * float64(n)))
+	return min(max(k, 1), n) - 1
 }
 
 // JSON is the report as one line of JSON with design.md §7's field names,
@@ -144,19 +241,49 @@ func nearestRank(sorted []float64, p float64) float64 {
 func (r Report) JSON() ([]byte, error) { return json.Marshal(r) }
 
 // Table writes reports as an aligned table for people: names left,
-// numbers right, times in milliseconds, bytes in MiB. Like fmt.Fprint it
-// ignores write errors: it is meant for a terminal.
+// numbers right, times in milliseconds, bytes in MiB. A time that is only
+// a lower bound (it fell on a request still unresolved at the end) is
+// printed ">=". The timers column appears when a report names its timers.
+// Like fmt.Fprint it ignores write errors: it is meant for a terminal.
 func Table(w io.Writer, reps []Report) {
-	rows := [][]string{{"scenario", "policy", "requests", "hits", "fallbacks", "affected", "false", "stuck",
-		"ttf p50 ms", "p99 ms", "max ms", "corrupt", "leaked", "loaded MiB"}}
+	labels := false
 	for _, r := range reps {
-		rows = append(rows, []string{r.Scenario, r.Policy,
-			fmt.Sprint(r.Requests), fmt.Sprint(r.Hits), fmt.Sprint(r.Fallbacks), fmt.Sprint(r.Affected),
-			fmt.Sprint(r.FalseFallbacks), fmt.Sprint(r.Stuck),
-			fmtMs(r.TTFms.P50), fmtMs(r.TTFms.P99), fmtMs(r.TTFms.Max),
-			fmt.Sprint(r.CorruptLoads), fmt.Sprint(r.LeakedSlots),
-			fmt.Sprintf("%.1f", float64(r.BytesLoaded)/(1<<20))})
+		labels = labels || r.Timers != "" || r.DomainsDropped
 	}
+	head := []string{"scenario", "policy"}
+	if labels {
+		head = append(head, "timers", "domains")
+	}
+	head = append(head, "requests", "hits", "fallbacks", "affected", "false", "stuck", "censored",
+		"ttf p50 ms", "p99 ms", "max ms", "tth p50 ms", "p99 ms", "tth-domain p99 ms",
+		"corrupt", "leaked", "orphans", "peak slots", "loaded MiB")
+	names := len(head) - 18 // the left-aligned columns
+	rows := [][]string{head}
+	for _, r := range reps {
+		row := []string{r.Scenario, r.Policy}
+		if labels {
+			d := "kept"
+			if r.DomainsDropped {
+				d = "dropped"
+			}
+			row = append(row, cmp.Or(r.Timers, "preset"), d)
+		}
+		row = append(row,
+			fmt.Sprint(r.Requests), fmt.Sprint(r.Hits), fmt.Sprint(r.Fallbacks), fmt.Sprint(r.Affected),
+			fmt.Sprint(r.FalseFallbacks), fmt.Sprint(r.Stuck), fmt.Sprint(r.Censored),
+			fmtAt(r.TTFms.P50, r.TTFms.P50Censored), fmtAt(r.TTFms.P99, r.TTFms.P99Censored), fmtAt(r.TTFms.Max, r.TTFms.MaxCensored),
+			fmtAt(r.TTHms.P50, r.TTHms.P50Censored), fmtAt(r.TTHms.P99, r.TTHms.P99Censored),
+			fmtAt(r.TTHDomainMs.P99, r.TTHDomainMs.P99Censored),
+			fmt.Sprint(r.CorruptLoads), fmt.Sprint(r.LeakedSlots), fmtSlots(r.OrphanSlots), fmtSlots(r.PeakSlots),
+			fmt.Sprintf("%.1f", float64(r.BytesLoaded)/(1<<20)))
+		rows = append(rows, row)
+	}
+	writeAligned(w, rows, names)
+}
+
+// writeAligned writes rows with the first names columns left-aligned and
+// the rest right-aligned, two spaces apart.
+func writeAligned(w io.Writer, rows [][]string, names int) {
 	width := make([]int, len(rows[0]))
 	for _, row := range rows {
 		for i, c := range row {
@@ -168,7 +295,7 @@ func Table(w io.Writer, reps []Report) {
 		for i, c := range row {
 			pad := strings.Repeat(" ", width[i]-len(c))
 			switch {
-			case i < 2: // names, left-aligned
+			case i < names:
 				b.WriteString(c)
 				if i < len(row)-1 {
 					b.WriteString(pad)
@@ -185,9 +312,46 @@ func Table(w io.Writer, reps []Report) {
 	_, _ = io.WriteString(w, b.String())
 }
 
+// fmtAt is a time, marked ">=" when it is only a lower bound.
+func fmtAt(v float64, censored bool) string {
+	if censored {
+		return ">=" + fmtMs(v)
+	}
+	return fmtMs(v)
+}
+
+// fmtSlots prints a slot count; a driver that did not measure it says -1.
+func fmtSlots(n int) string {
+	if n < 0 {
+		return "-"
+	}
+	return fmt.Sprint(n)
+}
+
 func fmtMs(v float64) string {
 	if v >= 100 {
 		return fmt.Sprintf("%.0f", v)
 	}
 	return fmt.Sprintf("%.1f", v)
+}
+
+// AblationTable writes the ablation matrix (kvp2p sim --ablation): one row
+// per (scenario, policy, timers, domains), with the columns that tell what
+// each part buys and costs: fallbacks, false ones, stuck, time to
+// fallback and time to hit.
+func AblationTable(w io.Writer, reps []Report) {
+	rows := [][]string{{"scenario", "policy", "timers", "domains", "fallbacks", "false", "stuck",
+		"ttf p50 ms", "p99 ms", "tth p50 ms", "p99 ms", "tth-domain p99 ms", "orphans"}}
+	for _, r := range reps {
+		d := "kept"
+		if r.DomainsDropped {
+			d = "dropped"
+		}
+		rows = append(rows, []string{r.Scenario, r.Policy, cmp.Or(r.Timers, "preset"), d,
+			fmt.Sprint(r.Fallbacks), fmt.Sprint(r.FalseFallbacks), fmt.Sprint(r.Stuck),
+			fmtAt(r.TTFms.P50, r.TTFms.P50Censored), fmtAt(r.TTFms.P99, r.TTFms.P99Censored),
+			fmtAt(r.TTHms.P50, r.TTHms.P50Censored), fmtAt(r.TTHms.P99, r.TTHms.P99Censored),
+			fmtAt(r.TTHDomainMs.P99, r.TTHDomainMs.P99Censored), fmtSlots(r.OrphanSlots)})
+	}
+	writeAligned(w, rows, 4)
 }

@@ -89,8 +89,8 @@ func TestComputeOneRequest(t *testing.T) {
 		{"instant at arrival", []Fault{f(10*s, Restart, "a/1")}, req("a/1", 10*s, 10*s+5*time.Millisecond, Fallback), true, false, ms(5)},
 		{"instant before arrival: false", []Fault{f(10*s, Restart, "a/1")}, req("a/1", 10*s+1, 11*s, Fallback), false, true, -1},
 		{"instant after resolution: false", []Fault{f(10*s, CloseControl, "a/1")}, req("a/1", 9*s, 10*s-1, Fallback), false, true, -1},
-		{"stuck lives to the end", []Fault{f(39*s, Crash, "a/1")}, req("a/1", 1*s, 0, Stuck), true, false, -1},
-		{"stuck, healthy", nil, req("a/1", 1*s, 0, Stuck), false, false, -1},
+		{"stuck lives to the end: censored at the end", []Fault{f(39*s, Crash, "a/1")}, req("a/1", 1*s, 0, Stuck), true, false, ms(1000)},
+		{"stuck, healthy: not a ttf", nil, req("a/1", 1*s, 0, Stuck), false, false, -1},
 		{"slow is not a fault", []Fault{f(1*s, Slow, "a/1"), f(9*s, Heal, "a/1")}, req("a/1", 2*s, 3*s, Fallback), false, true, -1},
 		{"earliest window gives the TTF", []Fault{f(10*s, Stall, "a/1"), f(12*s, Heal, "a/1"), f(14*s, Crash, "a/1")},
 			req("a/1", 8*s, 15*s, Fallback), true, false, ms(5000)},
@@ -108,10 +108,19 @@ func TestComputeOneRequest(t *testing.T) {
 			}
 			want := TTF{}
 			if tc.ttf >= 0 {
-				want = TTF{tc.ttf, tc.ttf, tc.ttf}
+				c := tc.r.Outcome == Stuck
+				want = TTF{P50: tc.ttf, P99: tc.ttf, Max: tc.ttf, N: 1, P50Censored: c, P99Censored: c, MaxCensored: c}
+				if c {
+					want.Censored = 1
+				}
 			}
 			if rep.TTFms != want {
 				t.Errorf("ttf = %+v, want %+v", rep.TTFms, want)
+			}
+			if tc.r.Outcome == Hit {
+				if d := float64(tc.r.Resolved-tc.r.Arrived) / 1e6; rep.TTHms != (TTF{P50: d, P99: d, Max: d, N: 1}) {
+					t.Errorf("tth = %+v, want %v ms", rep.TTHms, d)
+				}
 			}
 		})
 	}
@@ -131,13 +140,60 @@ func TestComputeTotals(t *testing.T) {
 		req("a/0", 11*s, 0, Stuck),
 	)
 	got := Compute(sc, "per-peer", reqs, 3)
+	// The stuck one is censored at the end (40 s), 29 s after its arrival:
+	// it is the maximum, and says it is a lower bound.
 	want := Report{Scenario: "t", Policy: "per-peer", Requests: 104, Hits: 2, Fallbacks: 101, Affected: 101,
-		FalseFallbacks: 1, Stuck: 1, TTFms: TTF{P50: 50, P99: 99, Max: 100}, CorruptLoads: 1, LeakedSlots: 3, BytesLoaded: 1024}
+		FalseFallbacks: 1, Stuck: 1, Censored: 1,
+		TTFms:        TTF{P50: 51, P99: 100, Max: 29000, N: 101, Censored: 1, MaxCensored: true},
+		TTHms:        TTF{P50: 1000, P99: 1000, Max: 1000, N: 2},
+		CorruptLoads: 1, LeakedSlots: 3, BytesLoaded: 1024, PeakSlots: -1, OrphanSlots: -1}
 	if got != want {
 		t.Errorf("Compute =\n %+v\nwant\n %+v", got, want)
 	}
 	if empty := Compute(sc, "x", nil, 0); empty.TTFms != (TTF{}) || empty.Requests != 0 {
 		t.Errorf("empty run: %+v", empty)
+	}
+}
+
+// TestComputeCensoredP99: when the stuck requests are the slowest, p99
+// falls on one of them and is marked; a resolved sample equal to a
+// censored one is the one a percentile takes.
+func TestComputeCensoredP99(t *testing.T) {
+	sc := fleet(f(10*s, BlackholeData, "a/0"))
+	var reqs []Request
+	for i := 1; i <= 98; i++ {
+		reqs = append(reqs, req("a/0", 10*s, 10*s+time.Duration(i)*time.Millisecond, Fallback))
+	}
+	reqs = append(reqs, req("a/0", 10*s, 0, Stuck), req("a/0", 10*s, 40*s, Fallback))
+	r := Compute(sc, "p", reqs, 0)
+	if r.TTFms.P99 != 30000 || r.TTFms.P99Censored || !(r.TTFms.Max == 30000 && r.TTFms.MaxCensored) {
+		t.Errorf("ttf = %+v", r.TTFms)
+	}
+	var b bytes.Buffer
+	Table(&b, []Report{r})
+	if !strings.Contains(b.String(), ">=30000") {
+		t.Errorf("the censored max is not marked:\n%s", b.String())
+	}
+}
+
+// TestComputeCollateral: tth_domain_ms takes the hits whose source shares
+// a named domain with another rank that had a fault while they were alive.
+func TestComputeCollateral(t *testing.T) {
+	sc := fleet(f(10*s, Crash, "a/1"))
+	sc.Pods[0].Domain = "pod-a"
+	reqs := []Request{
+		req("a/2", 9*s, 9*s+300*time.Millisecond, Hit),  // before the fault: not collateral
+		req("a/2", 9*s, 10*s+400*time.Millisecond, Hit), // alive at the fault
+		req("a/3", 11*s, 11*s+500*time.Millisecond, Hit),
+		req("a/1", 9*s, 9*s+100*time.Millisecond, Hit), // its own fault is not collateral (and came after)
+	}
+	r := Compute(sc, "p", reqs, 0)
+	if r.TTHDomainMs.N != 2 || r.TTHDomainMs.Max != 1400 || r.TTHms.N != 4 {
+		t.Errorf("tth %+v, tth_domain %+v", r.TTHms, r.TTHDomainMs)
+	}
+	sc.Pods[0].Domain = ""
+	if r := Compute(sc, "p", reqs, 0); r.TTHDomainMs.N != 0 {
+		t.Errorf("no domain, yet collateral: %+v", r.TTHDomainMs)
 	}
 }
 
@@ -173,12 +229,12 @@ func TestReportJSON(t *testing.T) {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	want := []string{"affected", "bytes_loaded", "corrupt_loads", "fallbacks", "false_fallbacks", "hits",
-		"leaked_slots", "policy", "requests", "scenario", "stuck", "ttf_ms"}
+	want := []string{"affected", "bytes_loaded", "censored", "corrupt_loads", "fallbacks", "false_fallbacks", "hits",
+		"leaked_slots", "orphan_slots", "peak_slots", "policy", "requests", "scenario", "stuck", "ttf_ms", "tth_domain_ms", "tth_ms"}
 	if !slices.Equal(keys, want) {
 		t.Errorf("keys %v, want design.md's %v", keys, want)
 	}
-	if ttf := m["ttf_ms"].(map[string]any); len(ttf) != 3 || ttf["p50"] != 1.5 {
+	if ttf := m["ttf_ms"].(map[string]any); len(ttf) != 5 || ttf["p50"] != 1.5 {
 		t.Errorf("ttf_ms = %v", ttf)
 	}
 }
@@ -186,8 +242,8 @@ func TestReportJSON(t *testing.T) {
 func TestTable(t *testing.T) {
 	var b bytes.Buffer
 	Table(&b, []Report{
-		{Scenario: "pod-partial", Policy: "per-peer", Requests: 1200, Fallbacks: 300, TTFms: TTF{30000, 30010, 30020.4}},
-		{Scenario: "pod-partial", Policy: "domain", Requests: 1200, Fallbacks: 12, TTFms: TTF{1.25, 240, 250}, BytesLoaded: 3 << 20},
+		{Scenario: "pod-partial", Policy: "per-peer", Requests: 1200, Fallbacks: 300, TTFms: TTF{P50: 30000, P99: 30010, Max: 30020.4}},
+		{Scenario: "pod-partial", Policy: "domain", Requests: 1200, Fallbacks: 12, TTFms: TTF{P50: 1.25, P99: 240, Max: 250}, BytesLoaded: 3 << 20},
 	})
 	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
 	if len(lines) != 3 {

@@ -189,6 +189,11 @@ func (s *Session) RequestBlocks(now time.Time, job uint64, id string, keys []wir
 	if _, dup := s.client.loads[job]; dup {
 		return fmt.Errorf("job %d already in flight", job)
 	}
+	if m := s.peerHello.MaxInflight; m > 0 && uint64(len(s.client.loads)) >= uint64(m) {
+		// The peer would refuse the fetch as a protocol error and end the
+		// session: this load falls back instead.
+		return fmt.Errorf("peer's max_inflight %d reached", m)
+	}
 	if pd {
 		// PD has one round (0) per request: a second fetch while the first
 		// is still known to the producer is a protocol error there, which

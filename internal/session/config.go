@@ -30,6 +30,8 @@ type Config struct {
 	CancelDrainTimeout   time.Duration // abort: wait this long for the writer to stop before acking anyway
 	LookupPendingTimeout time.Duration // producer: hold a key that is still being filled at most this long
 	StallTimeout         time.Duration // progress watchdog; 0 = off
+	LookupPinTimeout     time.Duration // producer: a lookup's pins no fetch claims go after this; 0 = LoadTimeoutSymmetric
+	LookupKeysPerSecond  int           // producer: lookup keys served per second per session; 0 = DefaultLookupKeysPerSecond
 
 	Log *slog.Logger
 }

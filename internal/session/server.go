@@ -42,6 +42,7 @@ type round struct {
 	acked      bool // the abort was acked before the writer stopped (forced): never a success
 	canceled   bool // OpCancel was issued for its job
 	silent     bool // the consumer ended the request: no TransferDone
+	byPeer     bool // a peer's lookup or fetch opened it: counted in quota.peerRounds
 }
 
 type serverReq struct {
@@ -82,6 +83,7 @@ type server struct {
 	// settled after DataClosed: pins the writer might still be reading
 	deferredStores []StoreResult
 	deferredPins   []store.Slot
+	quota          quota
 }
 
 func (sv *server) init() {
@@ -107,6 +109,18 @@ func (sv *server) round(id string, num uint64, now time.Time) *round {
 	if rd == nil {
 		rd = &round{req: id, num: num, created: now, supply: map[wire.Key]supply{}, finishing: r.finishing}
 		r.rounds[num] = rd
+	}
+	return rd
+}
+
+// peerRound is round for a peer's lookup or fetch: a new one counts
+// against the peer's quota.
+func (sv *server) peerRound(id string, num uint64, now time.Time) *round {
+	rd := sv.roundOf(id, num)
+	if rd == nil {
+		rd = sv.round(id, num, now)
+		rd.byPeer = true
+		sv.quota.peerRounds++
 	}
 	return rd
 }
@@ -160,7 +174,10 @@ func (sv *server) onLookup(s *Session, now time.Time, m *wire.Lookup) error {
 	if m.Round == 0 {
 		return fmt.Errorf("lookup for round 0 (reserved for PD)")
 	}
-	rd := sv.round(m.ReqID, m.Round, now)
+	if !sv.admitLookup(s, now, m) {
+		return nil
+	}
+	rd := sv.peerRound(m.ReqID, m.Round, now)
 	if rd.demand != nil {
 		return fmt.Errorf("lookup for round %d of %s after its fetch", m.Round, m.ReqID)
 	}
@@ -243,8 +260,14 @@ func (sv *server) onFetch(s *Session, now time.Time, m *wire.Fetch) error {
 	if _, dup := sv.byJob[m.Job]; dup {
 		return fmt.Errorf("fetch reuses job %d", m.Job)
 	}
+	if len(sv.byJob) >= s.maxInflight() {
+		return fmt.Errorf("fetch over max_inflight %d", s.maxInflight())
+	}
+	if sv.roundOf(m.ReqID, m.Round) == nil && sv.quota.peerRounds >= s.maxInflight() {
+		return fmt.Errorf("fetch opens a round over the cap of %d", s.maxInflight())
+	}
 	r := sv.req(m.ReqID)
-	rd := sv.round(m.ReqID, m.Round, now)
+	rd := sv.peerRound(m.ReqID, m.Round, now)
 	if rd.demand != nil {
 		return fmt.Errorf("second fetch for %s round %d", m.ReqID, m.Round)
 	}
@@ -396,6 +419,9 @@ func (s *Session) SendEnd(now time.Time, job uint64, ok bool, bytes uint64) {
 func (sv *server) finalize(s *Session, now time.Time, rd *round, ok bool) {
 	if r := sv.reqs[rd.req]; r != nil && r.rounds[rd.num] == rd {
 		delete(r.rounds, rd.num)
+		if rd.byPeer {
+			sv.quota.peerRounds--
+		}
 		sv.prune(rd.req)
 	}
 	if rd.demand != nil {
@@ -448,9 +474,19 @@ func (sv *server) tick(s *Session, now time.Time) {
 				rd.silent = true
 				rd.aborting = false
 				rd.acked = true
+			case !rd.opened && rd.fromLookup && len(rd.storeJobs) == 0 && now.Sub(rd.created) >= s.lookupPinTimeout():
+				// Pins a lookup took and no fetch claimed: the engine needs
+				// its store more than an idle peer does.
+				s.logger().Debug("lookup pins released without a fetch", "req", rd.req, "round", rd.num, "pins", len(rd.lookupPins))
+				sv.finalize(s, now, rd, false)
 			case !rd.opened && now.Sub(rd.created) >= s.cfg.StoreTimeout:
 				s.logger().Warn("store timed out without a fetch", "req", rd.req, "round", rd.num, "store_jobs", len(rd.storeJobs))
 				sv.finalize(s, now, rd, false)
+			case rd.opened && !rd.sentLast && len(rd.storeJobs) == 0 && len(rd.supply) == 0 && now.Sub(rd.created) >= s.unbackedFetchTimeout():
+				// A fetch nothing backs: no store job came for it long
+				// after a consumer with our timers would have given up.
+				s.logger().Debug("fetch without supply timed out", "req", rd.req, "round", rd.num, "job_id", rd.demand.job)
+				sv.cancel(s, rd)
 			}
 		}
 	}
@@ -473,6 +509,7 @@ func (sv *server) close(s *Session, now time.Time) {
 	sv.byJob = map[uint64]*round{}
 	sv.stores = map[uint64]*storeJob{}
 	sv.parked = nil
+	sv.quota.peerRounds = 0
 }
 
 func (sv *server) dataClosed(s *Session) {

@@ -23,7 +23,9 @@
 // later (DataProgress with the bytes so far, then DataEnd(ok) if Last);
 // OpCancel ends the job (SendEnd(false), then DataEnd(false)); OpProbe is
 // answered with Table.ProbeAck one round trip later if the data path works
-// both ways.
+// both ways. Probe, ProbeAck and Progress frames leave their node behind
+// the block bytes already queued on its link, up to SendBuffer (4 MiB) of
+// them: a slow rank answers late, as on a real network.
 //
 // Timers: Table.Tick runs on a grid of Tick from the start. A node with
 // something in flight (a handshake, a data job, or Busy set by its engine)
@@ -40,6 +42,13 @@
 // (ConnLost after a round trip); into a blackhole it hangs, its SYN
 // retransmitted 1, 3, 7, 15 and 31 s after the first (the dialer's
 // handshake deadline usually ends it first).
+//
+// vLLM's transport (VLLMTransport, set by the runner under the "vllm"
+// timer set): a dial to an address nobody listens on is not refused but
+// retried silently every ZMQReconnect (a ZMQ DEALER), until a listener
+// appears or the dialer's handshake deadline closes it; and a load that
+// times out faults its connection on both sides (vLLM #64251), failing
+// every other load of the session at once.
 //
 // Faults (scenario.Kinds), per node:
 //   - crash: the process and its state are gone; peers see their
@@ -84,11 +93,20 @@
 // HIT: load, any MISS: fallback. Mixed: each request one or the other,
 // by the seed. A load reported OK is checked byte for byte in the
 // consumer's store at once (a mismatch is Corrupt and not a hit).
-// At Duration what is unresolved is Stuck; then every fault is healed,
+// After every engine step the runner counts the slots Filling or Pinned
+// in the fleet (the peak is reported) and those no job, pin or parked
+// store owns (the worst count is reported: see slots.go).
+// At Duration what is unresolved is Stuck (the report counts it with its
+// time so far, censored); then every fault is healed,
 // every request finished, every table shut down and drained, and the
 // slots still Filling or Pinned are the leaked slots. The report is
 // scenario.Compute's. A run is deterministic for (scenario, policy,
 // seed, Options): the same records, the same number of events.
+//
+// Options.TimerSet runs any policy with either timer set ("vllm" also
+// turns on vLLM's transport above) and Options.DropDomains removes every
+// pod's domain label from the nodes and the requests: the ablation of
+// `kvp2p sim --ablation`. The report still judges by the scenario's pods.
 //
 // Contract. Net, its nodes and a run are single-goroutine (the tick
 // workers aside, which touch disjoint tables and end before the tick

@@ -171,7 +171,7 @@ func (n *Net) data(nd *Node, conn loads.ConnID, op *session.DataOp) {
 		n.schedule(max(n.now, nd.egress), event{kind: evCancelDone, e: e, op: tx})
 	case session.OpProbe:
 		if !dataCut(e) {
-			n.toPeer(e, event{kind: evProbe, n: op.Seq})
+			n.toPeer(e, event{kind: evProbe, n: op.Seq}, n.behind(nd))
 		}
 	}
 }
@@ -205,9 +205,10 @@ func (n *Net) endTx(tx *txJob) {
 	e.node.work--
 }
 
-// toPeer schedules a data frame from e to its peer, FIFO with e's others.
-func (n *Net) toPeer(e *end, ev event) {
-	at := max(n.now+n.lat(e.node, e.peer.node), e.dataFloor)
+// toPeer schedules a data frame from e to its peer, FIFO with e's others:
+// it leaves at depart (n.now, or behind queued bytes: see behind).
+func (n *Net) toPeer(e *end, ev event, depart int64) {
+	at := max(depart+n.lat(e.node, e.peer.node), e.dataFloor)
 	e.dataFloor = at
 	ev.e = e.peer
 	n.schedule(at, ev)
@@ -230,18 +231,18 @@ func (n *Net) fireData(nd *Node, ev *event) {
 		switch {
 		case ev.kind == evProgress:
 			if !dataCut(e) {
-				n.toPeer(e, event{kind: evProgressRx, n: tx.job})
+				n.toPeer(e, event{kind: evProgressRx, n: tx.job}, n.behind(nd))
 			}
 			n.schedule(n.now+int64(n.ProgressInterval), event{kind: evProgress, e: e, op: tx})
 		case tx.cut:
 		case ev.kind == evCancelDone:
 			n.endTx(tx)
-			n.toPeer(e, event{kind: evRxEnd, n: tx.job})
+			n.toPeer(e, event{kind: evRxEnd, n: tx.job}, n.now)
 			nd.T.SendEnd(n.Now, e.conn, tx.job, false, tx.bytes)
 		default:
 			n.copyBlocks(e, tx.job, ev.blks)
 			tx.bytes += uint64(len(ev.blks) * nd.Store.BlockBytes())
-			n.toPeer(e, event{kind: evRx, n: tx.job, blks: ev.blks, last: ev.last})
+			n.toPeer(e, event{kind: evRx, n: tx.job, blks: ev.blks, last: ev.last}, n.now)
 			if ev.last {
 				n.endTx(tx)
 				nd.T.SendEnd(n.Now, e.conn, tx.job, true, tx.bytes)
@@ -274,7 +275,11 @@ func (n *Net) fireData(nd *Node, ev *event) {
 		}
 	case evProbe:
 		if open && !dataCut(e) {
-			n.toPeer(e, event{kind: evProbeAck, n: ev.n})
+			at := n.behind(nd)
+			if at > n.now {
+				n.queuedAcks++
+			}
+			n.toPeer(e, event{kind: evProbeAck, n: ev.n}, at)
 		}
 	case evProbeAck:
 		if open && !dataCut(e) {

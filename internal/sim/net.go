@@ -44,12 +44,25 @@ type Net struct {
 	// them; their actions are then performed in node order, so the run is
 	// the same as with one worker).
 	Workers int
+	// VLLMTransport makes the network behave as vLLM's transport does
+	// (the reference baselines' "vllm" timer set): a dial to an address
+	// nobody listens on is not refused but retried silently every
+	// ZMQReconnect, as a ZMQ DEALER does, until something listens or the
+	// dialer's handshake deadline closes it; and a load that times out
+	// faults its connection (vLLM #64251: the peer whose source WRITE
+	// stalled is marked dead, which fails every load on its session).
+	VLLMTransport bool
+	// SendBuffer is how many bytes a node's kernel send buffer holds: a
+	// small frame (Progress, Probe, ProbeAck) written behind queued block
+	// bytes waits for up to that many of them to leave first (0: 4 MiB).
+	SendBuffer int64
 
 	Dials  []Dial // every dial attempted, in order
 	Events uint64 // events fired
 
-	probeAcks uint64 // probe answers delivered (tests)
-	ticks     uint64
+	probeAcks  uint64 // probe answers delivered (tests)
+	queuedAcks uint64 // probe answers that waited behind queued bytes (tests)
+	ticks      uint64
 
 	start    time.Time
 	now      int64 // ns since start
@@ -253,6 +266,9 @@ func (n *Net) Flush(nd *Node) {
 		n.act(nd, &acts[i])
 	}
 	if rs := nd.T.PollFinished(); len(rs) > 0 {
+		if n.VLLMTransport {
+			n.faultStalled(nd, rs)
+		}
 		if n.OnResults != nil {
 			n.OnResults(nd, rs)
 		} else {
@@ -398,6 +414,8 @@ func (n *Net) dial(nd *Node, conn loads.ConnID, peer string) {
 	me := n.newEnd(nd, conn)
 	t := n.nodes[peer]
 	switch {
+	case (t == nil || t.Crashed) && n.VLLMTransport:
+		n.schedule(n.now+int64(ZMQReconnect), event{kind: evFunc, fn: func() { n.redial(me, peer) }})
 	case t == nil || t.Crashed:
 		d := 2 * n.Latency
 		if t != nil {
@@ -425,6 +443,26 @@ func (n *Net) close(nd *Node, conn loads.ConnID) {
 	if was && e.peer != nil && !nd.Silent {
 		n.reset(e.peer, n.lat(nd, e.peer.node))
 	}
+}
+
+// behind is when a small frame (Probe, ProbeAck, Progress) that nd writes
+// now leaves it: after the block bytes already in its kernel send buffer,
+// at most SendBuffer of them. On a real network an ack waits behind what
+// is queued on the path; a model that let it skip the queue would be kind
+// to probes of a slow but healthy rank.
+func (n *Net) behind(nd *Node) int64 {
+	q := nd.egress - n.now
+	if q <= 0 {
+		return n.now
+	}
+	if bw := n.bw(nd); bw > 0 {
+		buf := n.SendBuffer
+		if buf <= 0 {
+			buf = 4 << 20
+		}
+		q = min(q, int64(float64(buf)/float64(bw)*1e9))
+	}
+	return n.now + q
 }
 
 // sortedEnds returns nd's ends in connection order.

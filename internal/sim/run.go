@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/health"
 	"github.com/kvp2p/kvp2p/internal/loads"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 	"github.com/kvp2p/kvp2p/internal/wire"
@@ -25,10 +26,54 @@ type Options struct {
 	StoreBlock   int           // bytes a block holds in the sim's stores; default 64 (timing uses the scenario's block_bytes)
 	Slots        int           // store slots of consumer ranks; default 16384
 	SourceSlots  int           // store slots of the other ranks; default 4096
-	Timers       *loads.Timers // nil: the policy's preset
-	MaxDrain     time.Duration // virtual time allowed for the final shutdown; default 2m
-	Log          *slog.Logger  // nil: discard
-	Workers      int           // goroutines for the tick of a large fleet; default GOMAXPROCS (results do not depend on it)
+	Timers       *loads.Timers // nil: TimerSet's
+	// TimerSet is "vllm" or "kvp2p" (loads.VLLMTimers, loads.KVP2PTimers);
+	// empty: the policy's preset. Under "vllm" the network also behaves as
+	// vLLM's transport does (see the package doc): a refused dial is not an
+	// event, and a load that times out faults its session (vLLM #64251).
+	TimerSet string
+	// DropDomains removes every pod's domain label from the nodes and from
+	// the requests' remote_domain (the report still judges by the
+	// scenario's pods): domain without failure domains.
+	DropDomains bool
+	MaxDrain    time.Duration // virtual time allowed for the final shutdown; default 2m
+	Log         *slog.Logger  // nil: discard
+	Workers     int           // goroutines for the tick of a large fleet; default GOMAXPROCS (results do not depend on it)
+
+	// leakAt, when set (tests), drops a release at that time: one slot of
+	// the first consumer is reserved for no job, as a table that forgot to
+	// free a failed load's slot would leave it.
+	leakAt time.Duration
+}
+
+// Timer set names (Options.TimerSet).
+const (
+	TimersVLLM  = "vllm"
+	TimersKVP2P = "kvp2p"
+)
+
+// resolveTimers returns the timers of a run and the name of their set.
+func resolveTimers(policy string, o Options) (loads.Timers, string, error) {
+	set := o.TimerSet
+	if set == "" {
+		set = TimersKVP2P
+		if policy == health.PerPeer || policy == health.HostGroup {
+			set = TimersVLLM
+		}
+	}
+	var t loads.Timers
+	switch set {
+	case TimersVLLM:
+		t = loads.VLLMTimers()
+	case TimersKVP2P:
+		t = loads.KVP2PTimers()
+	default:
+		return t, "", fmt.Errorf("sim: timer set %q: want %s or %s", set, TimersVLLM, TimersKVP2P)
+	}
+	if o.Timers != nil {
+		t = *o.Timers
+	}
+	return t, set, nil
 }
 
 func (o *Options) defaults() {
@@ -65,10 +110,15 @@ type Result struct {
 	Requests []scenario.Request // in arrival order per engine step
 	Report   scenario.Report
 	Leaked   int    // slots still Filling or Pinned after the drain
-	Drained  bool   // every table drained within MaxDrain
-	Events   uint64 // simulator events fired
-	Ticks    uint64 // Table.Tick calls
-	Nodes    int
+	Peak     int    // most slots Filling or Pinned at once, at engine steps
+	Orphans  int    // most of them at once that no job, pin or parked store owned
+	TimerSet string // the timer set the run used
+	// QueuedAcks counts probe answers that left behind queued block bytes.
+	QueuedAcks uint64
+	Drained    bool   // every table drained within MaxDrain
+	Events     uint64 // simulator events fired
+	Ticks      uint64 // Table.Tick calls
+	Nodes      int
 }
 
 // t0 is the virtual clock's origin (any fixed instant: runs are
@@ -98,18 +148,22 @@ type rank struct {
 func (rk *rank) domain() string { return rk.pod.Domain }
 
 type runner struct {
-	sc     *scenario.Scenario
-	policy string
-	o      Options
-	net    *Net
-	zero   time.Time
-	seed   uint64
-	ranks  []*rank
-	byID   map[string]*rank
-	srcs   []*rank
-	cons   []*rank
-	eng    *workload.Engine
-	log    *slog.Logger
+	sc       *scenario.Scenario
+	policy   string
+	o        Options
+	timers   loads.Timers
+	timerSet string
+	peak     int
+	orphans  int
+	net      *Net
+	zero     time.Time
+	seed     uint64
+	ranks    []*rank
+	byID     map[string]*rank
+	srcs     []*rank
+	cons     []*rank
+	eng      *workload.Engine
+	log      *slog.Logger
 }
 
 func newRunner(sc *scenario.Scenario, policy string, o Options) (*runner, error) {
@@ -122,7 +176,12 @@ func newRunner(sc *scenario.Scenario, policy string, o Options) (*runner, error)
 		seed = o.Seed
 	}
 	r.seed = uint64(seed)
+	var err error
+	if r.timers, r.timerSet, err = resolveTimers(policy, o); err != nil {
+		return nil, err
+	}
 	n := NewNet(t0)
+	n.VLLMTransport = r.timerSet == TimersVLLM
 	n.Tick, n.IdleTick, n.Latency, n.Bandwidth = o.Tick, o.IdleTick, o.Latency, o.Bandwidth
 	n.Workers = o.Workers
 	n.WireBlockBytes = sc.Workload.BlockBytes
@@ -138,12 +197,15 @@ func newRunner(sc *scenario.Scenario, policy string, o Options) (*runner, error)
 	for _, p := range sc.Pods {
 		for i := range p.Ranks {
 			rk := &rank{id: scenario.RankID(p.Name, i), pod: p, r: i, peer: p.PeerID(i), source: isSrc[p.Name], cons: -1}
+			if o.DropDomains {
+				rk.pod.Domain = ""
+			}
 			slots := o.SourceSlots
 			if isCons[p.Name] {
 				slots = max(slots, o.Slots)
 			}
 			nd, err := n.NewNode(rk.peer, NodeOpts{
-				Policy: policy, Timers: o.Timers, Domain: p.Domain, BlockBytes: o.StoreBlock,
+				Policy: policy, Timers: &r.timers, Domain: rk.domain(), BlockBytes: o.StoreBlock,
 				Slots: slots, HashSeed: "sim", Log: r.log.With("node", rk.peer),
 			})
 			if err != nil {
@@ -192,13 +254,20 @@ func (r *runner) run() (Result, error) {
 		f := f
 		n.At(r.zero.Add(f.At), func() { r.fault(f) })
 	}
+	if r.o.leakAt > 0 {
+		n.At(r.zero.Add(r.o.leakAt), r.dropRelease)
+	}
 	end := r.zero.Add(r.sc.Duration)
 	for n.Now.Before(end) {
 		n.advance(min(r.o.Tick, end.Sub(n.Now)))
 		r.eng.Step(r.now()) // every engine at the tick grid
+		r.checkSlots()
 	}
 	out := r.finish()
+	out.Peak, out.Orphans, out.TimerSet, out.QueuedAcks = r.peak, r.orphans, r.timerSet, n.queuedAcks
 	out.Report = scenario.Compute(r.sc, r.policy, out.Requests, out.Leaked)
+	out.Report.PeakSlots, out.Report.OrphanSlots = r.peak, r.orphans
+	out.Report.Timers, out.Report.DomainsDropped = r.timerSet, r.o.DropDomains
 	return out, nil
 }
 

@@ -105,8 +105,24 @@ type target struct {
 var targets = append(domainTargets(), []target{
 	{"pod-partial", health.PerPeer, "ranks 1-7 wait out their load timeout: ttf max >= 9 s",
 		func(r scenario.Report, _ map[string]scenario.Report) bool { return r.TTFms.Max >= 9000 }},
-	{"pod-partial", health.HostGroup, "rank 0's reap fails ranks 1-7 at once: ttf p99 < 1 s",
-		func(r scenario.Report, _ map[string]scenario.Report) bool { return r.TTFms.P99 < 1000 }},
+	// vLLM #64251: the first load to time out faults its session, and the
+	// session's other loads fail with it: none is left waiting.
+	{"pod-partial", health.PerPeer, "#64251 fails the rest of a stalled session's loads: nothing stuck",
+		func(r scenario.Report, _ map[string]scenario.Report) bool { return r.Stuck == 0 && r.Censored == 0 }},
+	{"slow-sibling", health.PerPeer, "no false fallbacks",
+		func(r scenario.Report, _ map[string]scenario.Report) bool { return r.FalseFallbacks == 0 }},
+	{"slow-sibling", health.HostGroup, "false fallbacks",
+		func(r scenario.Report, _ map[string]scenario.Report) bool { return r.FalseFallbacks > 0 }},
+	// Issue 8: this target used to say p99 < 1 s, an artifact of a run that
+	// stopped before the later loads to ranks 1-7 timed out (they were
+	// counted stuck, not slow). What PR #64678 does: the reap fails the
+	// loads in flight at once, but once the 10 s quarantine ends new
+	// sessions to ranks 1-7, whose data path is still dead, wait out the
+	// 30 s PD load timeout.
+	{"pod-partial", health.HostGroup, "rank 0's reap fails ranks 1-7's loads at once (ttf p50 < 1 s); after the quarantine they wait out the load timeout (p99 >= 9 s); nothing stuck",
+		func(r scenario.Report, _ map[string]scenario.Report) bool {
+			return r.TTFms.P50 < 1000 && r.TTFms.P99 >= 9000 && r.Stuck == 0
+		}},
 	{"pod-partial", health.HostGroup, "src-b is taken down too: false fallbacks",
 		func(r scenario.Report, _ map[string]scenario.Report) bool { return r.FalseFallbacks > 0 }},
 	{"colocated", health.HostGroup, "false fallbacks",
@@ -138,31 +154,6 @@ var targets = append(domainTargets(), []target{
 	{"slow-peer", health.HostGroup, "slow is not a fault: no fallbacks",
 		func(r scenario.Report, _ map[string]scenario.Report) bool { return r.Fallbacks == 0 }},
 }...)
-
-// domainTargets: in every built-in scenario the domain policy falls back
-// within 1.5 s (p99), leaves nothing stuck, loads nothing corrupt, leaks no
-// slot and never falls back on a healthy source, except in flapping, where
-// it must end with fewer fallbacks than per-peer (ejection and per-use
-// probes must pay for themselves).
-func domainTargets() []target {
-	var ts []target
-	for _, name := range scenario.Builtins() {
-		ts = append(ts, target{name, health.Domain, "ttf p99 <= 1500 ms, stuck 0, corrupt 0, leaked 0",
-			func(r scenario.Report, _ map[string]scenario.Report) bool {
-				return r.TTFms.P99 <= 1500 && r.Stuck == 0 && r.CorruptLoads == 0 && r.LeakedSlots == 0
-			}})
-		if name == "flapping" {
-			ts = append(ts, target{name, health.Domain, "fewer fallbacks than per-peer",
-				func(r scenario.Report, by map[string]scenario.Report) bool {
-					return r.Fallbacks < by[health.PerPeer].Fallbacks
-				}})
-			continue
-		}
-		ts = append(ts, target{name, health.Domain, "no false fallbacks",
-			func(r scenario.Report, _ map[string]scenario.Report) bool { return r.FalseFallbacks == 0 }})
-	}
-	return ts
-}
 
 func TestScenarioTargets(t *testing.T) {
 	for _, tg := range targets {

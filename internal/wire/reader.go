@@ -50,6 +50,16 @@ func NewReader(r io.Reader, lim Limits) *Reader {
 	return newReaderSize(r, lim, readBufSize)
 }
 
+// SetLimits replaces the Reader's limits for the frames that follow: a
+// server reads a connection's first frame under tight limits (nobody is
+// known yet) and the rest under the session's.
+func (r *Reader) SetLimits(lim Limits) {
+	r.lim = lim
+	if uint32(cap(r.buf)) > lim.MaxFrame {
+		r.buf = nil
+	}
+}
+
 // newReaderSize lets tests use a tiny bufio buffer, to exercise the path for
 // frames larger than it without megabyte inputs.
 func newReaderSize(r io.Reader, lim Limits, size int) *Reader {

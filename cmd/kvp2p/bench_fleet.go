@@ -1,0 +1,339 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/kvp2p/kvp2p"
+)
+
+// kvp2p bench --fleet: the saturation curve of issue 14. N source nodes
+// and one consumer node on 127.0.0.1; PD requests of --blocks blocks
+// arrive at the consumer as a Poisson stream at each offered rate in
+// turn, every request from a source chosen at random, and each is timed
+// from its arrival to its load's result (time to hit). The engines are
+// cheap and concurrent, as real ones are: a request is a goroutine, the
+// sources serve a fixed pool of blocks written before the clock starts
+// (no block writing, no page faults of fresh arena memory in the timed
+// part), and results are polled by one goroutine per node. Beside the
+// curve, in the same run: one load at a time (the single-load figure),
+// and N loads at once, one per source (what a node serving N sessions at
+// once delivers).
+
+type fleetOpts struct {
+	sources  int
+	blocks   int
+	block    int
+	rates    []float64
+	duration time.Duration
+}
+
+// fleetPoint is one offered rate's outcome.
+type fleetPoint struct {
+	Rate       float64 `json:"rate"` // requests per second offered
+	OfferedMBs float64 `json:"offered_mb_s"`
+	DoneMBs    float64 `json:"delivered_mb_s"`
+	Hits       int     `json:"hits"`
+	Failed     int     `json:"failed"`
+	TTHp50ms   float64 `json:"tth_p50_ms"`
+	TTHp99ms   float64 `json:"tth_p99_ms"`
+}
+
+type fleetReport struct {
+	Sources     int          `json:"sources"`
+	Blocks      int          `json:"blocks"`
+	BlockBytes  int          `json:"block_bytes"`
+	SingleMBs   float64      `json:"single_mb_s"`   // one load at a time
+	SingleP50ms float64      `json:"single_p50_ms"` // its time per load
+	ParallelMBs float64      `json:"parallel_mb_s"` // one load per source at once
+	Curve       []fleetPoint `json:"curve"`
+}
+
+type fleet struct {
+	o      fleetOpts
+	cons   *benchNode
+	srcs   []*benchNode
+	keys   [][]kvp2p.Key // per source: the pool every request loads
+	mu     sync.Mutex
+	wait   map[uint64]chan kvp2p.JobResult
+	early  map[uint64]kvp2p.JobResult // results polled before their waiter registered
+	stop   chan struct{}
+	polled sync.WaitGroup
+	seq    int
+}
+
+func startFleet(o fleetOpts) (*fleet, error) {
+	f := &fleet{o: o, wait: map[uint64]chan kvp2p.JobResult{}, early: map[uint64]kvp2p.JobResult{}, stop: make(chan struct{})}
+	// Room for a second of the highest rate in flight, and warm: the first
+	// loads touch every slot before the clock starts.
+	var err error
+	if f.cons, err = startBenchNode(o.block, f.slots()); err != nil {
+		return nil, err
+	}
+	for i := range o.sources {
+		s, err := startBenchNode(o.block, 4*o.blocks)
+		if err != nil {
+			f.close()
+			return nil, err
+		}
+		f.srcs = append(f.srcs, s)
+		var ks []kvp2p.Key
+		for b := range o.blocks {
+			k := benchKey(fmt.Sprintf("fleet%d", i), b)
+			if err := s.m.PutBlock(k, benchBlock(k, o.block)); err != nil {
+				f.close()
+				return nil, err
+			}
+			ks = append(ks, k)
+		}
+		f.keys = append(f.keys, ks)
+	}
+	for _, n := range append([]*benchNode{f.cons}, f.srcs...) {
+		f.polled.Add(1)
+		go f.poll(n, n == f.cons)
+	}
+	return f, nil
+}
+
+func (f *fleet) close() {
+	close(f.stop)
+	f.polled.Wait()
+	if f.cons != nil {
+		_ = f.cons.stop()
+	}
+	for _, s := range f.srcs {
+		_ = s.stop()
+	}
+}
+
+// poll takes a node's results every 200 µs; the consumer's go to their
+// waiters, the sources' store results are dropped.
+func (f *fleet) poll(n *benchNode, consumer bool) {
+	defer f.polled.Done()
+	t := time.NewTicker(200 * time.Microsecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-f.stop:
+			return
+		case <-t.C:
+		}
+		rs := n.m.PollFinished()
+		if !consumer {
+			continue
+		}
+		f.mu.Lock()
+		for _, r := range rs {
+			if ch := f.wait[r.Job]; ch != nil {
+				delete(f.wait, r.Job)
+				ch <- r
+			} else {
+				f.early[r.Job] = r
+			}
+		}
+		f.mu.Unlock()
+	}
+}
+
+// load runs one PD request from source s: the source registers and
+// stores, the consumer loads. It returns the load's result.
+func (f *fleet) load(ctx context.Context, s int, id string) (kvp2p.JobResult, error) {
+	src := f.srcs[s]
+	if err := src.m.NewRequest("p"+id, kvp2p.TransferParams{RemoteDecoder: &kvp2p.Remote{KVRequestID: id}}); err != nil {
+		return kvp2p.JobResult{}, err
+	}
+	defer src.m.RequestFinished("p" + id)
+	if _, err := src.m.SubmitStore("p"+id, f.keys[s]); err != nil {
+		return kvp2p.JobResult{}, err
+	}
+	if err := f.cons.m.NewRequest("d"+id, kvp2p.TransferParams{RemotePrefiller: remoteOf(src, id)}); err != nil {
+		return kvp2p.JobResult{}, err
+	}
+	defer f.cons.m.RequestFinished("d" + id)
+	ch := make(chan kvp2p.JobResult, 1)
+	j, err := f.cons.m.SubmitLoad("d"+id, f.keys[s])
+	if err != nil {
+		return kvp2p.JobResult{}, err
+	}
+	f.mu.Lock() // the poller may have taken the result already: see early
+	if r, ok := f.early[j]; ok {
+		delete(f.early, j)
+		ch <- r
+	} else {
+		f.wait[j] = ch
+	}
+	f.mu.Unlock()
+	select {
+	case r := <-ch:
+		return r, nil
+	case <-ctx.Done():
+		return kvp2p.JobResult{}, ctx.Err()
+	case <-time.After(time.Minute):
+		return kvp2p.JobResult{}, errors.New("no load result within a minute")
+	}
+}
+
+func (f *fleet) nextID() string {
+	f.seq++
+	return fmt.Sprintf("f%d", f.seq)
+}
+
+// warm opens every session and touches the consumer's slots.
+func (f *fleet) warm(ctx context.Context) error {
+	for s := range f.srcs {
+		if err := warmSession(ctx, f.cons, f.srcs[s]); err != nil {
+			return err
+		}
+	}
+	for i := 0; i*f.o.blocks < 2*f.slots(); i++ {
+		if r, err := f.load(ctx, i%len(f.srcs), f.nextID()); err != nil || !r.OK {
+			return fmt.Errorf("warming: %v %s", err, r.Reason)
+		}
+	}
+	return nil
+}
+
+// slots is the consumer's arena: a second of the highest rate in flight.
+func (f *fleet) slots() int {
+	m := 0.0
+	for _, x := range f.o.rates {
+		m = max(m, x)
+	}
+	return max(64, int(m)*f.o.blocks)
+}
+
+// together runs n loads at once, load i from source i%sources, and
+// returns the time until the last result.
+func (f *fleet) together(ctx context.Context, n int) (time.Duration, error) {
+	start := time.Now()
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		id := f.nextID()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := f.load(ctx, i%len(f.srcs), id)
+			if err == nil && !r.OK {
+				err = fmt.Errorf("load failed: %s", r.Reason)
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	return time.Since(start), errors.Join(errs...)
+}
+
+// offered runs Poisson arrivals at rate for the duration and times every
+// request.
+func (f *fleet) offered(ctx context.Context, rate float64, rng *rand.Rand) (fleetPoint, error) {
+	pt := fleetPoint{Rate: rate}
+	var mu sync.Mutex
+	var tth []time.Duration
+	var wg sync.WaitGroup
+	var firstErr error
+	start := time.Now()
+	next := start
+	for next.Sub(start) < f.o.duration {
+		if d := time.Until(next); d > 0 {
+			select {
+			case <-ctx.Done():
+				wg.Wait()
+				return pt, ctx.Err()
+			case <-time.After(d):
+			}
+		}
+		arrived, s, id := next, rng.IntN(len(f.srcs)), f.nextID()
+		next = next.Add(time.Duration(rng.ExpFloat64() / rate * float64(time.Second)))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := f.load(ctx, s, id)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				if firstErr == nil {
+					firstErr = err
+				}
+			case r.OK:
+				pt.Hits++
+				tth = append(tth, time.Since(arrived))
+			default:
+				pt.Failed++
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	bytes := float64(f.o.blocks*f.o.block) / 1e6
+	pt.OfferedMBs = rate * bytes
+	pt.DoneMBs = float64(pt.Hits) * bytes / el.Seconds()
+	pt.TTHp50ms, pt.TTHp99ms, _ = quantiles(tth)
+	return pt, firstErr
+}
+
+func benchFleet(ctx context.Context, o fleetOpts) (*fleetReport, error) {
+	f, err := startFleet(o)
+	if err != nil {
+		return nil, err
+	}
+	defer f.close()
+	if err := f.warm(ctx); err != nil {
+		return nil, err
+	}
+	rep := &fleetReport{Sources: o.sources, Blocks: o.blocks, BlockBytes: o.block}
+	bytes := float64(o.blocks*o.block) / 1e6
+	// One at a time, then one per source at once: the node's share.
+	var single []time.Duration
+	for range 3 * o.sources {
+		d, err := f.together(ctx, 1)
+		if err != nil {
+			return nil, err
+		}
+		single = append(single, d)
+	}
+	var sum time.Duration
+	for _, d := range single {
+		sum += d
+	}
+	rep.SingleMBs = float64(len(single)) * bytes / sum.Seconds()
+	rep.SingleP50ms, _, _ = quantiles(single)
+	var par time.Duration
+	const rounds = 3
+	for range rounds {
+		d, err := f.together(ctx, o.sources)
+		if err != nil {
+			return nil, err
+		}
+		par += d
+	}
+	rep.ParallelMBs = float64(rounds*o.sources) * bytes / par.Seconds()
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, rate := range o.rates {
+		pt, err := f.offered(ctx, rate, rng)
+		if err != nil {
+			return nil, err
+		}
+		rep.Curve = append(rep.Curve, pt)
+	}
+	return rep, nil
+}
+
+func printFleet(w io.Writer, r *fleetReport) {
+	mib := float64(r.Blocks*r.BlockBytes) / (1 << 20)
+	fmt.Fprintf(w, "kvp2p bench --fleet: %d sources, 1 consumer, 127.0.0.1; requests of %d blocks of %d bytes (%.1f MiB)\n\n",
+		r.Sources, r.Blocks, r.BlockBytes, mib)
+	fmt.Fprintf(w, "one load at a time:            %8.1f MB/s (%.1f ms per load, p50)\n", r.SingleMBs, r.SingleP50ms)
+	fmt.Fprintf(w, "%2d loads at once, one a source: %8.1f MB/s, %.2f of one at a time\n\n", r.Sources, r.ParallelMBs, r.ParallelMBs/r.SingleMBs)
+	fmt.Fprintf(w, "%8s %12s %14s %8s %7s %12s %12s %10s\n", "req/s", "offered_MB/s", "delivered_MB/s", "hits", "failed", "tth_p50_ms", "tth_p99_ms", "of_single")
+	for _, p := range r.Curve {
+		fmt.Fprintf(w, "%8.0f %12.1f %14.1f %8d %7d %12s %12s %10.2f\n", p.Rate, p.OfferedMBs, p.DoneMBs, p.Hits, p.Failed,
+			fmtMs(p.TTHp50ms), fmtMs(p.TTHp99ms), p.OfferedMBs/r.SingleMBs)
+	}
+}

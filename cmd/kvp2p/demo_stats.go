@@ -1,0 +1,109 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/kvp2p/kvp2p/internal/scenario"
+)
+
+// What the demo measures besides design.md §7's report: how long hits
+// took, whether its own step loop kept time (when it did not, the machine
+// or the harness is the limit, not the nodes), and how the blocks of the
+// loads reported OK read back.
+
+// demoResult is one run's records and report, and the harness's figures.
+type demoResult struct {
+	scenario.Run
+	stats demoStats
+}
+
+// demoStats are a run's harness figures.
+type demoStats struct {
+	steps int
+	late  []time.Duration // per step: how long after its due time it started
+	check readBack
+}
+
+// readBack counts the blocks of OK loads by what reading them back found.
+// Only Wrong is a corrupt load: a Missing block was evicted from the
+// consumer's store (its slot reused by a later load or put) before the
+// harness read it, which an engine, that reads a load into its own
+// memory when it completes, never sees.
+type readBack struct {
+	intact, missing, wrong int
+}
+
+// blockCheck is what reading one block back found.
+type blockCheck uint8
+
+const (
+	blockIntact  blockCheck = iota // present, the bytes written
+	blockMissing                   // no longer in the store
+	blockWrong                     // present, other bytes
+)
+
+// add counts one read-back.
+func (rb *readBack) add(c blockCheck) {
+	switch c {
+	case blockIntact:
+		rb.intact++
+	case blockMissing:
+		rb.missing++
+	default:
+		rb.wrong++
+	}
+}
+
+// quantiles returns the p50, p99 and max of ds in milliseconds (nearest
+// rank), zero when empty.
+func quantiles(ds []time.Duration) (p50, p99, mx float64) {
+	if len(ds) == 0 {
+		return 0, 0, 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	at := func(p float64) float64 {
+		k := int(p/100*float64(len(s))+0.999999) - 1
+		return ms(s[min(max(k, 0), len(s)-1)])
+	}
+	return at(50), at(99), ms(s[len(s)-1])
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// timeToHit is, for every hit, the time from its arrival to its
+// resolution.
+func timeToHit(reqs []scenario.Request) []time.Duration {
+	var out []time.Duration
+	for _, r := range reqs {
+		if r.Outcome == scenario.Hit {
+			out = append(out, r.Resolved-r.Arrived)
+		}
+	}
+	return out
+}
+
+// printDemoStats prints a line per run: time to hit, the step loop's
+// lateness, and the read-back of loaded blocks.
+func printDemoStats(w io.Writer, rs []demoResult) {
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "time to hit (arrival to loaded), the harness's step loop lateness (how long after its due time a 5 ms step started; large values mean the machine, not the nodes, is the limit), and the read-back of every block of every load reported OK (missing: evicted before it was read; wrong: corrupt):")
+	for _, r := range rs {
+		t50, t99, tmx := quantiles(timeToHit(r.Requests))
+		l50, l99, lmx := quantiles(r.stats.late)
+		c := r.stats.check
+		fmt.Fprintf(w, "  %-18s %-10s tth p50 %s p99 %s max %s ms | step late p50 %s p99 %s max %s ms | blocks intact %d missing %d wrong %d\n",
+			r.Report.Scenario, r.Policy, fmtMs(t50), fmtMs(t99), fmtMs(tmx), fmtMs(l50), fmtMs(l99), fmtMs(lmx),
+			c.intact, c.missing, c.wrong)
+	}
+}
+
+func fmtMs(v float64) string {
+	if v >= 100 {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.1f", v)
+}

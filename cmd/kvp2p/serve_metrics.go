@@ -1,0 +1,26 @@
+package main
+
+import (
+	"log/slog"
+	"net"
+
+	"github.com/kvp2p/kvp2p"
+	"github.com/kvp2p/kvp2p/internal/metrics"
+	"github.com/kvp2p/kvp2p/internal/status"
+)
+
+// startMetrics serves the node's metrics, status page and probes on
+// cfg.MetricsAddr, if set. The returned func stops the server; call it
+// even on error.
+func startMetrics(cfg kvp2p.Config, node *kvp2p.Node, log *slog.Logger) (func(), error) {
+	if cfg.MetricsAddr == "" {
+		return func() {}, nil
+	}
+	ln, err := net.Listen("tcp", cfg.MetricsAddr)
+	if err != nil {
+		return func() {}, err // net's message names the address
+	}
+	srv := status.Start(ln, status.NewHandler(node.Status, metrics.NewRegistry(node.Status, nil)))
+	log.Info("metrics and status", "addr", ln.Addr().String())
+	return func() { _ = srv.Close() }, nil
+}

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/kvp2p/kvp2p/internal/status"
+)
+
+// defaultMetricsAddr is where `kvp2p status` looks without --addr or
+// KVP2P_METRICS_ADDR: the address examples/kvp2p.yaml suggests.
+const defaultMetricsAddr = "127.0.0.1:9464"
+
+// runStatus asks a running node for its snapshot over its metrics address
+// and prints it: peers grouped by failure domain, sessions, ejections,
+// loads in flight.
+func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "", "the node's metrics `address` (config metrics_addr; default env KVP2P_METRICS_ADDR, else "+defaultMetricsAddr+")")
+	asJSON := fs.Bool("json", false, "print the snapshot as JSON")
+	watch := fs.Bool("watch", false, "refresh until interrupted")
+	every := fs.Duration("interval", 2*time.Second, "refresh `interval` with --watch")
+	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for the node")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: kvp2p status [--addr HOST:PORT] [--json] [--watch [--interval 2s]]\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errReported
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "kvp2p status: unexpected argument %q (flags only)\n", fs.Arg(0))
+		return errReported
+	}
+	if *every <= 0 {
+		return configErrorf("--interval must be positive")
+	}
+	target := cmp.Or(*addr, os.Getenv(envPrefix+"METRICS_ADDR"), defaultMetricsAddr)
+	client := &http.Client{Timeout: *timeout}
+	once := func() error {
+		s, err := status.Fetch(ctx, client, target)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			enc := json.NewEncoder(stdout)
+			if !*watch {
+				enc.SetIndent("", "  ")
+			}
+			return enc.Encode(s) // with --watch: one object per line
+		}
+		if *watch {
+			fmt.Fprint(stdout, "\033[H\033[2J") // clear the terminal
+		}
+		return status.WriteText(stdout, s)
+	}
+	if !*watch {
+		return once()
+	}
+	tick := time.NewTicker(*every)
+	defer tick.Stop()
+	for {
+		if err := once(); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			fmt.Fprintf(stderr, "kvp2p status: %v\n", err) // a node restarting: keep asking
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}

@@ -1,0 +1,53 @@
+package loads
+
+import (
+	"time"
+
+	"github.com/kvp2p/kvp2p/internal/session"
+	"github.com/kvp2p/kvp2p/internal/wire"
+)
+
+// Observer hears every job result as the table publishes it, for metrics.
+// It is called in the table's goroutine and must neither block nor call
+// back into the table.
+type Observer interface {
+	// JobSettled: r was published. submitted is when the job was
+	// submitted; zero when it failed at submission.
+	JobSettled(r JobResult, submitted time.Time)
+	// LookupFellBack: a lookup answered MISS and marked request id
+	// failed: the engine prefills it locally from now on. waited is how
+	// long the request had been answered RETRY before; zero if never.
+	LookupFellBack(reqID string, waited time.Duration)
+}
+
+// Lookup answers whether key can be loaded for request id: HIT, MISS, or
+// RETRY (ask again next step).
+func (t *Table) Lookup(now time.Time, id string, k wire.Key) session.Verdict {
+	r := t.reqs[id]
+	if t.cfg.Observer == nil || r == nil || r.src == nil {
+		return t.lookup(now, id, k)
+	}
+	_, wasFailed := t.failed[r.src.kvID]
+	from := r.waitFrom
+	v := t.lookup(now, id, k)
+	if _, failed := t.failed[r.src.kvID]; v == session.Miss && failed && !wasFailed {
+		var waited time.Duration
+		if !from.IsZero() {
+			waited = now.Sub(from)
+		}
+		t.cfg.Observer.LookupFellBack(id, waited)
+	}
+	return v
+}
+
+// publish queues r for PollFinished and tells the observer.
+func (t *Table) publish(r JobResult, submitted time.Time) {
+	t.results = append(t.results, r)
+	if t.cfg.Observer != nil {
+		t.cfg.Observer.JobSettled(r, submitted)
+	}
+}
+
+// ReasonUnboundTimeout is the reason of a PD store no fetch bound within
+// UnboundStoreTimeout (vLLM's unbound_store_timeouts).
+const ReasonUnboundTimeout = "unbound store timed out"

@@ -1,0 +1,26 @@
+package loads
+
+import (
+	"time"
+
+	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/wire"
+)
+
+// EndOutboundIdle says Goodbye (idle) to every ready session this node
+// dialed that has nothing in flight, and returns how many it ended. A
+// sidecar calls it while no engine is attached: the sessions its gone
+// engine opened serve nobody, and holding them until the idle timeout only
+// keeps peers' resources. Sessions peers dialed stay: they are the peers'.
+func (t *Table) EndOutboundIdle(now time.Time) int {
+	n := 0
+	for _, c := range t.list {
+		if c.gone || !c.s.Outbound() || !c.s.Ready() || c.s.Busy() || c.s.Ended() != health.CauseNone {
+			continue
+		}
+		c.s.Goodbye(now, wire.GoodbyeIdle)
+		t.drain(now, c)
+		n++
+	}
+	return n
+}

@@ -1,0 +1,193 @@
+package metrics
+
+import (
+	"fmt"
+	"time"
+)
+
+// Snapshot is a node's state and counts at one instant, copied in its loop.
+// It is what /status.json serves, what the status page and `kvp2p status`
+// show and what a scrape turns into metrics. It shares nothing with the
+// node: a handler may keep it as long as it likes.
+type Snapshot struct {
+	Node     Node       `json:"node"`
+	Domains  []Domain   `json:"domains"` // sorted by name
+	Loads    []Load     `json:"loads"`   // loads in flight, oldest first
+	Stores   int        `json:"stores"`  // stores the node holds for remote decoders
+	Requests int        `json:"requests"`
+	Counters Counters   `json:"counters"`
+	Hists    Histograms `json:"histograms"`
+}
+
+// Node describes the node itself.
+type Node struct {
+	PeerID        string    `json:"peer_id"`
+	FailureDomain string    `json:"failure_domain"`
+	Policy        string    `json:"policy"`
+	Taken         time.Time `json:"taken"`
+	UptimeSec     float64   `json:"uptime_s"`
+	MaxPeers      int       `json:"max_peers"`
+	// Listening: serving and not shutting down.
+	Listening bool `json:"listening"`
+	// EngineExpected: a sidecar (engine.socket set); EngineAttached: its
+	// engine has registered a region.
+	EngineExpected bool `json:"engine_expected"`
+	EngineAttached bool `json:"engine_attached"`
+}
+
+// Ready is what /readyz answers: listening, and the engine registered
+// when one is expected.
+func (n Node) Ready() bool { return n.Listening && (!n.EngineExpected || n.EngineAttached) }
+
+// Domain is one failure domain with its peers.
+type Domain struct {
+	Name  string `json:"name"`
+	State string `json:"state"` // ok, suspect or ejected
+	Peers []Peer `json:"peers"` // sorted by id
+}
+
+// Peer is one peer: what the policy holds about it and its sessions.
+type Peer struct {
+	ID            string    `json:"id"`
+	Live          bool      `json:"live"`
+	EjectedForSec float64   `json:"ejected_for_s,omitempty"` // ejection time left
+	Probing       bool      `json:"probing,omitempty"`
+	Faults        int       `json:"faults,omitempty"`
+	Sessions      []Session `json:"sessions"`
+}
+
+// Session is one session with a peer.
+type Session struct {
+	Conn     uint64  `json:"conn"`
+	Outbound bool    `json:"outbound"`
+	State    string  `json:"state"` // connecting, ready, ended
+	Cause    string  `json:"cause,omitempty"`
+	AgeSec   float64 `json:"age_s"`
+	BytesIn  uint64  `json:"bytes_in"`
+	BytesOut uint64  `json:"bytes_out"`
+	// LastProgressSec is how long ago its data path last moved bytes or
+	// carried a Progress frame; -1 if it never did.
+	LastProgressSec float64 `json:"last_progress_s"`
+}
+
+// Load is one load in flight.
+type Load struct {
+	Job    uint64  `json:"job"`
+	ReqID  string  `json:"req_id"`
+	Peer   string  `json:"peer"`
+	Domain string  `json:"domain"`
+	AgeSec float64 `json:"age_s"`
+	Blocks int     `json:"blocks"`
+	Bytes  uint64  `json:"bytes"`
+}
+
+// Counters are cumulative since the node started.
+type Counters struct {
+	LookupHits           uint64            `json:"lookup_hits"`
+	LookupMisses         uint64            `json:"lookup_misses"`
+	LoadsOK              uint64            `json:"loads_ok"`
+	LoadFailures         uint64            `json:"load_failures"`
+	LoadTimeouts         uint64            `json:"load_timeouts"`
+	LookupFallbacks      uint64            `json:"lookup_fallbacks"` // requests a lookup MISS sent to local prefill
+	StoresOK             uint64            `json:"stores_ok"`
+	StoreFailures        uint64            `json:"store_failures"`
+	UnboundStoreTimeouts uint64            `json:"unbound_store_timeouts"`
+	PeerDisconnects      uint64            `json:"peer_disconnects"`
+	SessionEnds          map[string]uint64 `json:"session_ends"` // by cause
+	ProbesSent           uint64            `json:"probes_sent"`
+	ProbesAcked          uint64            `json:"probes_acked"`
+	ProbesFailed         uint64            `json:"probes_failed"`
+	Ejections            uint64            `json:"ejections"`
+	StallsDetected       uint64            `json:"stalls_detected"`
+	BytesIn              uint64            `json:"bytes_in"`
+	BytesOut             uint64            `json:"bytes_out"`
+	FailedLoadBytes      uint64            `json:"failed_load_bytes"`
+}
+
+// Clone returns a copy that shares nothing with c.
+func (c Counters) Clone() Counters {
+	out := c
+	out.SessionEnds = make(map[string]uint64, len(c.SessionEnds))
+	for k, v := range c.SessionEnds {
+		out.SessionEnds[k] = v
+	}
+	return out
+}
+
+// Histograms are the node's distributions, in seconds except Blocks.
+type Histograms struct {
+	LookupRTT      Hist `json:"lookup_rtt"`
+	FetchRTT       Hist `json:"fetch_rtt"`
+	PostTime       Hist `json:"post_time"`
+	TransferTime   Hist `json:"transfer_time"`
+	TransferBlocks Hist `json:"transfer_blocks"`
+	TimeToFallback Hist `json:"time_to_fallback"`        // failed loads, from submission
+	LookupFallback Hist `json:"time_to_fallback_lookup"` // lookup fallbacks, from the request's first RETRY
+	TimeToHit      Hist `json:"time_to_hit"`
+}
+
+// Fallbacks merges the two time-to-fallback histograms (same buckets).
+func (h Histograms) Fallbacks() Hist {
+	out := h.TimeToFallback.Clone()
+	if !out.Valid() || len(h.LookupFallback.Counts) != len(out.Counts) {
+		return out
+	}
+	for i, c := range h.LookupFallback.Counts {
+		out.Counts[i] += c
+	}
+	out.Sum += h.LookupFallback.Sum
+	out.Count += h.LookupFallback.Count
+	return out
+}
+
+// NewHistograms returns empty histograms with kvp2p's buckets.
+func NewHistograms() Histograms {
+	return Histograms{
+		LookupRTT: NewHist(LatencyBuckets()), FetchRTT: NewHist(LatencyBuckets()),
+		PostTime: NewHist(LatencyBuckets()), TransferTime: NewHist(LatencyBuckets()),
+		TransferBlocks: NewHist(BlockBuckets()),
+		TimeToFallback: NewHist(LatencyBuckets()), LookupFallback: NewHist(LatencyBuckets()),
+		TimeToHit: NewHist(LatencyBuckets()),
+	}
+}
+
+// Clone returns a copy that shares nothing with h.
+func (h Histograms) Clone() Histograms {
+	return Histograms{
+		LookupRTT: h.LookupRTT.Clone(), FetchRTT: h.FetchRTT.Clone(), PostTime: h.PostTime.Clone(),
+		TransferTime: h.TransferTime.Clone(), TransferBlocks: h.TransferBlocks.Clone(),
+		TimeToFallback: h.TimeToFallback.Clone(), LookupFallback: h.LookupFallback.Clone(),
+		TimeToHit: h.TimeToHit.Clone(),
+	}
+}
+
+// Valid checks what a decoded snapshot must hold before it is rendered:
+// well-formed histograms.
+func (h Histograms) Valid() error {
+	for name, x := range map[string]Hist{
+		"lookup_rtt": h.LookupRTT, "fetch_rtt": h.FetchRTT, "post_time": h.PostTime,
+		"transfer_time": h.TransferTime, "transfer_blocks": h.TransferBlocks,
+		"time_to_fallback": h.TimeToFallback, "time_to_fallback_lookup": h.LookupFallback,
+		"time_to_hit": h.TimeToHit,
+	} {
+		if !x.Valid() {
+			return fmt.Errorf("histogram %s: %d counts for %d bounds, or bounds not ascending", name, len(x.Counts), len(x.Bounds))
+		}
+	}
+	return nil
+}
+
+// SessionCount counts sessions by state.
+func (s *Snapshot) SessionCount(state string) int {
+	n := 0
+	for _, d := range s.Domains {
+		for _, p := range d.Peers {
+			for _, x := range p.Sessions {
+				if x.State == state {
+					n++
+				}
+			}
+		}
+	}
+	return n
+}

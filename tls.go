@@ -1,0 +1,276 @@
+package kvp2p
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// TLSConfig turns on mutual TLS (TLS 1.3) on every control and data
+// connection. Either all three files are set or none; without them the
+// node speaks plain TCP (and checks claimed hosts against source
+// addresses instead, see Config.TrustClaimedHost).
+//
+// A peer's identity is its certificate: the host of the peer id a Hello
+// or a DataAttach claims must be one of the certificate's SANs (IP or DNS,
+// as a TLS client checks a server), so a certificate for one host cannot
+// speak for another. A data connection must carry the same identity as
+// the control connection it attaches to.
+type TLSConfig struct {
+	CertFile string `yaml:"cert_file"` // PEM certificate chain of this node
+	KeyFile  string `yaml:"key_file"`  // PEM private key of CertFile
+	CAFile   string `yaml:"ca_file"`   // PEM CA bundle peers' certificates must chain to
+	// AllowPeers, if not empty, admits only certificates with a SAN (DNS
+	// name, IP or URI, e.g. a SPIFFE id) matching one of these
+	// comma-separated patterns (path.Match syntax:
+	// "*.pod.cluster.local,spiffe://prod/kvp2p/*").
+	AllowPeers string `yaml:"allow_peers"`
+}
+
+// Enabled reports whether TLS is configured.
+func (c TLSConfig) Enabled() bool { return c.CertFile != "" || c.KeyFile != "" || c.CAFile != "" }
+
+func (c TLSConfig) validate() error {
+	if !c.Enabled() {
+		if c.AllowPeers != "" {
+			return errors.New("kvp2p: config: tls.allow_peers needs tls.cert_file, key_file and ca_file")
+		}
+		return nil
+	}
+	if c.CertFile == "" || c.KeyFile == "" || c.CAFile == "" {
+		return errors.New("kvp2p: config: tls: cert_file, key_file and ca_file are all required")
+	}
+	for _, p := range c.patterns() {
+		if _, err := path.Match(p, ""); err != nil {
+			return fmt.Errorf("kvp2p: config: tls.allow_peers %q: %v", p, err)
+		}
+	}
+	return nil
+}
+
+// patterns splits AllowPeers.
+func (c TLSConfig) patterns() []string {
+	var ps []string
+	for _, p := range strings.Split(c.AllowPeers, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+// tlsCreds holds the current certificate and CA pool; they are reloaded
+// from the files on Reload (SIGHUP) or when a file's modification time or
+// size changes (checked at most once per reloadCheck, on new connections).
+// Safe for concurrent use: the accept and dial goroutines read it.
+type tlsCreds struct {
+	cfg   TLSConfig
+	allow []string // cfg.patterns()
+	cur   atomic.Pointer[tlsMaterial]
+
+	mu      sync.Mutex // serializes reloads; never held across a handshake
+	checked time.Time
+	stamps  [3]fileStamp
+}
+
+type tlsMaterial struct {
+	cert tls.Certificate
+	pool *x509.CertPool
+}
+
+type fileStamp struct {
+	mod  time.Time
+	size int64
+}
+
+// reloadCheck bounds how often the files are stat'ed.
+const reloadCheck = time.Second
+
+func newTLSCreds(cfg TLSConfig) (*tlsCreds, error) {
+	c := &tlsCreds{cfg: cfg, allow: cfg.patterns()}
+	if err := c.Reload(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *tlsCreds) files() [3]string { return [3]string{c.cfg.CertFile, c.cfg.KeyFile, c.cfg.CAFile} }
+
+// Reload reads the files again. On error the current material stays.
+func (c *tlsCreds) Reload() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reloadLocked()
+}
+
+func (c *tlsCreds) reloadLocked() error {
+	var stamps [3]fileStamp
+	for i, f := range c.files() {
+		st, err := os.Stat(f)
+		if err != nil {
+			return fmt.Errorf("kvp2p: tls: %v", err)
+		}
+		stamps[i] = fileStamp{st.ModTime(), st.Size()}
+	}
+	cert, err := tls.LoadX509KeyPair(c.cfg.CertFile, c.cfg.KeyFile)
+	if err != nil {
+		return fmt.Errorf("kvp2p: tls: certificate: %v", err)
+	}
+	ca, err := os.ReadFile(c.cfg.CAFile)
+	if err != nil {
+		return fmt.Errorf("kvp2p: tls: %v", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		return fmt.Errorf("kvp2p: tls: ca_file %s: no PEM certificate", c.cfg.CAFile)
+	}
+	c.cur.Store(&tlsMaterial{cert: cert, pool: pool})
+	c.stamps = stamps
+	return nil
+}
+
+// maybeReload reloads if a file changed since the last load; errors keep
+// the old material (a half-written file is retried on the next check).
+func (c *tlsCreds) maybeReload(now time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if now.Sub(c.checked) < reloadCheck {
+		return nil
+	}
+	c.checked = now
+	for i, f := range c.files() {
+		st, err := os.Stat(f)
+		if err != nil {
+			return nil // being replaced; the old material serves meanwhile
+		}
+		if (fileStamp{st.ModTime(), st.Size()}) != c.stamps[i] {
+			return c.reloadLocked()
+		}
+	}
+	return nil
+}
+
+// serverConfig is the listener side: a client certificate is required.
+func (c *tlsCreds) serverConfig() *tls.Config {
+	m := c.cur.Load()
+	return &tls.Config{
+		MinVersion:       tls.VersionTLS13,
+		Certificates:     []tls.Certificate{m.cert},
+		ClientAuth:       tls.RequireAndVerifyClientCert,
+		ClientCAs:        m.pool,
+		VerifyConnection: c.allowed,
+	}
+}
+
+// clientConfig dials peerID: the server's certificate must name its host.
+func (c *tlsCreds) clientConfig(peerID string) *tls.Config {
+	m := c.cur.Load()
+	host, _, _ := net.SplitHostPort(peerID)
+	return &tls.Config{
+		MinVersion:       tls.VersionTLS13,
+		Certificates:     []tls.Certificate{m.cert},
+		RootCAs:          m.pool,
+		ServerName:       host,
+		VerifyConnection: c.allowed,
+	}
+}
+
+// allowed applies the allow-list to the verified peer certificate.
+func (c *tlsCreds) allowed(cs tls.ConnectionState) error {
+	if len(c.allow) == 0 {
+		return nil
+	}
+	if len(cs.PeerCertificates) == 0 {
+		return errors.New("kvp2p: tls: no peer certificate")
+	}
+	for _, san := range sans(cs.PeerCertificates[0]) {
+		for _, p := range c.allow {
+			if ok, _ := path.Match(p, san); ok {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("kvp2p: tls: peer certificate %v not in allow_peers", sans(cs.PeerCertificates[0]))
+}
+
+// sans lists a certificate's DNS, IP and URI SANs.
+func sans(c *x509.Certificate) []string {
+	var out []string
+	out = append(out, c.DNSNames...)
+	for _, ip := range c.IPAddresses {
+		out = append(out, ip.String())
+	}
+	for _, u := range c.URIs {
+		out = append(out, u.String())
+	}
+	return out
+}
+
+// peerIdentity is who a connection proved to be: its certificate's SANs
+// (sorted, joined), empty on plain TCP. A renewed certificate for the same
+// names is the same identity, so rotation does not split a session.
+type peerIdentity string
+
+func identityOf(cs tls.ConnectionState) peerIdentity {
+	if len(cs.PeerCertificates) == 0 {
+		return ""
+	}
+	s := sans(cs.PeerCertificates[0])
+	slices.Sort(s)
+	return peerIdentity(strings.Join(s, ","))
+}
+
+// checkClaim reports why a connection may not claim peerID: with TLS, the
+// certificate must name its host; without, the host must be the source
+// address unless trust is set (NAT, or the demo's labelled hosts).
+func checkClaim(ctx context.Context, nc net.Conn, peerID string, trust bool) error {
+	host, _, err := net.SplitHostPort(peerID)
+	if err != nil {
+		return fmt.Errorf("peer id %q: %v", peerID, err)
+	}
+	if tc, ok := nc.(*tls.Conn); ok {
+		cs := tc.ConnectionState()
+		if len(cs.PeerCertificates) == 0 {
+			return errors.New("no peer certificate")
+		}
+		if err := cs.PeerCertificates[0].VerifyHostname(host); err != nil {
+			return fmt.Errorf("claims %q: %v", peerID, err)
+		}
+		return nil
+	}
+	if trust {
+		return nil
+	}
+	src, _, err := net.SplitHostPort(nc.RemoteAddr().String())
+	if err != nil {
+		return fmt.Errorf("source %v: %v", nc.RemoteAddr(), err)
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		if ip.Equal(net.ParseIP(src)) {
+			return nil
+		}
+		return fmt.Errorf("claims host %s from source %s", host, src)
+	}
+	// A name: it must resolve to the source (done in the connection's own
+	// goroutine, never the loop's).
+	addrs, err := net.DefaultResolver.LookupHost(ctx, host)
+	if err != nil {
+		return fmt.Errorf("claims host %s: %v", host, err)
+	}
+	for _, a := range addrs {
+		if net.ParseIP(a).Equal(net.ParseIP(src)) {
+			return nil
+		}
+	}
+	return fmt.Errorf("claims host %s (%v) from source %s", host, addrs, src)
+}

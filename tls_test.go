@@ -1,0 +1,142 @@
+package kvp2p
+
+import (
+	"os"
+	"testing"
+	"time"
+)
+
+// TestTLSFleetLoads: two nodes with mutual TLS load blocks intact.
+func TestTLSFleetLoads(t *testing.T) {
+	f := newTLSFleet(t)
+	p := startTN(t, nodeOpt{mut: func(c *Config) { c.TLS = f.node(t, "127.0.0.1") }})
+	c := startTN(t, nodeOpt{mut: func(c *Config) { c.TLS = f.node(t, "127.0.0.1") }})
+	warm(t, c, p)
+	ks := keysOf("tls", 4)
+	sj := storeBlocks(t, p, "kv1", ks)
+	c.m.NewRequest("d1", pdParams(t, "kv1", p))
+	lj, _ := c.m.SubmitLoad("d1", ks)
+	if r := waitResult(t, c.m, lj, 5*time.Second); !r.OK {
+		t.Fatalf("load: %+v", r)
+	}
+	if r := waitResult(t, p.m, sj, 5*time.Second); !r.OK {
+		t.Fatalf("store: %+v", r)
+	}
+	checkBlocks(t, c.m, ks)
+	c.m.RequestFinished("d1")
+}
+
+// TestTLSAllowList: a certificate from the right CA whose SANs match no
+// allow_peers pattern gets no session.
+func TestTLSAllowList(t *testing.T) {
+	f := newTLSFleet(t)
+	p := startTN(t, nodeOpt{mut: func(c *Config) {
+		c.TLS = f.node(t, "127.0.0.1", "spiffe://test/kvp2p/producer")
+		c.TLS.AllowPeers = "spiffe://test/kvp2p/*"
+	}})
+	c := startTN(t, nodeOpt{mut: func(c *Config) { c.TLS = f.node(t, "127.0.0.1", "spiffe://test/other/consumer") }})
+	if err := c.m.NewRequest("d1", pdParams(t, "kv1", p)); err != nil {
+		t.Fatal(err)
+	}
+	if v := waitVerdict(t, c.m, "d1", testKey("a", 0)); v != Miss {
+		t.Fatalf("lookup = %v, want MISS (no session)", v)
+	}
+	waitLog(t, p, "not in allow_peers")
+}
+
+// TestTLSReloadOnSIGHUP: a consumer whose certificate the producer does not
+// trust gets no session; once its files are replaced and reloaded, it does.
+func TestTLSReloadOnSIGHUP(t *testing.T) {
+	f := newTLSFleet(t)
+	other := newTLSFleet(t)
+	p := startTN(t, nodeOpt{mut: func(c *Config) { c.TLS = f.node(t, "127.0.0.1") }})
+	bad := other.node(t, "127.0.0.1")
+	c := startTN(t, nodeOpt{mut: func(c *Config) { c.TLS = bad }})
+	if err := c.m.NewRequest("d0", pdParams(t, "kv0", p)); err != nil {
+		t.Fatal(err)
+	}
+	if v := waitVerdict(t, c.m, "d0", testKey("a", 0)); v != Miss {
+		t.Fatalf("lookup = %v, want MISS (untrusted certificate)", v)
+	}
+	c.m.RequestFinished("d0")
+	good := f.node(t, "127.0.0.1")
+	for _, mv := range [][2]string{{good.CertFile, bad.CertFile}, {good.KeyFile, bad.KeyFile}, {good.CAFile, bad.CAFile}} {
+		b, err := os.ReadFile(mv[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(mv[1], b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.ReloadTLS(); err != nil {
+		t.Fatal(err)
+	}
+	warm(t, c, p)
+}
+
+// TestTLSReloadWhenFilesChange: files are checked (at most once a second)
+// and reloaded when they change; a broken file keeps the old material.
+func TestTLSReloadWhenFilesChange(t *testing.T) {
+	f := newTLSFleet(t)
+	cfg := f.node(t, "127.0.0.1")
+	cr, err := newTLSCreds(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := cr.cur.Load()
+	t0 := time.Now()
+	if err := cr.maybeReload(t0); err != nil { // nothing changed
+		t.Fatal(err)
+	}
+	if cr.cur.Load() != first {
+		t.Fatal("reloaded unchanged files")
+	}
+	l, err := f.ca.Issue("127.0.0.1", "renewed.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg.CertFile, l.CertPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg.KeyFile, l.KeyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := cr.maybeReload(t0.Add(500 * time.Millisecond)); err != nil || cr.cur.Load() != first {
+		t.Fatalf("checked again within a second: err %v", err)
+	}
+	if err := cr.maybeReload(t0.Add(2 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	second := cr.cur.Load()
+	if second == first {
+		t.Fatal("changed files not reloaded")
+	}
+	if err := os.WriteFile(cfg.CAFile, []byte("garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := cr.maybeReload(t0.Add(4 * time.Second)); err == nil {
+		t.Fatal("a broken CA file reloaded without error")
+	}
+	if cr.cur.Load() != second {
+		t.Fatal("a broken CA file replaced the working material")
+	}
+}
+
+// TestTLSConfigValidation: all three files or none.
+func TestTLSConfigValidation(t *testing.T) {
+	for _, c := range []TLSConfig{
+		{CertFile: "a"},
+		{CertFile: "a", KeyFile: "b"},
+		{AllowPeers: "x"},
+		{CertFile: "a", KeyFile: "b", CAFile: "c", AllowPeers: "[x"},
+	} {
+		cfg := Config{PeerID: "127.0.0.1:1", TLS: c}
+		if err := cfg.Validate(); err == nil {
+			t.Errorf("%+v: accepted", c)
+		}
+	}
+	if _, err := NewNode(Config{PeerID: "127.0.0.1:1", TLS: TLSConfig{CertFile: "/nonexistent", KeyFile: "/x", CAFile: "/y"}}); err == nil {
+		t.Error("missing files accepted")
+	}
+}
