@@ -266,11 +266,20 @@ class EngineClient:
 
     def _tick(self) -> None:
         step = min(self._ping_interval, self._dead_after) / 4
+        last = time.monotonic()
         while not self._closed.wait(step):
+            now = time.monotonic()
+            stalled = now - last > 3 * step
+            last = now
             s = self._sess
             if s is None:
                 continue
-            now = time.monotonic()
+            if stalled:
+                # This process did not run for a while (CPU starvation, a
+                # long GIL hold, a pause): the sidecar's silence over that
+                # time proves nothing, and its pings may be waiting unread.
+                s.heard = max(s.heard, now - step)
+                continue
             if now - s.heard > self._dead_after:
                 self._drop(s, f"sidecar silent for {now - s.heard:.2f}s")
                 continue
