@@ -231,6 +231,11 @@ class TierCore:
             self._out.end_step = True
         self._wake.set()
 
+    @property
+    def generation(self) -> int:
+        """Bumped each time the sidecar is lost."""
+        return self._gen
+
     def take_finished(self) -> list[Done]:
         with self._mu:
             d, self._done = self._done, []
