@@ -168,3 +168,22 @@ def _wait(cond: Callable[[], bool], timeout: float = 10.0) -> None:
     while not cond():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.05)
+
+
+def test_own_sidecar_killed_mid_load(pair: Pair) -> None:
+    import time
+
+    sa, a, sb, b = pair
+    r = b.call("fetch", "b-own", prefiller(sa, "kv-own"), [500], 20.0, True)
+    assert r["outcome"] == "pending", r  # B's load waits at A
+    sb.kill()
+    t0 = time.monotonic()
+    r = b.call("fetch", "b-own", None, [500], 20.0)
+    assert r["outcome"] == "miss", r  # the job failed: vLLM prefills locally
+    assert time.monotonic() - t0 < 2.0  # noticed within a second (plus this call's own overhead)
+    sb.start()
+    _wait(lambda: b.call("info")["registration"] > 0)  # B's plugin registered again by itself
+    a.call("store", "a-own2", None, [510])
+    r = b.call("fetch", "b-own2", kv_source(sa, "kv-own2"), [510], 20.0)
+    assert r["outcome"] == "hit" and r["data"] == bytes_of([510]), r
+    a.call("finish", "a-own2")
