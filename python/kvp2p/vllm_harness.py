@@ -242,6 +242,36 @@ class _Engine:
                     out[name].append((time.perf_counter_ns() - t0) / 1e3)
         return out
 
+    def busy_hook_times(self, n: int, keys_per_step: int = 64) -> dict[str, list[float]]:
+        """The tier's time in the hooks of steps that do have work: a new
+        symmetric request per step, its first lookups (RETRY: queued for
+        the worker) and the step's end (which hands the batch over)."""
+        from vllm.v1.kv_offload.base import ReqContext, ScheduleEndContext
+
+        t = self.tier
+        end = ScheduleEndContext(new_req_ids=(), preempted_req_ids=())
+        keys = [offload_key(1000 + i) for i in range(keys_per_step)]
+        out: dict[str, list[float]] = {"on_new_request": [], "lookup": [], "on_schedule_end": [],
+                                       "on_request_finished": []}
+        with self.mgr.lock:
+            for i in range(n):
+                ctx = ReqContext(req_id=f"busy-{i}", kv_transfer_params={"remote_kv_source": {
+                    "remote_host": "127.0.0.1", "remote_port": 9, "kv_request_id": f"kv-busy-{i}"}})
+                t0 = time.perf_counter_ns()
+                t.on_new_request(ctx)
+                out["on_new_request"].append((time.perf_counter_ns() - t0) / 1e3)
+                for k in keys:
+                    t0 = time.perf_counter_ns()
+                    t.lookup(k, ctx)
+                    out["lookup"].append((time.perf_counter_ns() - t0) / 1e3)
+                t0 = time.perf_counter_ns()
+                t.on_schedule_end(end)
+                out["on_schedule_end"].append((time.perf_counter_ns() - t0) / 1e3)
+                t0 = time.perf_counter_ns()
+                t.on_request_finished(ctx)
+                out["on_request_finished"].append((time.perf_counter_ns() - t0) / 1e3)
+        return out
+
     def close(self) -> None:
         self.region.close()
         self.mgr.shutdown()
