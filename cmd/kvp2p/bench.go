@@ -41,8 +41,8 @@ type benchReport struct {
 	RawMBps     float64      `json:"raw_mb_s"`
 	Ratio       float64      `json:"ratio"` // median of the runs' kvp2p/raw
 	LookupP50us float64      `json:"lookup_p50_us"`
-	LookupP99us float64      `json:"lookup_p99_us"` // over every round trip of every run
-	LookupsPerS float64      `json:"lookups_per_s"` // median over the runs, one lookup at a time
+	LookupP99us float64      `json:"lookup_p99_us"`       // over every round trip of every run
+	LookupsPerS float64      `json:"lookups_per_s"`       // median over the runs, one lookup at a time
 	TLSMBps     float64      `json:"tls_mb_s,omitempty"`  // --tls: kvp2p load over mutual TLS
 	TLSRatio    float64      `json:"tls_ratio,omitempty"` // --tls: median of the runs' TLS/plain kvp2p
 	PerRun      []benchRunMs `json:"per_run"`
