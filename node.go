@@ -15,6 +15,7 @@ import (
 	"github.com/kvp2p/kvp2p/internal/engineapi"
 	"github.com/kvp2p/kvp2p/internal/health"
 	"github.com/kvp2p/kvp2p/internal/loads"
+	"github.com/kvp2p/kvp2p/internal/ratelog"
 	"github.com/kvp2p/kvp2p/internal/store"
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
@@ -133,7 +134,9 @@ func NewNode(cfg Config) (*Node, error) {
 		LocalID: cfg.PeerID, Incarnation: cfg.Incarnation, Domain: cfg.FailureDomain,
 		BlockBytes: uint32(cfg.BlockBytes), Fingerprint: cfg.Fingerprint, HashSeed: cfg.HashSeed,
 	}, t, pol)
-	lc.Log = cfg.Log.With("node", cfg.PeerID)
+	// What peers can make the node log repeats at most a few times per
+	// window, then as a count.
+	lc.Log = slog.New(ratelog.New(cfg.Log.Handler(), 0, 0)).With("node", cfg.PeerID)
 	if eng != nil {
 		lc.ExternalSlots, lc.Resolver = true, eng
 	}
