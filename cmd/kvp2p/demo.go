@@ -50,6 +50,7 @@ type demoOpts struct {
 	partAt     time.Duration
 	blocks     int
 	blockBytes int
+	tls        bool // mutual TLS between the ranks (demo_tls.go)
 }
 
 // defaultDemoScenario is the built-in demo as a scenario: a src-b/0 crash,
@@ -82,6 +83,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.DurationVar(&o.run, "duration", 14*time.Second, "built-in demo: workload length")
 	fs.DurationVar(&o.settle, "settle", 32*time.Second, "built-in demo: time after the workload for requests to resolve")
 	fs.IntVar(&o.blocks, "blocks", 4, "built-in demo: blocks per request")
+	fs.BoolVar(&o.tls, "tls", false, "mutual TLS between the ranks (a throwaway CA and certificates made in process)")
 	if err := parseRunArgs(fs, args); err != nil {
 		return err
 	}
@@ -216,13 +218,13 @@ func runDemoPolicies(ctx context.Context, sc *scenario.Scenario, policies []stri
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				runs[i], errs[i] = runDemoScenario(ctx, sc, p, bb, track(p))
+				runs[i], errs[i] = runDemoScenario(ctx, sc, p, bb, o.tls, track(p))
 			}()
 		}
 		wg.Wait()
 	} else {
 		for i, p := range policies {
-			if runs[i], errs[i] = runDemoScenario(ctx, sc, p, bb, track(p)); errs[i] != nil {
+			if runs[i], errs[i] = runDemoScenario(ctx, sc, p, bb, o.tls, track(p)); errs[i] != nil {
 				break
 			}
 		}
