@@ -446,13 +446,24 @@ func (n *Node) dial(id loads.ConnID, peer string) {
 }
 
 // readCtl is a control connection's reader goroutine.
+// Its pace is bounded (ctlRate): one peer's flood of small messages then
+// costs the loop a bounded share, TCP pushes back on the sender, and the
+// other peers' messages still get their turn.
 func (n *Node) readCtl(id loads.ConnID, rd *wire.Reader) {
 	defer n.wg.Done()
+	b := msgBucket{tokens: ctlBurst, last: time.Now()}
 	for {
 		m, err := rd.Next()
 		if err != nil {
 			n.post(evCtlLost{id: id, err: err})
 			return
+		}
+		if wait := b.take(time.Now()); wait > 0 {
+			select {
+			case <-time.After(wait):
+			case <-n.done:
+				return
+			}
 		}
 		n.post(evCtlMsg{id: id, msg: m})
 	}
