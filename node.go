@@ -58,8 +58,9 @@ type Node struct {
 	pendingData map[attachKey]pendingData
 	open        map[uint64]JobResult // jobs submitted and not yet polled: a failed result each
 
-	tls  *tlsCreds // nil: plain TCP
-	gate *connGate // accepted connections that are not a session yet
+	tls     *tlsCreds // nil: plain TCP
+	gate    *connGate // accepted connections that are not a session yet
+	refused refusals  // connections refused before they became sessions
 
 	finalMu sync.Mutex // serializes PollFinished after the loop exited
 }
@@ -307,6 +308,7 @@ func (n *Node) acceptLoop(ln net.Listener) {
 			nc.Close()
 		default:
 			// Logged at debug: an attacker must not be able to fill the disk.
+			n.refused.gate.Add(1)
 			n.log.Debug("refusing connection: too many unfinished handshakes", "src", nc.RemoteAddr())
 			nc.Close()
 		}
@@ -343,6 +345,7 @@ func (n *Node) readFirst(raw net.Conn) {
 		}
 		tc := tls.Server(raw, n.tls.serverConfig())
 		if err := tc.HandshakeContext(ctx); err != nil {
+			n.refused.tls.Add(1)
 			fail("tls handshake", err)
 			return
 		}
@@ -352,6 +355,7 @@ func (n *Node) readFirst(raw net.Conn) {
 	rd := wire.NewReader(nc, firstFrameLimits(n.lim))
 	m, err := rd.Next()
 	if err != nil {
+		n.refused.frame.Add(1)
 		fail("first frame", err)
 		return
 	}
@@ -362,10 +366,12 @@ func (n *Node) readFirst(raw net.Conn) {
 	case *wire.DataAttach:
 		claim = m.PeerID
 	default:
+		n.refused.frame.Add(1)
 		fail("first frame", fmt.Errorf("unexpected %v frame", m.Type()))
 		return
 	}
 	if err := checkClaim(ctx, nc, claim, n.cfg.TrustClaimedHost); err != nil {
+		n.refused.identity.Add(1)
 		fail("identity", err)
 		return
 	}

@@ -78,6 +78,9 @@ func TestOversizedFirstFrameRefused(t *testing.T) {
 	if !strings.Contains(n.logs.String(), "over limit") {
 		t.Fatalf("no debug line names the refusal:\n%s", n.logs.String())
 	}
+	if r := n.Refused(); r.Frame != conns {
+		t.Fatalf("refusals %+v, want %d first frames", r, conns)
+	}
 }
 
 // TestHandshakeGateCapsPerSource is finding 3's second half: silent
@@ -101,6 +104,9 @@ func TestHandshakeGateCapsPerSource(t *testing.T) {
 	}
 	if g := n.gate.len(); g != 4 {
 		t.Fatalf("gate holds %d connections, want 4", g)
+	}
+	if r := n.Refused(); r.Gate != 6 {
+		t.Fatalf("refusals %+v, want 6 at the gate", r)
 	}
 }
 
