@@ -154,8 +154,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("kvp2p: config: timers.max_peers %d: must be positive", c.Timers.MaxPeers)
 	case c.Timers.MaxEjectionPercent < 0 || c.Timers.MaxEjectionPercent > 100:
 		return fmt.Errorf("kvp2p: config: timers.max_ejection_percent %d: must be 0..100", c.Timers.MaxEjectionPercent)
-	case c.Slots > 0 && c.BlockBytes > 0 && int64(c.Slots)*int64(c.BlockBytes) > maxArena:
-		return fmt.Errorf("kvp2p: config: slots %d x block_bytes %d: arena over %d GiB", c.Slots, c.BlockBytes, maxArena>>30)
+	}
+	if err := c.checkSizes(physicalMemory()); err != nil {
+		return err
 	}
 	var preset loads.Timers
 	for _, d := range c.Timers.durations(&preset) {
@@ -163,7 +164,7 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("kvp2p: config: timers.%s %v: must not be negative", d.name, *d.src)
 		}
 	}
-	return nil
+	return c.checkTimers()
 }
 
 // maxArena bounds slots x block_bytes so that a typo is a config error,

@@ -72,11 +72,11 @@ func startFleet(o fleetOpts) (*fleet, error) {
 	// Room for a second of the highest rate in flight, and warm: the first
 	// loads touch every slot before the clock starts.
 	var err error
-	if f.cons, err = startBenchNode(o.block, f.slots()); err != nil {
+	if f.cons, err = startBenchNode(o.block, f.slots(), kvp2p.TLSConfig{}); err != nil {
 		return nil, err
 	}
 	for i := range o.sources {
-		s, err := startBenchNode(o.block, 4*o.blocks)
+		s, err := startBenchNode(o.block, 4*o.blocks, kvp2p.TLSConfig{})
 		if err != nil {
 			f.close()
 			return nil, err

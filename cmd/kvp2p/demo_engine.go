@@ -44,11 +44,19 @@ type demoRun struct {
 
 // runDemoScenario runs sc under policy on real sockets and reports it.
 // blockBytes overrides the workload's block size when positive.
-func runDemoScenario(ctx context.Context, sc *scenario.Scenario, policy string, blockBytes int, progress func(*demoRun)) (demoResult, error) {
+func runDemoScenario(ctx context.Context, sc *scenario.Scenario, policy string, blockBytes int, useTLS bool, progress func(*demoRun)) (demoResult, error) {
 	if blockBytes <= 0 {
 		blockBytes = sc.Workload.BlockBytes
 	}
-	f, err := newDemoFleet(sc, policy, blockBytes, discardLog())
+	var tc *demoTLS
+	if useTLS {
+		var err error
+		if tc, err = newDemoTLS(); err != nil {
+			return demoResult{}, err
+		}
+		defer tc.close()
+	}
+	f, err := newDemoFleet(sc, policy, blockBytes, discardLog(), tc)
 	if err != nil {
 		return demoResult{}, err
 	}

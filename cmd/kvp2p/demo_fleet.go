@@ -48,6 +48,7 @@ type demoFleet struct {
 	srcs       []*demoRank
 	cons       []*demoRank
 	log        *slog.Logger
+	tls        *demoTLS // nil: plain TCP
 }
 
 // Slots per node: the simulator's (16384 for consumers, 4096 for the
@@ -57,9 +58,9 @@ const (
 	sourceArenaCap   = 512 << 20
 )
 
-func newDemoFleet(sc *scenario.Scenario, policy string, blockBytes int, log *slog.Logger) (*demoFleet, error) {
+func newDemoFleet(sc *scenario.Scenario, policy string, blockBytes int, log *slog.Logger, tc *demoTLS) (*demoFleet, error) {
 	f := &demoFleet{sc: sc, policy: policy, blockBytes: blockBytes, fab: newFabric(),
-		byID: map[string]*demoRank{}, byLabel: map[string]*demoRank{}, log: log}
+		byID: map[string]*demoRank{}, byLabel: map[string]*demoRank{}, log: log, tls: tc}
 	isSrc, isCons := map[string]bool{}, map[string]bool{}
 	for _, p := range sc.Workload.Sources {
 		isSrc[p] = true
@@ -119,12 +120,18 @@ func (f *demoFleet) start(rk *demoRank, ln net.Listener) error {
 			return fmt.Errorf("%s: listening again on %s: %w", rk.id, rk.addr, err)
 		}
 	}
+	tc, err := f.tls.forRank(rk)
+	if err != nil {
+		return err
+	}
 	n, err := kvp2p.NewNode(kvp2p.Config{
 		PeerID: rk.label, Listen: rk.addr, FailureDomain: rk.pod.Domain, Policy: f.policy,
 		BlockBytes: f.blockBytes, Slots: rk.slots, HashSeed: "demo", Incarnation: rk.inc,
 		Dial: f.dial, Log: f.log.With("rank", rk.id),
-		// The labels' hosts (10.0.0.x) all listen on 127.0.0.1.
-		TrustClaimedHost: true,
+		// The labels' hosts (10.0.0.x) all listen on 127.0.0.1: on plain
+		// TCP the source address proves nothing here. With TLS each
+		// rank's certificate names its label's host.
+		TrustClaimedHost: true, TLS: tc,
 	})
 	if err != nil {
 		return err

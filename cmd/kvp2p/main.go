@@ -55,6 +55,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	var cfgErr *configError
+	var machErr *machineError
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
@@ -63,6 +64,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case errors.As(err, &cfgErr):
 		fmt.Fprintf(stderr, "kvp2p %s: %v\n", args[0], err)
 		return 2
+	case errors.As(err, &machErr):
+		fmt.Fprintf(stderr, "kvp2p %s: %v\n", args[0], err)
+		return 3
 	}
 	fmt.Fprintf(stderr, "kvp2p %s: %v\n", args[0], err)
 	return 1
