@@ -73,10 +73,12 @@ func runDemoScenario(ctx context.Context, sc *scenario.Scenario, policy string, 
 		return demoResult{}, err
 	}
 	r.zero = time.Now()
+	cw := startCPUWait()
 	if err := r.loop(ctx); err != nil {
 		f.closeAll()
 		return demoResult{}, err
 	}
+	r.stats.cpuWait, r.stats.cpuWaitOK = cw.share()
 	leaked, err := r.finish(ctx)
 	if err != nil {
 		return demoResult{}, err

@@ -25,6 +25,10 @@ type demoStats struct {
 	steps int
 	late  []time.Duration // per step: how long after its due time it started
 	check readBack
+	// cpuWait is the share of the run during which some task on the
+	// machine waited for a CPU (cpuWaitOK: the kernel said).
+	cpuWait   float64
+	cpuWaitOK bool
 }
 
 // readBack counts the blocks of OK loads by what reading them back found.
@@ -90,13 +94,20 @@ func timeToHit(reqs []scenario.Request) []time.Duration {
 // lateness, and the read-back of loaded blocks.
 func printDemoStats(w io.Writer, rs []demoResult) {
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "time to hit (arrival to loaded), the harness's step loop lateness (how long after its due time a 5 ms step started; large values mean the machine, not the nodes, is the limit), and the read-back of every block of every load reported OK (missing: evicted before it was read; wrong: corrupt):")
+	fmt.Fprintln(w, "time to hit (arrival to loaded); the machine: the harness's step loop lateness (how long after")
+	fmt.Fprintln(w, "its due time a 5 ms step started) and cpu wait (share of the run some task waited for a CPU,")
+	fmt.Fprintln(w, "/proc/pressure/cpu); near 100% the machine, not the nodes, is the limit; the read-back of every")
+	fmt.Fprintln(w, "block of every load reported OK (missing: evicted before it was read; wrong: corrupt):")
 	for _, r := range rs {
 		t50, t99, tmx := quantiles(timeToHit(r.Requests))
 		l50, l99, lmx := quantiles(r.stats.late)
 		c := r.stats.check
-		fmt.Fprintf(w, "  %-18s %-10s tth p50 %s p99 %s max %s ms | step late p50 %s p99 %s max %s ms | blocks intact %d missing %d wrong %d\n",
-			r.Report.Scenario, r.Policy, fmtMs(t50), fmtMs(t99), fmtMs(tmx), fmtMs(l50), fmtMs(l99), fmtMs(lmx),
+		wait := "n/a"
+		if r.stats.cpuWaitOK {
+			wait = fmt.Sprintf("%.0f%%", 100*r.stats.cpuWait)
+		}
+		fmt.Fprintf(w, "  %-18s %-10s tth p50 %s p99 %s max %s ms | step late p50 %s p99 %s max %s ms, cpu wait %s | blocks intact %d missing %d wrong %d\n",
+			r.Report.Scenario, r.Policy, fmtMs(t50), fmtMs(t99), fmtMs(tmx), fmtMs(l50), fmtMs(l99), fmtMs(lmx), wait,
 			c.intact, c.missing, c.wrong)
 	}
 }
