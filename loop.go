@@ -23,7 +23,8 @@ func (n *Node) loop() {
 			n.handle(ev)
 		case f := <-n.calls:
 			f()
-		case now := <-tick.C:
+		case <-tick.C:
+			now := n.clk.tick(time.Now())
 			n.tb.Tick(now)
 			n.expirePending(now)
 			n.expireDataLoss(now)
@@ -33,14 +34,14 @@ func (n *Node) loop() {
 		case <-stopReq:
 			stopReq = nil // handled once
 			n.ln.Close()
-			n.tb.Shutdown(time.Now())
+			n.tb.Shutdown(n.clk.now(time.Now()))
 		case <-n.quit:
 			n.closeAll()
 			return
 		}
 		n.perform()
 		if n.eng != nil {
-			n.eng.afterTurn(n, time.Now())
+			n.eng.afterTurn(n, n.clk.now(time.Now()))
 			n.perform()
 		}
 		if stopReq == nil && n.tb.Drained() && len(n.conns) == 0 {
@@ -71,7 +72,7 @@ func (n *Node) closeAll() {
 }
 
 func (n *Node) handle(ev event) {
-	now := time.Now()
+	now := n.clk.now(time.Now())
 	switch ev := ev.(type) {
 	case evAccepted:
 		n.accepted(now, ev)
@@ -303,7 +304,7 @@ func (n *Node) act(a loads.Action) {
 			delete(n.conns, c.id)
 			return
 		}
-		n.dataClosed(time.Now(), c)
+		n.dataClosed(n.clk.now(time.Now()), c)
 	}
 }
 

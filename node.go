@@ -53,6 +53,7 @@ type Node struct {
 	heldHellos  map[attachKey]loads.ConnID
 	pendingData map[attachKey]pendingData
 	open        map[uint64]JobResult // jobs submitted and not yet polled: a failed result each
+	clk         loopClock            // the decisions' time: wall time less the loop's own lateness
 
 	finalMu sync.Mutex // serializes PollFinished after the loop exited
 }

@@ -79,6 +79,12 @@ func runDemoScenario(ctx context.Context, sc *scenario.Scenario, policy string, 
 		return demoResult{}, err
 	}
 	r.stats.cpuWait, r.stats.cpuWaitOK = cw.share()
+	for _, rk := range f.ranks {
+		if rk.node != nil {
+			l := rk.node.LoopLateness()
+			r.stats.nodeLateMax = max(r.stats.nodeLateMax, l.Max)
+		}
+	}
 	leaked, err := r.finish(ctx)
 	if err != nil {
 		return demoResult{}, err
