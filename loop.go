@@ -189,7 +189,11 @@ func (n *Node) dataEvent(now time.Time, ev evData) {
 	case datapath.SendEnd:
 		n.tb.SendEnd(now, ev.id, e.Job, e.OK, e.Bytes)
 	case datapath.RecvProgress:
-		n.tb.DataProgress(now, ev.id, e.Job, e.Bytes)
+		if e.Queued {
+			n.tb.DataQueued(now, ev.id, e.Job)
+		} else {
+			n.tb.DataProgress(now, ev.id, e.Job, e.Bytes)
+		}
 	case datapath.RecvCorrupt:
 		n.tb.DataCorrupt(now, ev.id, e.Job)
 	case datapath.RecvEnd:

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kvp2p/kvp2p"
 	"github.com/kvp2p/kvp2p/internal/scenario"
+	"github.com/kvp2p/kvp2p/internal/session"
 	"github.com/kvp2p/kvp2p/internal/workload"
 )
 
@@ -304,7 +305,15 @@ func (d demoNode) Flush() {
 	}
 }
 
-func (d demoNode) Poll() []kvp2p.JobResult { return d.m.PollFinished() }
+func (d demoNode) Poll() []kvp2p.JobResult {
+	rs := d.m.PollFinished()
+	for _, r := range rs {
+		if r.Kind == kvp2p.JobLoad && r.Reason == session.ReasonStartBudget {
+			d.r.stats.overBudget++
+		}
+	}
+	return rs
+}
 func (d demoNode) Busy(bool)               {}
 
 // finish ends the run: what is unresolved is stuck; then every fault is

@@ -32,6 +32,10 @@ type demoStats struct {
 	// nodeLateMax is the longest a live node's loop went without a tick
 	// beyond its allowance (kvp2p.Node.LoopLateness), over the fleet.
 	nodeLateMax time.Duration
+	// overBudget counts loads failed early because their producer had them
+	// queued behind others for load_start_budget (overload, not a fault:
+	// the engine prefilled; the report counts them as fallbacks).
+	overBudget int
 }
 
 // readBack counts the blocks of OK loads by what reading them back found.
@@ -101,7 +105,8 @@ func printDemoStats(w io.Writer, rs []demoResult) {
 	fmt.Fprintln(w, "its due time a 5 ms step started), the nodes' loops' (longest stretch without a tick, excluded")
 	fmt.Fprintln(w, "from their timeouts), and cpu wait (share of the run some task waited for a CPU,")
 	fmt.Fprintln(w, "/proc/pressure/cpu); near 100% the machine, not the nodes, is the limit; the read-back of every")
-	fmt.Fprintln(w, "block of every load reported OK (missing: evicted before it was read; wrong: corrupt):")
+	fmt.Fprintln(w, "block of every load reported OK (missing: evicted before it was read; wrong: corrupt); loads")
+	fmt.Fprintln(w, "failed early for queueing past load_start_budget:")
 	for _, r := range rs {
 		t50, t99, tmx := quantiles(timeToHit(r.Requests))
 		l50, l99, lmx := quantiles(r.stats.late)
@@ -110,9 +115,9 @@ func printDemoStats(w io.Writer, rs []demoResult) {
 		if r.stats.cpuWaitOK {
 			wait = fmt.Sprintf("%.0f%%", 100*r.stats.cpuWait)
 		}
-		fmt.Fprintf(w, "  %-18s %-10s tth p50 %s p99 %s max %s ms | step late p50 %s p99 %s max %s ms, node loop late max %s ms, cpu wait %s | blocks intact %d missing %d wrong %d\n",
+		fmt.Fprintf(w, "  %-18s %-10s tth p50 %s p99 %s max %s ms | step late p50 %s p99 %s max %s ms, node loop late max %s ms, cpu wait %s | blocks intact %d missing %d wrong %d | over budget %d\n",
 			r.Report.Scenario, r.Policy, fmtMs(t50), fmtMs(t99), fmtMs(tmx), fmtMs(l50), fmtMs(l99), fmtMs(lmx), fmtMs(ms(r.stats.nodeLateMax)), wait,
-			c.intact, c.missing, c.wrong)
+			c.intact, c.missing, c.wrong, r.stats.overBudget)
 	}
 }
 

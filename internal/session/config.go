@@ -30,6 +30,12 @@ type Config struct {
 	CancelDrainTimeout   time.Duration // abort: wait this long for the writer to stop before acking anyway
 	LookupPendingTimeout time.Duration // producer: hold a key that is still being filled at most this long
 	StallTimeout         time.Duration // progress watchdog; 0 = off
+	// LoadStartBudget fails a load whose producer said it has the blocks
+	// but is sending others first (DataQueued) this long ago, with no
+	// payload arrived yet: a hit that late is worth less than a prefill
+	// now. Overload, not a fault: the session stays. A PD load waiting for
+	// its prefill is not queued. 0 = off.
+	LoadStartBudget time.Duration
 
 	Log *slog.Logger
 }
