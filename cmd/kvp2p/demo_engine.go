@@ -314,7 +314,7 @@ func (d demoNode) Poll() []kvp2p.JobResult {
 	}
 	return rs
 }
-func (d demoNode) Busy(bool)               {}
+func (d demoNode) Busy(bool) {}
 
 // finish ends the run: what is unresolved is stuck; then every fault is
 // healed, every request finished, every node shut down gracefully, and
