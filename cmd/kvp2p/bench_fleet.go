@@ -296,30 +296,29 @@ func benchFleet(ctx context.Context, o fleetOpts) (*fleetReport, error) {
 	}
 	rep := &fleetReport{Sources: o.sources, Blocks: o.blocks, BlockBytes: o.block}
 	bytes := float64(o.blocks*o.block) / 1e6
-	// One at a time, then one per source at once: the node's share.
+	// One at a time, then one per source at once: the node's share. The
+	// two alternate, a round of each, for at least two seconds, so that
+	// the machine's noise falls on both alike.
 	var single []time.Duration
-	for range 3 * o.sources {
-		d, err := f.together(ctx, 1)
-		if err != nil {
-			return nil, err
+	var singleSum, par time.Duration
+	rounds := 0
+	for began := time.Now(); rounds < 3 || time.Since(began) < 2*time.Second; rounds++ {
+		for range o.sources {
+			d, err := f.together(ctx, 1)
+			if err != nil {
+				return nil, err
+			}
+			single = append(single, d)
+			singleSum += d
 		}
-		single = append(single, d)
-	}
-	var sum time.Duration
-	for _, d := range single {
-		sum += d
-	}
-	rep.SingleMBs = float64(len(single)) * bytes / sum.Seconds()
-	rep.SingleP50ms, _, _ = quantiles(single)
-	var par time.Duration
-	const rounds = 3
-	for range rounds {
 		d, err := f.together(ctx, o.sources)
 		if err != nil {
 			return nil, err
 		}
 		par += d
 	}
+	rep.SingleMBs = float64(len(single)) * bytes / singleSum.Seconds()
+	rep.SingleP50ms, _, _ = quantiles(single)
 	rep.ParallelMBs = float64(rounds*o.sources) * bytes / par.Seconds()
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, rate := range o.rates {
