@@ -51,6 +51,7 @@ func TestDemoVerdicts(t *testing.T) {
 		t.Logf("run %d at %v/s: requests %d hits %d fallbacks %d false %d stuck %d ttf p50 %.0f p99 %.0f max %.0f ms corrupt %d leaked %d; tth p99 %.0f ms, cpu wait %.0f%%, over budget %d",
 			i+1, rate, rep.Requests, rep.Hits, rep.Fallbacks, rep.FalseFallbacks, rep.Stuck, rep.TTFms.P50, rep.TTFms.P99, rep.TTFms.Max,
 			rep.CorruptLoads, rep.LeakedSlots, t99, 100*r.stats.cpuWait, r.stats.overBudget)
+		t.Logf("run %d: failed loads by reason %v; node loop late max %v", i+1, r.stats.failed, r.stats.nodeLateMax)
 		if rep.TTFms.P99 > 1500 || rep.Stuck != 0 || rep.FalseFallbacks != 0 || rep.CorruptLoads != 0 || rep.LeakedSlots != 0 {
 			t.Errorf("run %d: verdicts missed: ttf p99 %.0f ms (max 1500), stuck %d, false %d, corrupt %d, leaked %d",
 				i+1, rep.TTFms.P99, rep.Stuck, rep.FalseFallbacks, rep.CorruptLoads, rep.LeakedSlots)

@@ -308,9 +308,16 @@ func (d demoNode) Flush() {
 func (d demoNode) Poll() []kvp2p.JobResult {
 	rs := d.m.PollFinished()
 	for _, r := range rs {
-		if r.Kind == kvp2p.JobLoad && r.Reason == session.ReasonStartBudget {
+		if r.Kind != kvp2p.JobLoad || r.OK {
+			continue
+		}
+		if r.Reason == session.ReasonStartBudget {
 			d.r.stats.overBudget++
 		}
+		if d.r.stats.failed == nil {
+			d.r.stats.failed = map[string]int{}
+		}
+		d.r.stats.failed[r.Reason]++
 	}
 	return rs
 }

@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/scenario"
@@ -36,6 +38,9 @@ type demoStats struct {
 	// queued behind others for load_start_budget (overload, not a fault:
 	// the engine prefilled; the report counts them as fallbacks).
 	overBudget int
+	// failed counts the failed loads by reason: what a fallback after a
+	// hit was for.
+	failed map[string]int
 }
 
 // readBack counts the blocks of OK loads by what reading them back found.
@@ -118,6 +123,14 @@ func printDemoStats(w io.Writer, rs []demoResult) {
 		fmt.Fprintf(w, "  %-18s %-10s tth p50 %s p99 %s max %s ms | step late p50 %s p99 %s max %s ms, node loop late max %s ms, cpu wait %s | blocks intact %d missing %d wrong %d | over budget %d\n",
 			r.Report.Scenario, r.Policy, fmtMs(t50), fmtMs(t99), fmtMs(tmx), fmtMs(l50), fmtMs(l99), fmtMs(lmx), fmtMs(ms(r.stats.nodeLateMax)), wait,
 			c.intact, c.missing, c.wrong, r.stats.overBudget)
+		if len(r.stats.failed) > 0 {
+			reasons := slices.Sorted(maps.Keys(r.stats.failed))
+			var parts []string
+			for _, k := range reasons {
+				parts = append(parts, fmt.Sprintf("%s: %d", k, r.stats.failed[k]))
+			}
+			fmt.Fprintf(w, "  %-18s %-10s failed loads by reason: %s\n", "", r.Policy, strings.Join(parts, ", "))
+		}
 	}
 }
 
