@@ -41,10 +41,17 @@ func (c *loopClock) now(wall time.Time) time.Time {
 }
 
 // tick records a tick taken at wall time wall and returns the reading:
-// a gap since the previous tick beyond lateAllowance becomes debt.
+// a gap since the previous tick beyond lateAllowance becomes debt, at most
+// half the gap. The cap keeps a loop that is slow for long (ticks 500 ms
+// apart, minute after minute) from stopping its clock, which would stretch
+// every timeout, a real peer's failure's included, without bound: the
+// clock runs at least half as fast as the wall, so a starved node blames
+// its peers for at most half of its lateness and its timeouts take at most
+// twice as long.
 func (c *loopClock) tick(wall time.Time) time.Time {
 	if !c.prevTick.IsZero() {
-		if ex := wall.Sub(c.prevTick) - lateAllowance; ex > 0 {
+		gap := wall.Sub(c.prevTick)
+		if ex := min(gap-lateAllowance, gap/2); ex > 0 {
 			c.debt += ex
 			c.totalLate.Store(int64(c.debt))
 			c.lateTicks.Add(1)
