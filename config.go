@@ -67,7 +67,8 @@ type Timers struct {
 	HeartbeatInterval    time.Duration `yaml:"heartbeat_interval"`
 	HeartbeatTimeout     time.Duration `yaml:"heartbeat_timeout"`
 	ProgressInterval     time.Duration `yaml:"progress_interval"`
-	StallTimeout         time.Duration `yaml:"stall_timeout"` // negative: watchdog off
+	StallTimeout         time.Duration `yaml:"stall_timeout"`     // negative: watchdog off
+	LoadStartBudget      time.Duration `yaml:"load_start_budget"` // negative: off
 	LoadTimeoutSymmetric time.Duration `yaml:"load_timeout_symmetric"`
 	LoadTimeoutPD        time.Duration `yaml:"load_timeout_pd"`
 	AbortAckTimeout      time.Duration `yaml:"abort_ack_timeout"`
@@ -218,6 +219,7 @@ func (o *Timers) durations(t *loads.Timers) []timerField {
 		{"heartbeat_timeout", &o.HeartbeatTimeout, &t.HeartbeatTimeout, false},
 		{"progress_interval", &o.ProgressInterval, &t.ProgressInterval, false},
 		{"stall_timeout", &o.StallTimeout, &t.StallTimeout, true},
+		{"load_start_budget", &o.LoadStartBudget, &t.LoadStartBudget, true},
 		{"load_timeout_symmetric", &o.LoadTimeoutSymmetric, &t.LoadTimeoutSymmetric, false},
 		{"load_timeout_pd", &o.LoadTimeoutPD, &t.LoadTimeoutPD, false},
 		{"abort_ack_timeout", &o.AbortAckTimeout, &t.AbortAckTimeout, false},

@@ -58,6 +58,7 @@ type Node struct {
 	heldHellos  map[attachKey]evAccepted // inbound Hellos waiting for their data connection
 	pendingData map[attachKey]pendingData
 	open        map[uint64]JobResult // jobs submitted and not yet polled: a failed result each
+	clk         loopClock            // the decisions' time: wall time less the loop's own lateness
 
 	tls     *tlsCreds // nil: plain TCP
 	gate    *connGate // accepted connections that are not a session yet

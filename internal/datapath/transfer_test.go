@@ -277,7 +277,7 @@ func TestSendWindow(t *testing.T) {
 	}
 	// Opened 3, 1, 2: job 3 and job 1 share the window, job 2 waits for one
 	// of them to end before its first chunk lands.
-	firstEnd, firstOf2 := -1, -1
+	firstEnd, firstOf2, queued2 := -1, -1, false
 	for i, e := range b.ev.all() {
 		switch e := e.(type) {
 		case RecvEnd:
@@ -288,10 +288,16 @@ func TestSendWindow(t *testing.T) {
 				}
 			}
 		case RecvProgress:
+			if e.Job == 2 && e.Queued && firstOf2 < 0 {
+				queued2 = true
+			}
 			if e.Job == 2 && !e.Queued && firstOf2 < 0 {
 				firstOf2 = i
 			}
 		}
+	}
+	if !queued2 {
+		t.Error("job 2, waiting outside the window, never reported queued")
 	}
 	if firstOf2 < firstEnd {
 		t.Fatalf("job 2's first chunk (event %d) landed before the first job ended (event %d)", firstOf2, firstEnd)
