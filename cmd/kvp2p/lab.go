@@ -138,4 +138,3 @@ func firstHost(ns []string) string {
 	}
 	return "kvp2plab-h0"
 }
-

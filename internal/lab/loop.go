@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"slices"
 	"syscall"
 	"time"
 
@@ -73,12 +74,16 @@ func (r *run) loop(ctx context.Context) error {
 			r.wl.Step(now)
 			return nil
 		}
-		for len(r.faults) > 0 && r.faults[0].At <= now {
-			if err := r.fault(r.faults[0]); err != nil {
-				return fmt.Errorf("fault at %v (%s %s): %w", r.faults[0].At, r.faults[0].Kind, r.faults[0].Target, err)
-			}
-			r.faults = r.faults[1:]
+		n := 0
+		for n < len(r.faults) && r.faults[n].At <= now {
+			n++
 		}
+		for _, ft := range dueOrder(r.faults[:n]) {
+			if err := r.fault(ft); err != nil {
+				return fmt.Errorf("fault at %v (%s %s): %w", ft.At, ft.Kind, ft.Target, err)
+			}
+		}
+		r.faults = r.faults[n:]
 		r.wl.Step(now)
 		if time.Since(lastPoll) >= 50*time.Millisecond {
 			r.pollSources()
@@ -98,6 +103,26 @@ func (r *run) loop(ctx context.Context) error {
 	}
 }
 
+// dueOrder orders the faults due at one step so that what lasts (a
+// firewall rule, a qdisc, a stop) is in place before what peers notice at
+// once (a reset, a kill): in the scenario they happen at the same instant,
+// and a peer that reacts to the reset must already find the rest failed,
+// as in the simulator. Heals come first, as they end earlier faults.
+func dueOrder(fs []scenario.Fault) []scenario.Fault {
+	rank := func(k scenario.FaultKind) int {
+		switch k {
+		case scenario.Heal:
+			return 0
+		case scenario.CloseControl, scenario.Crash, scenario.Restart:
+			return 2
+		}
+		return 1
+	}
+	out := slices.Clone(fs)
+	slices.SortStableFunc(out, func(a, b scenario.Fault) int { return rank(a.Kind) - rank(b.Kind) })
+	return out
+}
+
 // pollSources steps the engines the workload does not poll (the sources'
 // stores end there), and notices sidecars that died.
 func (r *run) pollSources() {
@@ -114,8 +139,11 @@ func (r *run) pollSources() {
 	}
 }
 
-// fault makes one timeline entry happen to every rank it targets.
+// fault makes one timeline entry happen to every rank it targets. The
+// nftables and tc changes of one entry are made in one call per host, so
+// that a pod's ranks fail at the same instant, not one after another.
 func (r *run) fault(ft scenario.Fault) error {
+	touched := map[*hostNet]bool{}
 	for _, id := range r.sc.Ranks(ft.Target) {
 		rk := r.byID[id]
 		if rk == nil {
@@ -124,15 +152,11 @@ func (r *run) fault(ft scenario.Fault) error {
 		hn := rk.hn
 		switch ft.Kind {
 		case scenario.Crash:
-			if err := r.healNet(rk); err != nil { // a dead process holds nothing back
-				return err
-			}
 			r.crash(rk)
+			clearNet(rk, touched) // a dead process holds nothing back
 		case scenario.Restart:
-			if err := r.healNet(rk); err != nil {
-				return err
-			}
 			r.crash(rk)
+			clearNet(rk, touched)
 			if err := r.start(rk); err != nil {
 				return err
 			}
@@ -145,14 +169,10 @@ func (r *run) fault(ft scenario.Fault) error {
 			}
 		case scenario.Blackhole:
 			hn.black[rk.port] = true
-			if err := hn.apply(); err != nil {
-				return err
-			}
+			touched[hn] = true
 		case scenario.BlackholeData:
 			hn.data[rk.port] = true
-			if err := hn.apply(); err != nil {
-				return err
-			}
+			touched[hn] = true
 		case scenario.CloseControl:
 			if rk.p != nil {
 				if err := resetConns(rk.ns, rk.port); err != nil {
@@ -161,13 +181,9 @@ func (r *run) fault(ft scenario.Fault) error {
 			}
 		case scenario.Slow:
 			hn.slow[rk.port] = ft.BytesPerSec
-			if err := hn.applySlow(); err != nil {
-				return err
-			}
+			touched[hn] = true
 		case scenario.Heal:
-			if err := r.healNet(rk); err != nil {
-				return err
-			}
+			clearNet(rk, touched)
 			if rk.stalled {
 				if err := rk.p.signal(syscall.SIGCONT); err != nil {
 					return err
@@ -183,23 +199,33 @@ func (r *run) fault(ft scenario.Fault) error {
 			return fmt.Errorf("the lab cannot make fault %q", ft.Kind)
 		}
 	}
-	return nil
+	return applyNets(touched)
 }
 
-// healNet ends the rank's network faults.
-func (r *run) healNet(rk *rank) error {
+// clearNet ends the rank's network faults in its host's state; applyNets
+// makes the change.
+func clearNet(rk *rank, touched map[*hostNet]bool) {
 	hn := rk.hn
 	_, slow := hn.slow[rk.port]
-	if hn.black[rk.port] || hn.data[rk.port] {
+	if slow || hn.black[rk.port] || hn.data[rk.port] {
 		delete(hn.black, rk.port)
 		delete(hn.data, rk.port)
+		delete(hn.slow, rk.port)
+		touched[hn] = true
+	}
+}
+
+// applyNets rewrites the rules and qdiscs of the hosts that changed.
+func applyNets(touched map[*hostNet]bool) error {
+	for hn := range touched {
 		if err := hn.apply(); err != nil {
 			return err
 		}
-	}
-	if slow {
-		delete(hn.slow, rk.port)
-		return hn.applySlow()
+		if hn.slowDirty() {
+			if err := hn.applySlow(); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -209,13 +235,15 @@ func (r *run) healNet(rk *rank) error {
 // done, pins released) for at most drainMax. What a live sidecar still
 // holds after that is a leaked slot.
 func (r *run) finish(ctx context.Context) int {
+	touched := map[*hostNet]bool{}
 	for _, rk := range r.ranks {
-		_ = r.healNet(rk)
+		clearNet(rk, touched)
 		if rk.stalled && rk.p != nil {
 			_ = rk.p.signal(syscall.SIGCONT)
 			rk.stalled = false
 		}
 	}
+	_ = applyNets(touched)
 	r.wl.Abandon()
 	deadline := time.Now().Add(drainMax)
 	for {

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -26,7 +27,11 @@ type hostNet struct {
 	black map[int]bool
 	data  map[int]bool  // blackhole-data
 	slow  map[int]int64 // bytes per second
+	built map[int]int64 // what the qdiscs were last built from
 }
+
+// slowDirty reports whether slow changed since the qdiscs were built.
+func (h *hostNet) slowDirty() bool { return !maps.Equal(h.slow, h.built) }
 
 func newHostNet(ns string, ports []int) (*hostNet, error) {
 	h := &hostNet{ns: ns, ports: slices.Clone(ports), black: map[int]bool{}, data: map[int]bool{}, slow: map[int]int64{}}
@@ -82,6 +87,7 @@ func (h *hostNet) apply() error {
 // buffers fill and the rank's writes block, as on a slow NIC.
 func (h *hostNet) applySlow() error {
 	_ = runCmd("ip", "netns", "exec", h.ns, "tc", "qdisc", "del", "dev", "eth0", "root") // absent at first: fine
+	h.built = maps.Clone(h.slow)
 	if len(h.slow) == 0 {
 		return nil
 	}

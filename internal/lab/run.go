@@ -20,7 +20,12 @@ const (
 	prefillDelay = 20 * time.Millisecond // arrival to the PD store, as the simulator's
 	warmup       = time.Second
 	startWait    = 15 * time.Second // a process's socket must answer within this
-	drainMax     = 15 * time.Second // after the run: jobs and pins must come back within this
+	// unboundStore is the lab's unbound_store_timeout (default 1 m): a PD
+	// store no decoder fetched (its request fell back) holds its chunks
+	// this long, and the drain must outlast it to tell such a store from
+	// a leaked one. It only matters for stores never fetched.
+	unboundStore = 10 * time.Second
+	drainMax     = unboundStore + 5*time.Second // after the run: jobs and pins must come back within this
 	stopGrace    = 5 * time.Second
 )
 
@@ -193,10 +198,12 @@ policy: %s
 block_bytes: %d
 slots: %d
 hash_seed: "kvp2p-lab"
+timers:
+  unbound_store_timeout: %v
 engine:
   socket: %q
   region_dir: %q
-`, rk.id, r.sc.Name, r.policy, rk.addr, rk.port, rk.pod.Domain, r.policy, r.block, rk.slots, rk.sock, RegionDir)
+`, rk.id, r.sc.Name, r.policy, rk.addr, rk.port, rk.pod.Domain, r.policy, r.block, rk.slots, unboundStore, rk.sock, RegionDir)
 	return os.WriteFile(rk.cfg, []byte(y), 0o600)
 }
 
