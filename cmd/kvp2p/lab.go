@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/kvp2p/kvp2p/internal/health"
 	"github.com/kvp2p/kvp2p/internal/lab"
+	"github.com/kvp2p/kvp2p/internal/scenario"
 )
 
 const labUsage = `usage: sudo kvp2p lab [--scenario FILE|NAME|all] [--policy NAME|all] [--json] [--keep] [--clean]
@@ -41,6 +43,7 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	keep := fs.Bool("keep", false, "leave the last run's namespaces and processes up, and print how to clean up")
 	clean := fs.Bool("clean", false, "remove what a lab left (namespaces kvp2plab-*, their processes, "+lab.StateDir+", "+lab.RegionDir+") and exit")
 	logLevel := fs.String("log-level", "warn", "the processes' log level (their logs are in "+lab.StateDir+"/run-*/)")
+	reqPath := fs.String("requests", "", "write every request's record (one JSON object a line) to this `file`, to see which requests made a figure")
 	blockBytes := fs.Int("block-bytes", 0, "bytes per block (default: the scenario's); a smaller value scales a scenario down")
 	if err := parseRunArgs(fs, args); err != nil {
 		return err
@@ -94,6 +97,15 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer l.Release()
+	var reqOut *json.Encoder
+	if *reqPath != "" {
+		f, err := os.Create(*reqPath)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		reqOut = json.NewEncoder(f)
+	}
 	rep := rf.report(stdout)
 	for i, sc := range runnable {
 		for j, p := range policies {
@@ -108,6 +120,13 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			r, err := lab.Run(ctx, sc, p, lab.Options{Bin: bin, BlockBytes: *blockBytes, Keep: *keep && last, Progress: progress, LogLevel: *logLevel})
 			if err != nil {
 				return fmt.Errorf("%s under %s: %w", sc.Name, p, err)
+			}
+			if reqOut != nil {
+				for _, q := range r.Requests {
+					if err := reqOut.Encode(labRequest{sc.Name, p, q}); err != nil {
+						return err
+					}
+				}
 			}
 			if err := rep.add(r); err != nil {
 				return err
@@ -128,6 +147,13 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("no scenario the lab can make")
 	}
 	return rep.writeSVG(rf.svg, runnable[0])
+}
+
+// labRequest is one line of --requests.
+type labRequest struct {
+	Scenario string `json:"scenario"`
+	Policy   string `json:"policy"`
+	scenario.Request
 }
 
 func firstHost(ns []string) string {
