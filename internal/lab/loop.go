@@ -64,7 +64,7 @@ func (r *run) warm(ctx context.Context) error {
 
 func (r *run) loop(ctx context.Context) error {
 	next := time.Now()
-	lastPoll, lastProgress := time.Now(), time.Now()
+	lastPoll, lastProgress, lastCheck := time.Now(), time.Now(), time.Now()
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -88,6 +88,10 @@ func (r *run) loop(ctx context.Context) error {
 		if time.Since(lastPoll) >= 50*time.Millisecond {
 			r.pollSources()
 			lastPoll = time.Now()
+		}
+		if r.soak != nil && time.Since(lastCheck) >= soakCheckEvery {
+			r.check(now)
+			lastCheck = time.Now()
 		}
 		if r.opt.Progress != nil && time.Since(lastProgress) >= 5*time.Second {
 			n, res := r.wl.Counts()

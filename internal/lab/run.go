@@ -36,6 +36,8 @@ type Options struct {
 	Keep       bool      // leave the namespaces and processes up at the end
 	Progress   io.Writer // a line every few seconds; nil: none
 	LogLevel   string    // the processes' --log-level; default warn
+
+	soak *soakState // Soak's checks; nil: none
 }
 
 // rank is one scenario rank: its process, its engine, its faults.
@@ -76,6 +78,7 @@ type run struct {
 	want   []byte
 	got    []byte
 	olds   []*engine // engines of incarnations that are gone, closed at the end
+	soak   *soakState
 }
 
 // Run runs scenario sc under policy on real processes in network
@@ -86,7 +89,7 @@ func Run(ctx context.Context, sc *scenario.Scenario, policy string, opt Options)
 	if err := CheckKinds(sc); err != nil {
 		return res, err
 	}
-	r := &run{sc: sc, policy: policy, opt: opt, block: opt.BlockBytes, nets: map[string]*hostNet{}, byID: map[string]*rank{}}
+	r := &run{sc: sc, policy: policy, opt: opt, block: opt.BlockBytes, nets: map[string]*hostNet{}, byID: map[string]*rank{}, soak: opt.soak}
 	if r.block <= 0 {
 		r.block = sc.Workload.BlockBytes
 	}

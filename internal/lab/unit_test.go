@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kvp2p/kvp2p/internal/scenario"
 	"github.com/kvp2p/kvp2p/internal/wire"
@@ -83,5 +84,48 @@ func TestEngineChunks(t *testing.T) {
 	}
 	if e.inUse() != 0 {
 		t.Errorf("inUse %d, want 0", e.inUse())
+	}
+}
+
+// The soak's timeline: the same for a seed, only kinds the lab makes, and
+// never two faults on one rank at once (each lasting one is healed before
+// the rank's next fault).
+func TestSoakScenario(t *testing.T) {
+	a, err := SoakScenario(10*time.Minute, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := SoakScenario(10*time.Minute, 3)
+	if !slices.Equal(a.Faults, b.Faults) {
+		t.Error("two timelines for one seed")
+	}
+	if err := CheckKinds(a); err != nil {
+		t.Error(err)
+	}
+	seen := map[scenario.FaultKind]bool{}
+	open := map[string]bool{}
+	for _, f := range a.Faults {
+		seen[f.Kind] = true
+		for _, id := range a.Ranks(f.Target) {
+			switch {
+			case f.Kind == scenario.Heal:
+				delete(open, id)
+			case open[id]:
+				t.Errorf("%v %s on %s while its earlier fault is not healed", f.At, f.Kind, id)
+			case !f.Kind.Instant():
+				open[id] = true
+			}
+		}
+		if f.At >= a.Workload.Stop+10*time.Second {
+			t.Errorf("fault at %v, after the workload stopped (%v)", f.At, a.Workload.Stop)
+		}
+	}
+	for _, k := range soakKinds {
+		if !seen[k] {
+			t.Errorf("10 minutes without a %s", k)
+		}
+	}
+	if _, err := SoakScenario(30*time.Second, 1); err == nil {
+		t.Error("a soak shorter than its drain was accepted")
 	}
 }
