@@ -9,6 +9,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
 go version
+# The fault lab's test (go test -tags lab ./internal/lab) needs root with
+# ip netns, nft, tc and ss; it skips, saying why, without them. Install
+# them if we can. It is not run in this script until the post-heal false fallbacks
+# it finds on pod-partial are fixed (README, "The fault lab").
+if [ "$(id -u)" = 0 ] && ! command -v nft >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+  apt-get install -y nftables iproute2 >/dev/null 2>&1 || (apt-get update >/dev/null 2>&1 && apt-get install -y nftables iproute2 >/dev/null 2>&1) || echo "nftables not installed: the lab test will skip"
+fi
 go mod download
 go vet ./...
 unformatted=$(gofmt -l $(git ls-files '*.go'))
