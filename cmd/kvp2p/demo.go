@@ -161,7 +161,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (retE
 			}
 			fmt.Fprintf(stdout, "%s: %v on real sockets, %s%s...\n", sc.Name, sc.Duration, strings.Join(policies, ", "), how)
 		}
-		got, err := runDemoPolicies(ctx, sc, policies, bb, par, stdout, builtin && !asJSON, o)
+		progress := stdout
+		if asJSON {
+			progress = io.Discard // one JSON object a line, nothing else: a slow run must not interleave progress lines
+		}
+		got, err := runDemoPolicies(ctx, sc, policies, bb, par, progress, builtin && !asJSON, o)
 		if err != nil {
 			return err
 		}
