@@ -21,9 +21,9 @@ func TestBenchOutput(t *testing.T) {
 	for _, re := range []string{
 		`(?m)^kvp2p bench: 256 KiB per load in 4 blocks of 65536 bytes, 127\.0\.0\.1, 2 interleaved runs$`,
 		`(?m)^run +kvp2p_MB/s +raw_MB/s +kvp2p/raw +lookup_p50_us +lookups/s$`,
-		`(?m)^1 +` + num + ` +` + num + ` +` + num + ` +` + num + ` +` + num + ` +(n/a|[0-9]+%)$`,
-		`(?m)^2 +` + num + ` +` + num + ` +` + num + ` +` + num + ` +` + num + ` +(n/a|[0-9]+%)$`,
-		`(?m)^median +` + num + ` +` + num + ` +` + num + ` +` + num + ` +` + num + ` +(n/a|[0-9]+%)$`,
+		`(?m)^1 +` + num + ` +` + num + ` +` + num + ` +` + num + ` +` + num + `$`,
+		`(?m)^2 +` + num + ` +` + num + ` +` + num + ` +` + num + ` +` + num + `$`,
+		`(?m)^median +` + num + ` +` + num + ` +` + num + ` +` + num + ` +` + num + `$`,
 		`(?m)^load: +kvp2p ` + num + ` MB/s, raw TCP ` + num + ` MB/s, kvp2p/raw ` + num + ` `,
 		`(?m)^lookup: p50 ` + num + ` µs, p99 ` + num + ` µs round trip, ` + num + ` lookups/s`,
 	} {

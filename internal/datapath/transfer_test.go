@@ -1,10 +1,12 @@
 package datapath
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
@@ -277,7 +279,7 @@ func TestSendWindow(t *testing.T) {
 	}
 	// Opened 3, 1, 2: job 3 and job 1 share the window, job 2 waits for one
 	// of them to end before its first chunk lands.
-	firstEnd, firstOf2, queued2 := -1, -1, false
+	firstEnd, firstOf2 := -1, -1
 	for i, e := range b.ev.all() {
 		switch e := e.(type) {
 		case RecvEnd:
@@ -288,18 +290,55 @@ func TestSendWindow(t *testing.T) {
 				}
 			}
 		case RecvProgress:
-			if e.Job == 2 && e.Queued && firstOf2 < 0 {
-				queued2 = true
-			}
 			if e.Job == 2 && !e.Queued && firstOf2 < 0 {
 				firstOf2 = i
 			}
 		}
 	}
-	if !queued2 {
-		t.Error("job 2, waiting outside the window, never reported queued")
-	}
 	if firstOf2 < firstEnd {
 		t.Fatalf("job 2's first chunk (event %d) landed before the first job ended (event %d)", firstOf2, firstEnd)
+	}
+}
+
+// TestQueuedMeansWaitingForTurn checks the writer's Progress frames: a job
+// with blocks outside the send window is Queued, a job open without blocks
+// (its prefill not done) is not, nor is a job being sent.
+func TestQueuedMeansWaitingForTurn(t *testing.T) {
+	cfg, err := Config{BlockBytes: 4096, ChunkBytes: 1024, SendWindow: 1}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWriter(&Conn{cfg: cfg, mem: newArena(8, cfg.BlockBytes)})
+	now := time.Unix(1000, 0)
+	w.apply(&command{kind: cmdSend, job: 1, blocks: []Block{{0, 0}}, last: true}, now)
+	w.apply(&command{kind: cmdSend, job: 2, blocks: []Block{{0, 1}}, last: true}, now)
+	w.apply(&command{kind: cmdOpen, job: 3}, now)
+	if j, p := w.nextChunk(); j == nil || j.id != 1 {
+		t.Fatalf("first chunk from %v, want job 1", j)
+	} else {
+		w.out = w.out[:0]
+		w.advance(j, len(p), now)
+	}
+	w.out = w.out[:0]
+	w.appendProgress(now.Add(cfg.ProgressInterval))
+	rd := wire.NewReader(bytes.NewReader(w.out), wire.DefaultLimits())
+	got := map[uint64]bool{}
+	for {
+		m, err := rd.Next()
+		if err != nil {
+			break
+		}
+		if p, ok := m.(*wire.Progress); ok {
+			got[p.Job] = p.Queued
+		}
+	}
+	if q, ok := got[2]; !ok || !q {
+		t.Errorf("job 2 (blocks, outside the window): progress %v queued %v, want queued", ok, q)
+	}
+	if q, ok := got[3]; !ok || q {
+		t.Errorf("job 3 (no blocks yet): progress %v queued %v, want not queued", ok, q)
+	}
+	if got[1] {
+		t.Error("job 1 (being sent) reported queued")
 	}
 }
