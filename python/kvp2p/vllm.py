@@ -24,7 +24,8 @@ without it and falls back to local prefill until it attaches),
 poll_interval_s (how often the worker polls while transfers are open,
 default 0.002), serve_wait_s (how long a peer's ask waits for a block still
 being written into the CPU tier, default 0.25; keep it under the sidecar's
-engine.serve_timeout).
+engine.serve_timeout), dead_after_s (a sidecar silent this long is taken
+for hung, default 0.75; a crashed one is noticed at once).
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ class Kvp2pTier(SecondaryTierManager):
         attach_timeout_s: float = 2.0,
         poll_interval_s: float = 0.002,
         serve_wait_s: float = 0.25,
+        dead_after_s: float = 0.75,
         **kwargs: Any,
     ) -> None:
         if backpressure_detector is not None:
@@ -96,7 +98,8 @@ class Kvp2pTier(SecondaryTierManager):
             api_version=pb.API_VERSION_1, engine_id=engine_id, region_path=self.region_path,
             num_chunks=num_chunks, row_stride=row_stride, fingerprint=fingerprint.encode(),
         )
-        self._core = TierCore(socket, register, poll_interval=poll_interval_s)
+        self._core = TierCore(socket, register, poll_interval=poll_interval_s,
+                              client_opts={"dead_after": dead_after_s})
         self._loads: dict[int, list[OffloadKey]] = {}  # load job -> its keys, for successful_keys
         self._book = KeyBook(max(4 * num_chunks, 1024))
         self._serve_wait = serve_wait_s

@@ -289,7 +289,7 @@ def serve(conn: Connection, kind: str, engine_id: str, socket: str, num_chunks: 
     if kind == "scheduler":
         from kvp2p.vllm_scheduler import SchedulerEngine
 
-        eng = SchedulerEngine(engine_id, socket, num_chunks)
+        eng = SchedulerEngine(engine_id, socket, num_chunks, tier_opts)
     else:
         eng = _Engine(engine_id, socket, num_chunks, row_stride, tier_opts)
     conn.send(("ready", eng.info()))

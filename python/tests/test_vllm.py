@@ -53,7 +53,7 @@ def pair() -> Iterator[Pair]:
             sc.start()
         for sc in scs:
             engines.append(EngineProc.start(sc.name, sc.socket, NUM_CHUNKS, ROW_STRIDE,
-                                            tier_opts={"serve_wait_s": 5.0}))
+                                            tier_opts={"serve_wait_s": 5.0, "dead_after_s": 3.0}))
         yield scs[0], engines[0], scs[1], engines[1]
     finally:
         for e in engines:
