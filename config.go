@@ -58,6 +58,10 @@ type Config struct {
 	// Dial maps a peer id to the address to dial; default: the peer id.
 	// The demo uses it to run "hosts" on 127.0.0.1.
 	Dial func(peerID string) string `yaml:"-"`
+	// WrapAccepted, if set, wraps every accepted connection after its TLS
+	// handshake, before its first frame: the demo's frame-level fault
+	// injection sees plaintext frames even on a TLS fleet.
+	WrapAccepted func(net.Conn) net.Conn `yaml:"-"`
 	// Log receives structured logs; default: discard.
 	Log *slog.Logger `yaml:"-"`
 }

@@ -116,12 +116,12 @@ func (w *msgWriter) run() {
 }
 
 // ctlRate and ctlBurst bound the control messages one connection hands the
-// loop: far above what a consumer's lookups and fetches need (a message
-// per request and step), far below what would make one peer the loop's
-// only customer.
+// loop: far below what would make one peer the loop's only customer, and
+// above what a consumer needs (a lookup per request and step; the burst
+// covers a step of MaxInflight, 1024, requests at once, twice).
 const (
 	ctlRate  = 10000 // per second
-	ctlBurst = 1000
+	ctlBurst = 2048
 )
 
 // msgBucket is a token bucket owned by one reader goroutine.

@@ -359,6 +359,10 @@ func (n *Node) readFirst(raw net.Conn) {
 		ident = identityOf(tc.ConnectionState())
 		nc = tc
 	}
+	secure := nc // what proves the peer's identity (checkClaim)
+	if n.cfg.WrapAccepted != nil {
+		nc = n.cfg.WrapAccepted(nc)
+	}
 	rd := wire.NewReader(nc, firstFrameLimits(n.lim))
 	m, err := rd.Next()
 	if err != nil {
@@ -377,7 +381,7 @@ func (n *Node) readFirst(raw net.Conn) {
 		fail("first frame", fmt.Errorf("unexpected %v frame", m.Type()))
 		return
 	}
-	if err := checkClaim(ctx, nc, claim, n.cfg.TrustClaimedHost); err != nil {
+	if err := checkClaim(ctx, secure, claim, n.cfg.TrustClaimedHost); err != nil {
 		n.refused.identity.Add(1)
 		fail("identity", err)
 		return

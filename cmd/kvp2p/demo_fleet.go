@@ -105,6 +105,15 @@ func newDemoFleet(sc *scenario.Scenario, policy string, blockBytes int, log *slo
 	return f, nil
 }
 
+// wrapAccepted is the rank's fault injection on a TLS fleet (nil on plain
+// TCP, where the listener wraps connections before the node sees them).
+func (f *demoFleet) wrapAccepted(rk *demoRank) func(net.Conn) net.Conn {
+	if f.tls == nil {
+		return nil
+	}
+	return func(nc net.Conn) net.Conn { return f.fab.wrap(nc, rk.label) }
+}
+
 func (f *demoFleet) dial(peer string) string {
 	if rk := f.byLabel[peer]; rk != nil {
 		return rk.addr
@@ -131,13 +140,17 @@ func (f *demoFleet) start(rk *demoRank, ln net.Listener) error {
 		// The labels' hosts (10.0.0.x) all listen on 127.0.0.1: on plain
 		// TCP the source address proves nothing here. With TLS each
 		// rank's certificate names its label's host.
-		TrustClaimedHost: true, TLS: tc,
+		TrustClaimedHost: true, TLS: tc, WrapAccepted: f.wrapAccepted(rk),
 	})
 	if err != nil {
 		return err
 	}
 	rk.node, rk.m, rk.serve = n, n.Manager(), make(chan error, 1)
-	go func(n *kvp2p.Node, ch chan error) { ch <- n.Serve(newFaultListener(ln, f.fab, rk.label)) }(n, rk.serve)
+	var sl net.Listener = ln
+	if f.tls == nil {
+		sl = newFaultListener(ln, f.fab, rk.label) // else wrapped after TLS: wrapAccepted
+	}
+	go func(n *kvp2p.Node, ch chan error) { ch <- n.Serve(sl) }(n, rk.serve)
 	return nil
 }
 
