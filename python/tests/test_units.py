@@ -91,4 +91,4 @@ def test_core_sends_nothing_for_an_idle_step() -> None:
     assert taken is not None
     req, _, asked = taken
     assert [n.req_id for n in req.new_requests] == ["r"] and req.end_step
-    assert [list(b.keys) for b in req.lookups] == [[b"k" * 16]] and asked == {"r": [b"k" * 16]}
+    assert [b.keys_packed for b in req.lookups] == [b"k" * 16] and asked == {"r": [b"k" * 16]}
