@@ -270,10 +270,14 @@ func TestSendWindow(t *testing.T) {
 	for _, j := range jobs {
 		j.prepare(a, b)
 	}
-	a.c.Send(3, nil, false) // opened last of the three: the window is in open order
+	// Job 3 is opened first and gets its blocks before jobs 1 and 2 are
+	// opened: had its blocks come last, jobs 1 and 2 could have had the
+	// window to themselves until they arrived, and job 2 a chunk before
+	// the window's order applied (a race in this test, not the writer).
+	a.c.Send(3, nil, false)
+	a.c.Send(3, jobs[2].blocks(0, 20), true)
 	a.c.Send(1, jobs[0].blocks(0, 20), true)
 	a.c.Send(2, jobs[1].blocks(0, 20), true)
-	a.c.Send(3, jobs[2].blocks(0, 20), true)
 	for _, j := range jobs {
 		j.verify(t, a, b)
 	}
