@@ -58,6 +58,10 @@ type Config struct {
 	// Dial maps a peer id to the address to dial; default: the peer id.
 	// The demo uses it to run "hosts" on 127.0.0.1.
 	Dial func(peerID string) string `yaml:"-"`
+	// WrapAccepted, if set, wraps every accepted connection after its TLS
+	// handshake, before its first frame: the demo's frame-level fault
+	// injection sees plaintext frames even on a TLS fleet.
+	WrapAccepted func(net.Conn) net.Conn `yaml:"-"`
 	// Log receives structured logs; default: discard.
 	Log *slog.Logger `yaml:"-"`
 }
@@ -67,7 +71,8 @@ type Timers struct {
 	HeartbeatInterval    time.Duration `yaml:"heartbeat_interval"`
 	HeartbeatTimeout     time.Duration `yaml:"heartbeat_timeout"`
 	ProgressInterval     time.Duration `yaml:"progress_interval"`
-	StallTimeout         time.Duration `yaml:"stall_timeout"` // negative: watchdog off
+	StallTimeout         time.Duration `yaml:"stall_timeout"`     // negative: watchdog off
+	LoadStartBudget      time.Duration `yaml:"load_start_budget"` // negative: off
 	LoadTimeoutSymmetric time.Duration `yaml:"load_timeout_symmetric"`
 	LoadTimeoutPD        time.Duration `yaml:"load_timeout_pd"`
 	AbortAckTimeout      time.Duration `yaml:"abort_ack_timeout"`
@@ -154,8 +159,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("kvp2p: config: timers.max_peers %d: must be positive", c.Timers.MaxPeers)
 	case c.Timers.MaxEjectionPercent < 0 || c.Timers.MaxEjectionPercent > 100:
 		return fmt.Errorf("kvp2p: config: timers.max_ejection_percent %d: must be 0..100", c.Timers.MaxEjectionPercent)
-	case c.Slots > 0 && c.BlockBytes > 0 && int64(c.Slots)*int64(c.BlockBytes) > maxArena:
-		return fmt.Errorf("kvp2p: config: slots %d x block_bytes %d: arena over %d GiB", c.Slots, c.BlockBytes, maxArena>>30)
+	}
+	if err := c.checkSizes(physicalMemory()); err != nil {
+		return err
 	}
 	var preset loads.Timers
 	for _, d := range c.Timers.durations(&preset) {
@@ -163,7 +169,7 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("kvp2p: config: timers.%s %v: must not be negative", d.name, *d.src)
 		}
 	}
-	return nil
+	return c.checkTimers()
 }
 
 // maxArena bounds slots x block_bytes so that a typo is a config error,
@@ -217,6 +223,7 @@ func (o *Timers) durations(t *loads.Timers) []timerField {
 		{"heartbeat_timeout", &o.HeartbeatTimeout, &t.HeartbeatTimeout, false},
 		{"progress_interval", &o.ProgressInterval, &t.ProgressInterval, false},
 		{"stall_timeout", &o.StallTimeout, &t.StallTimeout, true},
+		{"load_start_budget", &o.LoadStartBudget, &t.LoadStartBudget, true},
 		{"load_timeout_symmetric", &o.LoadTimeoutSymmetric, &t.LoadTimeoutSymmetric, false},
 		{"load_timeout_pd", &o.LoadTimeoutPD, &t.LoadTimeoutPD, false},
 		{"abort_ack_timeout", &o.AbortAckTimeout, &t.AbortAckTimeout, false},

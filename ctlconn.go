@@ -114,3 +114,29 @@ func (w *msgWriter) run() {
 		}
 	}
 }
+
+// ctlRate and ctlBurst bound the control messages one connection hands the
+// loop: far below what would make one peer the loop's only customer, and
+// above what a consumer needs (a lookup per request and step; the burst
+// covers a step of MaxInflight, 1024, requests at once, twice).
+const (
+	ctlRate  = 10000 // per second
+	ctlBurst = 2048
+)
+
+// msgBucket is a token bucket owned by one reader goroutine.
+type msgBucket struct {
+	tokens float64
+	last   time.Time
+}
+
+// take spends a token at now and returns how long to wait first (0: none).
+func (b *msgBucket) take(now time.Time) time.Duration {
+	b.tokens = min(ctlBurst, b.tokens+now.Sub(b.last).Seconds()*ctlRate)
+	b.last = now
+	b.tokens--
+	if b.tokens >= 0 {
+		return 0
+	}
+	return time.Duration(-b.tokens / ctlRate * float64(time.Second))
+}

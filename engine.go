@@ -1,6 +1,8 @@
 package kvp2p
 
 import (
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -36,11 +38,15 @@ type engine struct {
 	geo region.Geometry
 	srv *engineapi.Server
 	mem atomic.Pointer[region.Region] // read by data-path goroutines
-	reg uint64                        // current registration; 0: none
+	// memReg is the registration whose region mem is: Detach revokes the
+	// region from the gRPC goroutine, before the loop hears of it.
+	memReg   atomic.Uint64
+	reg      uint64              // current registration; 0: none
+	contains func(wire.Key) bool // the store's index, set by NewNode
 	// orphans: an engine detached, and the sessions it dialed are ended
 	// (once idle) until another engine attaches.
 	orphans bool
-	next    uint64 // last registration handed out
+	last    uint64 // last registration handed out
 	out     engineapi.Outbox
 
 	jobs    map[jobKey]*engJob // (registration, the engine's job id) -> job
@@ -126,6 +132,9 @@ func (b engineBackend) Attach(reg *pb.Register, out engineapi.Outbox) (*pb.Regis
 	if fp := b.n.cfg.Fingerprint; fp != "" && len(reg.Fingerprint) > 0 && string(reg.Fingerprint) != fp {
 		return nil, status.Errorf(codes.FailedPrecondition, "layout fingerprint %q, the sidecar's is %q", reg.Fingerprint, fp)
 	}
+	if seed := b.n.cfg.HashSeed; seed != "" && reg.HashSeed != "" && reg.HashSeed != seed {
+		return nil, status.Errorf(codes.FailedPrecondition, "block-hash seed %q, the sidecar's hash_seed is %q: no key would ever hit", reg.HashSeed, seed)
+	}
 	// Map outside the loop: the loop does no file I/O.
 	r, err := region.Open(reg.RegionPath, e.cfg.RegionDir, geo)
 	if err != nil {
@@ -133,8 +142,12 @@ func (b engineBackend) Attach(reg *pb.Register, out engineapi.Outbox) (*pb.Regis
 	}
 	var ok *pb.Registered
 	var refuse error
-	err = b.n.Manager().do(func(now time.Time) { ok, refuse = b.n.attach(r, out) })
+	var old *region.Region
+	err = b.n.Manager().do(func(now time.Time) { ok, old, refuse = b.n.attach(r, out) })
 	if err == nil && refuse == nil {
+		if old != nil {
+			old.Close() // nothing touches it (attach checked); unmapping can take long: not in the loop
+		}
 		return ok, nil
 	}
 	r.Close()
@@ -144,29 +157,61 @@ func (b engineBackend) Attach(reg *pb.Register, out engineapi.Outbox) (*pb.Regis
 	return nil, refuse
 }
 
-// attach registers an engine, in the loop.
-func (n *Node) attach(r *region.Region, out engineapi.Outbox) (*pb.Registered, error) {
+// attach registers an engine, in the loop, and posts Registered to it
+// before anything else can be. It returns the previous engine's region for
+// the caller to close outside the loop.
+func (n *Node) attach(r *region.Region, out engineapi.Outbox) (*pb.Registered, *region.Region, error) {
 	e := n.eng
 	if e.reg != 0 {
-		return nil, status.Error(codes.AlreadyExists, "an engine is attached to this sidecar")
+		return nil, nil, status.Error(codes.AlreadyExists, "an engine is attached to this sidecar")
 	}
 	if st := n.st.Stats(); st.Filling > 0 || st.Pinned > 0 {
 		// The previous engine's loads or serves still touch its region.
-		return nil, status.Errorf(codes.Unavailable, "the previous engine's chunks are still in use (%d filling, %d pinned): retry", st.Filling, st.Pinned)
+		return nil, nil, status.Errorf(codes.Unavailable, "the previous engine's chunks are still in use (%d filling, %d pinned): retry", st.Filling, st.Pinned)
 	}
-	if old := e.mem.Swap(r); old != nil {
-		old.Close() // quiet: nothing touches it
-	}
-	e.next++
-	e.reg, e.out, e.orphans = e.next, out, false
-	return &pb.Registered{
+	old := e.mem.Swap(r)
+	// The registration is the Step's credential: not guessable, so that
+	// another client of the socket (or of engine.addr) cannot step as the
+	// engine, and never an earlier engine's.
+	e.reg = randomRegistration(e.last)
+	e.last = e.reg
+	e.orphans = false
+	e.memReg.Store(e.reg)
+	ok := &pb.Registered{
 		Registration: e.reg, ApiVersion: pb.ApiVersion_API_VERSION_1,
 		PeerId: n.cfg.PeerID, FailureDomain: n.cfg.FailureDomain,
 		MaxKeysPerStep: uint32(engineapi.DefaultLimits().MaxKeysPerStep), MaxJobsInFlight: uint32(e.cfg.MaxJobs),
-	}, nil
+	}
+	out.Post(&pb.SidecarMessage{Msg: &pb.SidecarMessage_Registered{Registered: ok}})
+	e.out = out // from here on asks may follow
+	return ok, old, nil
+}
+
+// randomRegistration draws a non-zero registration other than prev.
+func randomRegistration(prev uint64) uint64 {
+	var b [8]byte
+	for {
+		if _, err := rand.Read(b[:]); err != nil {
+			panic(err) // crypto/rand does not fail on Linux
+		}
+		if id := binary.LittleEndian.Uint64(b[:]); id != 0 && id != prev {
+			return id
+		}
+	}
 }
 
 func (b engineBackend) Detach(id uint64) {
+	e := b.n.eng
+	if e.memReg.Load() == id {
+		// The engine reuses the chunks of failed loads as soon as it
+		// decides we are gone: from now on no peer write reaches its
+		// memory, even one already on its way into a chunk.
+		if r := e.mem.Load(); r != nil {
+			if err := r.Revoke(); err != nil {
+				b.n.log.Error("revoking a gone engine's region failed", "err", err)
+			}
+		}
+	}
 	_ = b.n.Manager().do(func(now time.Time) { b.n.detach(now, id) })
 }
 
@@ -189,6 +234,16 @@ func (n *Node) detach(now time.Time, id uint64) {
 			_ = n.st.Retire(sl)
 		}
 		e.release(n, g, false)
+	}
+	// Its stores: no decoder or peer may read its chunks from now on (a
+	// restarted engine rewrites them); parked ones fail at once.
+	for _, j := range e.jobs {
+		for _, sl := range j.slots {
+			_ = n.st.Retire(sl)
+		}
+	}
+	if failed := n.tb.FailUnboundStores(now, "engine gone"); failed > 0 {
+		n.log.Info("engine gone: parked stores failed", "jobs", failed)
 	}
 	clear(e.asks)
 	clear(e.asked)
@@ -217,7 +272,15 @@ func (e *engine) grant(n *Node, now time.Time, id uint64, g *pb.ServeGrant) {
 	}
 	delete(e.asks, g.AskId)
 	held := make(map[wire.Key]bool, len(g.Keys))
-	gr := &grant{pin: g.PinId}
+	if g.PinId == 0 && len(g.Keys) > 0 {
+		// No pin to give back: kvp2p could never say when it is done.
+		n.log.Warn("engine granted chunks without a pin id: not served", "ask", g.AskId)
+		g.Keys, g.ChunkIds = nil, nil
+	}
+	gr := e.grants[g.PinId] // a pin id granted twice is one pin: one release covers both
+	if gr == nil {
+		gr = &grant{pin: g.PinId}
+	}
 	for i, kb := range g.Keys {
 		c := g.ChunkIds[i]
 		if len(kb) != len(wire.Key{}) || uint64(c) >= e.geo.NumChunks {
@@ -270,7 +333,9 @@ func (e *engine) post(m *pb.SidecarMessage) {
 // Pending implements loads.Resolver: a peer looked up a key kvp2p does not
 // hold; ask the engine (batched per loop turn) and let the lookup wait.
 func (e *engine) Pending(k wire.Key) bool {
-	if e.reg == 0 {
+	if e.reg == 0 || e.contains(k) {
+		// Indexed already (a lookup could not pin it: peers' pins are at
+		// their cap): asking the engine again would not help.
 		return false
 	}
 	if e.asked[k] {
@@ -356,10 +421,23 @@ func (e *engine) collect(n *Node, now time.Time) {
 			}
 		}
 		if j.kind == pb.JobKind_JOB_KIND_STORE {
+			read := false
 			for _, sl := range j.slots {
+				if n.st.Pins(sl)-1 > e.grantPins[sl] {
+					// A peer still reads it (a lookup's pin): no new reader
+					// finds it, and the engine hears of the store only
+					// when the last one is done.
+					_ = n.st.Retire(sl)
+					read = true
+				}
 				if err := n.st.Drop(sl); err != nil {
 					n.log.Error("drop of a stored chunk failed", "chunk", sl, "err", err)
 				}
+			}
+			if read {
+				j.result = d
+				e.waiting = append(e.waiting, j)
+				continue
 			}
 		}
 		if j.kind == pb.JobKind_JOB_KIND_LOAD && !r.OK {
@@ -377,7 +455,7 @@ func (e *engine) collect(n *Node, now time.Time) {
 	if len(e.waiting) > 0 {
 		kept := e.waiting[:0]
 		for _, j := range e.waiting {
-			if n.tb.Holds(j.core) {
+			if e.stillHeld(n, j) {
 				kept = append(kept, j)
 				continue
 			}
@@ -386,6 +464,21 @@ func (e *engine) collect(n *Node, now time.Time) {
 		clear(e.waiting[len(kept):])
 		e.waiting = kept
 	}
+}
+
+// stillHeld reports whether a finished job's chunks are not the engine's
+// yet: a failed load's until no peer write can land, a store's until no
+// peer reads them (grants aside: the engine pinned those itself).
+func (e *engine) stillHeld(n *Node, j *engJob) bool {
+	if j.kind == pb.JobKind_JOB_KIND_LOAD {
+		return n.tb.Holds(j.core)
+	}
+	for _, sl := range j.slots {
+		if n.st.Pins(sl) > e.grantPins[sl] {
+			return true
+		}
+	}
+	return false
 }
 
 func (e *engine) finish(j *engJob, d *pb.JobDone, now time.Time) {

@@ -109,17 +109,29 @@ func BenchmarkEngineLoadVsRaw(b *testing.B) {
 }
 
 // BenchmarkEngineStep: one Step over the Unix socket from a Go client,
-// looking up 0, 64 or 1024 keys of a symmetric request (the keys MISS at
+// looking up 0, 64 or 1024 keys (as a list, or packed in one field) of a symmetric request (the keys MISS at
 // once: the source holds nothing and said so), with p50/p99 per call.
 func BenchmarkEngineStep(b *testing.B) {
-	for _, n := range []int{0, 64, 1024} {
-		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
+	for _, c := range []struct {
+		n      int
+		packed bool
+	}{{0, false}, {64, false}, {64, true}, {1024, false}, {1024, true}} {
+		n := c.n
+		name := fmt.Sprintf("keys=%d", n)
+		if c.packed {
+			name += "/packed"
+		}
+		b.Run(name, func(b *testing.B) {
 			s := startSidecar(b, nil)
 			e := attach(b, s)
 			req := &pb.StepRequest{Lookups: []*pb.LookupBatch{{ReqId: "r"}}, EndStep: true}
 			for i := range n {
 				k := testKey("step", i)
 				req.Lookups[0].Keys = append(req.Lookups[0].Keys, k[:])
+			}
+			if c.packed {
+				req.Lookups[0].KeysPacked = bytes.Join(req.Lookups[0].Keys, nil)
+				req.Lookups[0].Keys = nil
 			}
 			if n == 0 {
 				req.Lookups = nil

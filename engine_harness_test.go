@@ -54,8 +54,12 @@ func startSidecarOf(t testing.TB, chunks, block int, mut func(*Config)) *sidecar
 		t.Fatal(err)
 	}
 	sock := filepath.Join(dir, "engine.sock")
+	// Generous serve and lookup timeouts: the machine that runs the tests
+	// is shared, and a step can wait long for the CPU. The tests check
+	// what happens, not how fast.
 	cfg := Config{PeerID: ln.Addr().String(), BlockBytes: block, Slots: chunks, HashSeed: "s",
-		Engine: EngineConfig{Socket: sock, RegionDir: dir}}
+		Engine: EngineConfig{Socket: sock, RegionDir: dir, ServeTimeout: 5 * time.Second}}
+	cfg.Timers.LookupTimeout = 10 * time.Second
 	if mut != nil {
 		mut(&cfg)
 	}
@@ -100,6 +104,7 @@ type fakeEngine struct {
 	pins     map[uint64]int // pin id -> chunks pinned
 	released int
 	nextJob  uint64
+	pinOf    func(ask uint64) uint64 // if set, the pin id granted for an ask
 }
 
 // attach dials the sidecar and registers; the engine detaches at cleanup.
@@ -114,6 +119,12 @@ func attach(t testing.TB, s *sidecar) *fakeEngine {
 
 func tryAttach(t testing.TB, s *sidecar, chunks, stride uint64, region string) (*fakeEngine, error) {
 	t.Helper()
+	return tryRegister(t, s, &pb.Register{ApiVersion: pb.ApiVersion_API_VERSION_1, EngineId: "e", RegionPath: region, NumChunks: chunks, RowStride: stride})
+}
+
+// tryRegister attaches with the Register given.
+func tryRegister(t testing.TB, s *sidecar, reg *pb.Register) (*fakeEngine, error) {
+	t.Helper()
 	cc, err := grpc.NewClient("unix://"+s.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +138,6 @@ func tryAttach(t testing.TB, s *sidecar, chunks, stride uint64, region string) (
 		cancel()
 		return nil, err
 	}
-	reg := &pb.Register{ApiVersion: pb.ApiVersion_API_VERSION_1, EngineId: "e", RegionPath: region, NumChunks: chunks, RowStride: stride}
 	if err := st.Send(&pb.EngineMessage{Msg: &pb.EngineMessage_Register{Register: reg}}); err != nil {
 		cancel()
 		return nil, err
@@ -174,6 +184,9 @@ func (e *fakeEngine) grant(a *pb.ServeAsk) *pb.ServeGrant {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	g := &pb.ServeGrant{AskId: a.AskId, PinId: a.AskId + 1000}
+	if e.pinOf != nil {
+		g.PinId = e.pinOf(a.AskId)
+	}
 	for _, kb := range a.Keys {
 		if c, ok := e.held[Key(kb)]; ok {
 			g.Keys = append(g.Keys, kb)
@@ -298,7 +311,7 @@ func (e *fakeEngine) waitJob(id uint64, resp *pb.StepResponse) *pb.JobDone {
 func (e *fakeEngine) lookUntil(req string, k Key) []pb.Verdict {
 	e.t.Helper()
 	var seen []pb.Verdict
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		resp := e.mustStep(&pb.StepRequest{Lookups: []*pb.LookupBatch{{ReqId: req, Keys: [][]byte{bytes.Clone(k[:])}}}, EndStep: true})
 		v := resp.Lookups[0].Verdicts[0]

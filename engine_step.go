@@ -27,6 +27,14 @@ func (n *Node) step(now time.Time, req *pb.StepRequest) (*pb.StepResponse, error
 	if err := e.checkStep(n, req); err != nil {
 		return nil, err
 	}
+	// Finished and preempted first: a request preempted and scheduled again
+	// in one step is registered afresh, not forgotten.
+	for _, id := range append(req.Finished, req.Preempted...) {
+		if e.reqs[id] {
+			delete(e.reqs, id)
+			n.tb.RequestFinished(now, id)
+		}
+	}
 	for _, r := range req.NewRequests {
 		if err := n.tb.NewRequest(now, r.ReqId, transferParams(r.Params)); err != nil {
 			// Registered without a P2P role (its lookups MISS); the engine
@@ -53,7 +61,8 @@ func (n *Node) step(now time.Time, req *pb.StepRequest) (*pb.StepResponse, error
 		adopted := slots[:0:0]
 		for i, sl := range slots {
 			if err := n.st.Adopt(sl, keys[i]); err != nil {
-				// checkStep proved this cannot happen; refuse loudly, never serve it.
+				// Only a store naming one key twice gets here (the first
+				// Adopt took the key's index entry): the chunk is not served.
 				n.log.Error("adopting a stored chunk failed", "chunk", sl, "err", err)
 				continue
 			}
@@ -61,12 +70,6 @@ func (n *Node) step(now time.Time, req *pb.StepRequest) (*pb.StepResponse, error
 		}
 		core := n.tb.SubmitStore(now, j.ReqId, keys)
 		e.add(&engJob{id: j.JobId, core: core, kind: pb.JobKind_JOB_KIND_STORE, req: j.ReqId, keys: len(keys), slots: adopted, reg: e.reg, start: now})
-	}
-	for _, id := range append(req.Finished, req.Preempted...) {
-		if e.reqs[id] {
-			delete(e.reqs, id)
-			n.tb.RequestFinished(now, id)
-		}
 	}
 	if req.EndStep {
 		n.tb.EndStep(now)

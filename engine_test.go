@@ -178,6 +178,12 @@ func TestEngineBadCalls(t *testing.T) {
 	}
 	e.mustStep(&pb.StepRequest{Loads: []*pb.Job{load(1, "r")}})
 
+	// Packed keys work as well as a list of keys.
+	packed := &pb.StepRequest{Lookups: []*pb.LookupBatch{{ReqId: "r", KeysPacked: append(bytes.Clone(k[:]), k[:]...)}}}
+	if resp := e.mustStep(packed); len(resp.Lookups[0].Verdicts) != 2 {
+		t.Fatalf("packed lookup: %v", resp.Lookups)
+	}
+
 	// Registration refusals.
 	if _, err := tryAttach(t, s, engChunks, testBlock, s.region); status.Code(err) != codes.AlreadyExists {
 		t.Fatalf("second engine: %v, want AlreadyExists", err)
@@ -193,12 +199,20 @@ func TestEngineBadCalls(t *testing.T) {
 	if _, err := tryAttach(t, other, engChunks, testBlock, outside); status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("region outside region_dir: %v, want FailedPrecondition", err)
 	}
+	seeded := &pb.Register{ApiVersion: pb.ApiVersion_API_VERSION_1, RegionPath: other.region, NumChunks: engChunks, RowStride: testBlock, HashSeed: "other"}
+	if _, err := tryRegister(t, other, seeded); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("hash seed mismatch: %v, want FailedPrecondition", err)
+	}
 	short := filepath.Join(other.dir, "short.mmap")
 	if err := os.WriteFile(short, make([]byte, testBlock), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := tryAttach(t, other, engChunks, testBlock, short); status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("region too small: %v, want FailedPrecondition", err)
+	}
+	seeded.HashSeed = "s" // the sidecar's
+	if _, err := tryRegister(t, other, seeded); err != nil {
+		t.Fatalf("matching hash seed: %v", err)
 	}
 }
 
@@ -222,6 +236,14 @@ func TestEngineDeathAbortsAndReregisters(t *testing.T) {
 	e.detach()
 	// The load is aborted; once the producer acknowledges, the chunk is free.
 	waitFor(t, func() bool { return chunkState(t, s, store.Slot(4)) == store.StateFree })
+	// The engine may reuse chunk 4 at once: a peer's chunk still arriving
+	// for the aborted load (written as the data path does, through Slot)
+	// must not reach the engine's region.
+	before := readChunk(t, s, 4)
+	copy(s.node.Slot(4), bytes.Repeat([]byte{0xee}, testBlock))
+	if !bytes.Equal(readChunk(t, s, 4), before) {
+		t.Fatal("a write after the engine's death reached its region")
+	}
 	// The session the dead engine's request opened ends too: nobody uses it.
 	waitFor(t, func() bool {
 		var conns int

@@ -3,6 +3,7 @@ package kvp2p
 import (
 	"net"
 	"sync"
+	"sync/atomic"
 )
 
 // connGate tracks the accepted connections that are not a session yet:
@@ -108,4 +109,26 @@ func sourceHost(nc net.Conn) string {
 		return a.String()
 	}
 	return h
+}
+
+// refusals count connections refused before they became sessions, by
+// where; written by the accept and handshake goroutines.
+type refusals struct {
+	gate, tls, frame, identity atomic.Uint64
+}
+
+// Refusals are counts of connections refused before they became a
+// session; for metrics and tests. Garbage on the port is logged at debug
+// only, so these are how an operator sees it.
+type Refusals struct {
+	Gate     uint64 // over max_handshakes or max_handshakes_per_source
+	TLS      uint64 // TLS handshake failed (no or untrusted certificate, allow_peers)
+	Frame    uint64 // first frame missing, oversized, malformed or not a Hello or DataAttach
+	Identity uint64 // claimed peer id not covered by the certificate or the source address
+}
+
+// Refused returns the node's refusal counts; safe from any goroutine.
+func (n *Node) Refused() Refusals {
+	r := &n.refused
+	return Refusals{Gate: r.gate.Load(), TLS: r.tls.Load(), Frame: r.frame.Load(), Identity: r.identity.Load()}
 }

@@ -25,7 +25,8 @@ func (n *Node) loop() {
 			n.handle(ev)
 		case f := <-n.calls:
 			f()
-		case now := <-tick.C:
+		case <-tick.C:
+			now := n.clk.tick(time.Now())
 			n.tb.Tick(now)
 			n.expirePending(now)
 			n.expireDataLoss(now)
@@ -36,14 +37,14 @@ func (n *Node) loop() {
 			stopReq = nil // handled once
 			n.lnClosed = true
 			n.ln.Close()
-			n.tb.Shutdown(time.Now())
+			n.tb.Shutdown(n.clk.now(time.Now()))
 		case <-n.quit:
 			n.closeAll()
 			return
 		}
 		n.perform()
 		if n.eng != nil {
-			n.eng.afterTurn(n, time.Now())
+			n.eng.afterTurn(n, n.clk.now(time.Now()))
 			n.perform()
 		}
 		if stopReq == nil && n.tb.Drained() && len(n.conns) == 0 {
@@ -79,7 +80,7 @@ func (n *Node) closeAll() {
 }
 
 func (n *Node) handle(ev event) {
-	now := time.Now()
+	now := n.clk.now(time.Now())
 	switch ev := ev.(type) {
 	case evAccepted:
 		n.accepted(now, ev)
@@ -216,7 +217,11 @@ func (n *Node) dataEvent(now time.Time, ev evData) {
 	case datapath.SendEnd:
 		n.tb.SendEnd(now, ev.id, e.Job, e.OK, e.Bytes)
 	case datapath.RecvProgress:
-		n.tb.DataProgress(now, ev.id, e.Job, e.Bytes)
+		if e.Queued {
+			n.tb.DataQueued(now, ev.id, e.Job)
+		} else {
+			n.tb.DataProgress(now, ev.id, e.Job, e.Bytes)
+		}
 	case datapath.RecvCorrupt:
 		n.tb.DataCorrupt(now, ev.id, e.Job)
 	case datapath.RecvEnd:
@@ -329,7 +334,7 @@ func (n *Node) act(a loads.Action) {
 			delete(n.conns, c.id)
 			return
 		}
-		n.dataClosed(time.Now(), c)
+		n.dataClosed(n.clk.now(time.Now()), c)
 	}
 }
 

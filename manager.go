@@ -45,7 +45,7 @@ type Manager struct{ n *Node }
 func (m *Manager) do(f func(now time.Time)) error {
 	done := make(chan struct{})
 	select {
-	case m.n.calls <- func() { f(time.Now()); close(done) }:
+	case m.n.calls <- func() { f(m.n.clk.now(time.Now())); close(done) }:
 	case <-m.n.done:
 		return ErrClosed
 	}

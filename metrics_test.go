@@ -309,3 +309,43 @@ func TestStatusAfterClose(t *testing.T) {
 		t.Fatalf("healthz = %q", got)
 	}
 }
+
+// TestMetricsTimeouts: under per-peer (vLLM's timers, no watchdog) a load
+// over a silent data path fails by its load timeout, and a PD store no
+// decoder fetches fails by the unbound-store timeout; each shows in its
+// node's metrics.
+func TestMetricsTimeouts(t *testing.T) {
+	mut := func(c *Config) {
+		c.Policy = "per-peer"
+		c.Timers.HeartbeatTimeout = 5 * time.Second
+		c.Timers.LoadTimeoutPD = 800 * time.Millisecond
+		c.Timers.UnboundStoreTimeout = 300 * time.Millisecond
+	}
+	p := startTN(t, nodeOpt{wrap: true, mut: mut})
+	c := startTN(t, nodeOpt{mut: mut})
+	paddr, caddr := serveStatus(t, p.Node), serveStatus(t, c.Node)
+	warm(t, c, p)
+
+	storeBlocks(t, p, "kv-orphan", keysOf("orphan", 2)) // no decoder ever fetches it
+	waitMetric(t, paddr, "kvp2p_unbound_store_timeouts_total", eq(1))
+	wantSamples(t, scrape(t, paddr), map[string]float64{"kvp2p_store_failures_total": 1})
+
+	ks := keysOf("timeout", 2)
+	storeBlocks(t, p, "kv1", ks)
+	p.fl.blackhole(true)
+	c.m.NewRequest("d1", pdParams(t, "kv1", p))
+	lj, _ := c.m.SubmitLoad("d1", ks)
+	if r := waitResult(t, c.m, lj, 5*time.Second); r.OK {
+		t.Fatalf("load over a silent data path succeeded: %+v", r)
+	}
+	m := waitMetric(t, caddr, "kvp2p_load_timeouts_total", eq(1))
+	wantSamples(t, m, map[string]float64{
+		"kvp2p_load_failures_total":                        1,
+		`kvp2p_time_to_fallback_seconds_count{via="load"}`: 1,
+		"kvp2p_stalls_detected_total":                      0,
+		"kvp2p_probes_sent_total":                          0,
+	})
+	if w := m[`kvp2p_time_to_fallback_seconds_sum{via="load"}`]; w < 0.8 || w > 5 {
+		t.Errorf("time to fallback %v s, want the load timeout (0.8 s) or a little more", w)
+	}
+}

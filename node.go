@@ -15,6 +15,7 @@ import (
 	"github.com/kvp2p/kvp2p/internal/engineapi"
 	"github.com/kvp2p/kvp2p/internal/health"
 	"github.com/kvp2p/kvp2p/internal/loads"
+	"github.com/kvp2p/kvp2p/internal/ratelog"
 	"github.com/kvp2p/kvp2p/internal/store"
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
@@ -57,9 +58,11 @@ type Node struct {
 	heldHellos  map[attachKey]evAccepted // inbound Hellos waiting for their data connection
 	pendingData map[attachKey]pendingData
 	open        map[uint64]JobResult // jobs submitted and not yet polled: a failed result each
+	clk         loopClock            // the decisions' time: wall time less the loop's own lateness
 
-	tls  *tlsCreds // nil: plain TCP
-	gate *connGate // accepted connections that are not a session yet
+	tls     *tlsCreds // nil: plain TCP
+	gate    *connGate // accepted connections that are not a session yet
+	refused refusals  // connections refused before they became sessions
 
 	finalMu sync.Mutex // serializes PollFinished after the loop exited
 }
@@ -123,6 +126,9 @@ func NewNode(cfg Config) (*Node, error) {
 		// The engine owns the memory: slots are its region's chunks.
 		eng = newEngine(cfg.Engine, cfg.Slots, cfg.BlockBytes)
 		st, err = store.NewIndex(cfg.Slots, cfg.BlockBytes)
+		if err == nil {
+			eng.contains = st.Contains
+		}
 	} else {
 		arena = make([]byte, cfg.Slots*cfg.BlockBytes)
 		st, err = store.NewOn(arena, cfg.BlockBytes)
@@ -134,7 +140,9 @@ func NewNode(cfg Config) (*Node, error) {
 		LocalID: cfg.PeerID, Incarnation: cfg.Incarnation, Domain: cfg.FailureDomain,
 		BlockBytes: uint32(cfg.BlockBytes), Fingerprint: cfg.Fingerprint, HashSeed: cfg.HashSeed,
 	}, t, pol)
-	lc.Log = cfg.Log.With("node", cfg.PeerID)
+	// What peers can make the node log repeats at most a few times per
+	// window, then as a count.
+	lc.Log = slog.New(ratelog.New(cfg.Log.Handler(), 0, 0)).With("node", cfg.PeerID)
 	if eng != nil {
 		lc.ExternalSlots, lc.Resolver = true, eng
 	}
@@ -307,6 +315,7 @@ func (n *Node) acceptLoop(ln net.Listener) {
 			nc.Close()
 		default:
 			// Logged at debug: an attacker must not be able to fill the disk.
+			n.refused.gate.Add(1)
 			n.log.Debug("refusing connection: too many unfinished handshakes", "src", nc.RemoteAddr())
 			nc.Close()
 		}
@@ -343,15 +352,21 @@ func (n *Node) readFirst(raw net.Conn) {
 		}
 		tc := tls.Server(raw, n.tls.serverConfig())
 		if err := tc.HandshakeContext(ctx); err != nil {
+			n.refused.tls.Add(1)
 			fail("tls handshake", err)
 			return
 		}
 		ident = identityOf(tc.ConnectionState())
 		nc = tc
 	}
+	secure := nc // what proves the peer's identity (checkClaim)
+	if n.cfg.WrapAccepted != nil {
+		nc = n.cfg.WrapAccepted(nc)
+	}
 	rd := wire.NewReader(nc, firstFrameLimits(n.lim))
 	m, err := rd.Next()
 	if err != nil {
+		n.refused.frame.Add(1)
 		fail("first frame", err)
 		return
 	}
@@ -362,10 +377,12 @@ func (n *Node) readFirst(raw net.Conn) {
 	case *wire.DataAttach:
 		claim = m.PeerID
 	default:
+		n.refused.frame.Add(1)
 		fail("first frame", fmt.Errorf("unexpected %v frame", m.Type()))
 		return
 	}
-	if err := checkClaim(ctx, nc, claim, n.cfg.TrustClaimedHost); err != nil {
+	if err := checkClaim(ctx, secure, claim, n.cfg.TrustClaimedHost); err != nil {
+		n.refused.identity.Add(1)
 		fail("identity", err)
 		return
 	}
@@ -446,13 +463,24 @@ func (n *Node) dial(id loads.ConnID, peer string) {
 }
 
 // readCtl is a control connection's reader goroutine.
+// Its pace is bounded (ctlRate): one peer's flood of small messages then
+// costs the loop a bounded share, TCP pushes back on the sender, and the
+// other peers' messages still get their turn.
 func (n *Node) readCtl(id loads.ConnID, rd *wire.Reader) {
 	defer n.wg.Done()
+	b := msgBucket{tokens: ctlBurst, last: time.Now()}
 	for {
 		m, err := rd.Next()
 		if err != nil {
 			n.post(evCtlLost{id: id, err: err})
 			return
+		}
+		if wait := b.take(time.Now()); wait > 0 {
+			select {
+			case <-time.After(wait):
+			case <-n.done:
+				return
+			}
 		}
 		n.post(evCtlMsg{id: id, msg: m})
 	}

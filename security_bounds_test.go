@@ -17,14 +17,17 @@ import (
 
 // Bounds before the handshake: findings 2, 3, 6 and 7 of issue 9.
 
-// waitEOF reports whether nc is closed by the node within d (a read
-// returns an error other than a timeout).
+// closedWithin reports whether the node closes nc within d: reads (what
+// the node sent is skipped) end in an error other than a timeout.
 func closedWithin(nc net.Conn, d time.Duration) bool {
 	_ = nc.SetReadDeadline(time.Now().Add(d))
-	var b [1]byte
-	_, err := nc.Read(b[:])
-	var ne net.Error
-	return err != nil && !(errors.As(err, &ne) && ne.Timeout())
+	var b [512]byte
+	for {
+		if _, err := nc.Read(b[:]); err != nil {
+			var ne net.Error
+			return !(errors.As(err, &ne) && ne.Timeout())
+		}
+	}
 }
 
 func dialN(t *testing.T, addr string, n int) []net.Conn {
@@ -75,6 +78,9 @@ func TestOversizedFirstFrameRefused(t *testing.T) {
 	if !strings.Contains(n.logs.String(), "over limit") {
 		t.Fatalf("no debug line names the refusal:\n%s", n.logs.String())
 	}
+	if r := n.Refused(); r.Frame != conns {
+		t.Fatalf("refusals %+v, want %d first frames", r, conns)
+	}
 }
 
 // TestHandshakeGateCapsPerSource is finding 3's second half: silent
@@ -98,6 +104,9 @@ func TestHandshakeGateCapsPerSource(t *testing.T) {
 	}
 	if g := n.gate.len(); g != 4 {
 		t.Fatalf("gate holds %d connections, want 4", g)
+	}
+	if r := n.Refused(); r.Gate != 6 {
+		t.Fatalf("refusals %+v, want 6 at the gate", r)
 	}
 }
 
@@ -234,5 +243,31 @@ func TestAcceptStopsForGood(t *testing.T) {
 		n.Close()
 		<-served
 		t.Fatal("Serve kept running after its listener failed for good")
+	}
+}
+
+// TestGarbageHellosLogQuietly is finding 9's second half: one WARN line
+// per garbage Hello let an attacker fill the disk. Repeats of a message
+// are rate-limited, with the count of what was dropped.
+func TestGarbageHellosLogQuietly(t *testing.T) {
+	n := startTN(t, nodeOpt{})
+	const k = 40
+	for i := range k {
+		cs := dialN(t, n.PeerID(), 2)
+		claim := fmt.Sprintf("127.0.0.1:%d", 20000+i)
+		b, _ := wire.Append(nil, &wire.Hello{Version: wire.Version, PeerID: claim, Incarnation: 1, BlockBytes: testBlock,
+			HashSeed: "not-the-fleet's", MaxInflight: 8, MaxFrame: 4 << 20})
+		cs[0].Write(b)
+		b, _ = wire.Append(nil, &wire.DataAttach{PeerID: claim, Incarnation: 1})
+		cs[1].Write(b)
+		if !closedWithin(cs[0], 5*time.Second) {
+			t.Fatalf("hello %d: not refused", i)
+		}
+		cs[0].Close()
+		cs[1].Close()
+	}
+	logs := n.logs.String()
+	if c := strings.Count(logs, "rejecting peer hello"); c == 0 || c > 10 {
+		t.Fatalf("%d 'rejecting peer hello' lines for %d garbage hellos, want 1-10", c, k)
 	}
 }

@@ -209,6 +209,9 @@ func TestSpoofedHelloForgesBlocks(t *testing.T) {
 				t.Fatalf("forged block loaded: %v, want %v (spoofer served %d fetches)", isForged, tt.forged, sp.fetches.Load())
 			}
 			if !tt.forged {
+				if r := c.Refused(); r.TLS+r.Identity == 0 {
+					t.Fatalf("the spoof was not counted as refused: %+v", r)
+				}
 				checkBlocks(t, c.m, ks)
 				if n := sp.fetches.Load(); n != 0 {
 					t.Fatalf("the spoofer was sent %d fetches", n)

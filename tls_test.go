@@ -1,9 +1,13 @@
 package kvp2p
 
 import (
+	"crypto/tls"
+	"net"
 	"os"
 	"testing"
 	"time"
+
+	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
 // TestTLSFleetLoads: two nodes with mutual TLS load blocks intact.
@@ -138,5 +142,38 @@ func TestTLSConfigValidation(t *testing.T) {
 	}
 	if _, err := NewNode(Config{PeerID: "127.0.0.1:1", TLS: TLSConfig{CertFile: "/nonexistent", KeyFile: "/x", CAFile: "/y"}}); err == nil {
 		t.Error("missing files accepted")
+	}
+}
+
+// TestTLSDataAttachBoundToControlIdentity: a data connection whose
+// certificate differs from its control connection's (both valid for the
+// claimed host) never completes the session: the halves are not paired,
+// and both are closed at the handshake timeout.
+func TestTLSDataAttachBoundToControlIdentity(t *testing.T) {
+	f := newTLSFleet(t)
+	p := startTN(t, nodeOpt{mut: func(c *Config) {
+		c.TLS = f.node(t, "127.0.0.1")
+		c.Timers.HandshakeTimeout = 300 * time.Millisecond
+	}})
+	dial := func(tc *tls.Config) net.Conn {
+		nc, err := tls.Dial("tcp", p.PeerID(), tc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		return nc
+	}
+	ctl := dial(f.client(t, "127.0.0.1"))
+	data := dial(f.client(t, "127.0.0.1", "other.test"))
+	claim := "127.0.0.1:1"
+	b, _ := wire.Append(nil, &wire.Hello{Version: wire.Version, PeerID: claim, Incarnation: 1, BlockBytes: testBlock,
+		HashSeed: "s", MaxInflight: 8, MaxFrame: 4 << 20})
+	ctl.Write(b)
+	b, _ = wire.Append(nil, &wire.DataAttach{PeerID: claim, Incarnation: 1})
+	data.Write(b)
+	rd := wire.NewReader(ctl, wire.DefaultLimits())
+	_ = ctl.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if m, err := rd.Next(); err == nil {
+		t.Fatalf("the node answered %v: the mismatched halves made a session", m.Type())
 	}
 }

@@ -9,11 +9,27 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
 go version
+# The fault lab's test (go test -tags lab ./internal/lab) needs root with
+# ip netns, nft, tc and ss; it skips, saying why, without them. Install
+# them if we can. It is not run in this script until the post-heal false fallbacks
+# it finds on pod-partial are fixed (README, "The fault lab").
+if [ "$(id -u)" = 0 ] && ! command -v nft >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+  apt-get install -y nftables iproute2 >/dev/null 2>&1 || (apt-get update >/dev/null 2>&1 && apt-get install -y nftables iproute2 >/dev/null 2>&1) || echo "nftables not installed: the lab test will skip"
+fi
 go mod download
 go vet ./...
 unformatted=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$unformatted" ]; then echo "gofmt needed:"; echo "$unformatted"; exit 1; fi
+# The status page's test drives a headless Chromium; install it where we
+# can (root, Debian), and then require it, so that the test cannot skip.
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  apt-get install -y -q chromium >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }
+fi
+if command -v chromium >/dev/null 2>&1; then export KVP2P_REQUIRE_CHROMIUM=1; fi
 go test -race -count=1 ./...
+# Content checks that skip under -race: the README's simulator tables are
+# what scripts/sim-tables.sh prints now.
+go test -count=1 -run 'TestREADMESimTable' ./cmd/kvp2p
 if [ -x scripts/fuzz-ci.sh ]; then FUZZTIME="${FUZZTIME:-5s}" scripts/fuzz-ci.sh; fi
 if [ "${KVP2P_PYTHON:-1}" != 0 ] && [ -x scripts/test-python.sh ]; then scripts/test-python.sh; fi
 echo "all tests passed"

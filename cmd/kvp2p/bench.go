@@ -30,6 +30,7 @@ type benchOpts struct {
 	runs    int
 	lookups int
 	json    bool
+	tls     bool // also load between two nodes with mutual TLS (bench_tls.go)
 }
 
 // benchReport is what bench prints; with --json, one object.
@@ -41,8 +42,10 @@ type benchReport struct {
 	RawMBps     float64 `json:"raw_mb_s"`
 	Ratio       float64 `json:"ratio"` // median of the runs' kvp2p/raw
 	LookupP50us float64 `json:"lookup_p50_us"`
-	LookupP99us float64 `json:"lookup_p99_us"` // over every round trip of every run
-	LookupsPerS float64 `json:"lookups_per_s"` // median over the runs, one lookup at a time
+	LookupP99us float64 `json:"lookup_p99_us"`       // over every round trip of every run
+	LookupsPerS float64 `json:"lookups_per_s"`       // median over the runs, one lookup at a time
+	TLSMBps     float64 `json:"tls_mb_s,omitempty"`  // --tls: kvp2p load over mutual TLS
+	TLSRatio    float64 `json:"tls_ratio,omitempty"` // --tls: median of the runs' TLS/plain kvp2p
 	// A plain TCP ping-pong of 64 bytes on the same loopback, interleaved
 	// with the lookups (as many round trips per run), and the lookup's
 	// quantiles over the ping-pong's.
@@ -59,6 +62,8 @@ type benchRunMs struct {
 	Ratio       float64 `json:"ratio"`
 	LookupP50us float64 `json:"lookup_p50_us"`
 	LookupsPerS float64 `json:"lookups_per_s"`
+	TLSMBps     float64 `json:"tls_mb_s,omitempty"`
+	TLSRatio    float64 `json:"tls_ratio,omitempty"`
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -80,6 +85,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&fo.blocks, "blocks", 16, "--fleet: blocks per request")
 	fs.DurationVar(&fo.duration, "duration", 3*time.Second, "--fleet: how long each offered rate lasts")
 	rates := fs.String("rates", "5,10,20,40,60,80", "--fleet: offered rates, requests per second, comma-separated")
+	fs.BoolVar(&o.tls, "tls", false, "also load between two nodes with mutual TLS (certificates made in process), interleaved")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: kvp2p bench [--bytes 256MiB] [--block-bytes 262144] [--runs 5] [--json]\n       kvp2p bench --fleet [--sources 10] [--blocks 16] [--rates 5,10,20,40] [--duration 3s] [--json]\n\n"+
 			"Loads --bytes from one node to another over 127.0.0.1 and copies the same bytes over\n"+
@@ -180,12 +186,12 @@ type benchNode struct {
 	served chan error
 }
 
-func startBenchNode(block, slots int) (*benchNode, error) {
+func startBenchNode(block, slots int, tc kvp2p.TLSConfig) (*benchNode, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	n, err := kvp2p.NewNode(kvp2p.Config{PeerID: ln.Addr().String(), BlockBytes: block, Slots: slots, HashSeed: "bench"})
+	n, err := kvp2p.NewNode(kvp2p.Config{PeerID: ln.Addr().String(), BlockBytes: block, Slots: slots, HashSeed: "bench", TLS: tc})
 	if err != nil {
 		ln.Close()
 		return nil, err
@@ -224,12 +230,12 @@ func remoteOf(n *benchNode, kv string) *kvp2p.Remote {
 func bench(ctx context.Context, o benchOpts, stderr io.Writer) (*benchReport, error) {
 	blocks := int((o.bytes + int64(o.block) - 1) / int64(o.block))
 	size := int64(blocks) * int64(o.block)
-	prod, err := startBenchNode(o.block, max(blocks, 16))
+	prod, err := startBenchNode(o.block, max(blocks, 16), kvp2p.TLSConfig{})
 	if err != nil {
 		return nil, err
 	}
 	defer prod.stop()
-	cons, err := startBenchNode(o.block, max(blocks, 16))
+	cons, err := startBenchNode(o.block, max(blocks, 16), kvp2p.TLSConfig{})
 	if err != nil {
 		return nil, err
 	}
@@ -263,9 +269,16 @@ func bench(ctx context.Context, o benchOpts, stderr io.Writer) (*benchReport, er
 	if _, err := raw.copyOnce(); err != nil {
 		return nil, err
 	}
+	var tp *tlsPair
+	if o.tls {
+		if tp, err = newTLSPair(ctx, o.block, keys); err != nil {
+			return nil, err
+		}
+		defer tp.close()
+	}
 
 	rep := &benchReport{Bytes: size, BlockBytes: o.block, Runs: o.runs}
-	var kv, rw, ratios, rates, allRTT, allPing []float64
+	var kv, rw, ratios, rates, allRTT, allPing, tlsMB, tlsRatios []float64
 	for run := range o.runs {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -292,7 +305,20 @@ func bench(ctx context.Context, o benchOpts, stderr io.Writer) (*benchReport, er
 		allPing = append(allPing, pings...)
 		allRTT = append(allRTT, rtts...)
 		kv, rw, ratios, rates = append(kv, k), append(rw, r), append(ratios, k/r), append(rates, rate)
-		rep.PerRun = append(rep.PerRun, benchRunMs{KVP2PMBps: k, RawMBps: r, Ratio: k / r, LookupP50us: quantile(rtts, 0.5), LookupsPerS: rate})
+		pr := benchRunMs{KVP2PMBps: k, RawMBps: r, Ratio: k / r, LookupP50us: quantile(rtts, 0.5), LookupsPerS: rate}
+		if tp != nil {
+			t, err := loadOnce(ctx, tp.prod, tp.cons, keys, fmt.Sprintf("r%d", run))
+			if err != nil {
+				return nil, fmt.Errorf("tls: %w", err)
+			}
+			pr.TLSMBps = float64(size) / t.Seconds() / 1e6
+			pr.TLSRatio = pr.TLSMBps / k
+			tlsMB, tlsRatios = append(tlsMB, pr.TLSMBps), append(tlsRatios, pr.TLSRatio)
+		}
+		rep.PerRun = append(rep.PerRun, pr)
+	}
+	if tp != nil {
+		rep.TLSMBps, rep.TLSRatio = quantile(tlsMB, 0.5), quantile(tlsRatios, 0.5)
 	}
 	// The bytes of the last load are the blocks' own.
 	for _, k := range []kvp2p.Key{keys[0], keys[len(keys)-1]} {
@@ -512,6 +538,13 @@ func printBench(w io.Writer, r *benchReport) {
 	fmt.Fprintf(w, "lookup: p50 %.1f µs, p99 %.1f µs round trip, %.0f lookups/s one at a time\n", r.LookupP50us, r.LookupP99us, r.LookupsPerS)
 	fmt.Fprintf(w, "ping:   raw TCP %d-byte ping-pong p50 %.1f µs, p99 %.1f µs; lookup/ping p50 %.1fx, p99 %.1fx\n",
 		pingBytes, r.PingP50us, r.PingP99us, r.LookupPerPing, r.LookupPerPing9)
+	if r.TLSMBps > 0 {
+		var per []string
+		for _, x := range r.PerRun {
+			per = append(per, fmt.Sprintf("%.3f", x.TLSRatio))
+		}
+		fmt.Fprintf(w, "tls:    kvp2p over mutual TLS %.1f MB/s, TLS/plain %.3f (median; runs %s)\n", r.TLSMBps, r.TLSRatio, strings.Join(per, " "))
+	}
 }
 
 func sizeString(n int64) string {

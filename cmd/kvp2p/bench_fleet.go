@@ -42,6 +42,9 @@ type fleetPoint struct {
 	Failed     int     `json:"failed"`
 	TTHp50ms   float64 `json:"tth_p50_ms"`
 	TTHp99ms   float64 `json:"tth_p99_ms"`
+	// CPUWait is the share of the point's time during which some task on
+	// the machine waited for a CPU (/proc/pressure/cpu; -1: unknown).
+	CPUWait float64 `json:"cpu_wait"`
 }
 
 type fleetReport struct {
@@ -72,11 +75,11 @@ func startFleet(o fleetOpts) (*fleet, error) {
 	// Room for a second of the highest rate in flight, and warm: the first
 	// loads touch every slot before the clock starts.
 	var err error
-	if f.cons, err = startBenchNode(o.block, f.slots()); err != nil {
+	if f.cons, err = startBenchNode(o.block, f.slots(), kvp2p.TLSConfig{}); err != nil {
 		return nil, err
 	}
 	for i := range o.sources {
-		s, err := startBenchNode(o.block, 4*o.blocks)
+		s, err := startBenchNode(o.block, 4*o.blocks, kvp2p.TLSConfig{})
 		if err != nil {
 			f.close()
 			return nil, err
@@ -232,7 +235,8 @@ func (f *fleet) together(ctx context.Context, n int) (time.Duration, error) {
 // offered runs Poisson arrivals at rate for the duration and times every
 // request.
 func (f *fleet) offered(ctx context.Context, rate float64, rng *rand.Rand) (fleetPoint, error) {
-	pt := fleetPoint{Rate: rate}
+	pt := fleetPoint{Rate: rate, CPUWait: -1}
+	cw := startCPUWait()
 	var mu sync.Mutex
 	var tth []time.Duration
 	var wg sync.WaitGroup
@@ -271,6 +275,9 @@ func (f *fleet) offered(ctx context.Context, rate float64, rng *rand.Rand) (flee
 	}
 	wg.Wait()
 	el := time.Since(start)
+	if w, ok := cw.share(); ok {
+		pt.CPUWait = w
+	}
 	bytes := float64(f.o.blocks*f.o.block) / 1e6
 	pt.OfferedMBs = rate * bytes
 	pt.DoneMBs = float64(pt.Hits) * bytes / el.Seconds()
@@ -289,30 +296,29 @@ func benchFleet(ctx context.Context, o fleetOpts) (*fleetReport, error) {
 	}
 	rep := &fleetReport{Sources: o.sources, Blocks: o.blocks, BlockBytes: o.block}
 	bytes := float64(o.blocks*o.block) / 1e6
-	// One at a time, then one per source at once: the node's share.
+	// One at a time, then one per source at once: the node's share. The
+	// two alternate, a round of each, for at least two seconds, so that
+	// the machine's noise falls on both alike.
 	var single []time.Duration
-	for range 3 * o.sources {
-		d, err := f.together(ctx, 1)
-		if err != nil {
-			return nil, err
+	var singleSum, par time.Duration
+	rounds := 0
+	for began := time.Now(); rounds < 3 || time.Since(began) < 2*time.Second; rounds++ {
+		for range o.sources {
+			d, err := f.together(ctx, 1)
+			if err != nil {
+				return nil, err
+			}
+			single = append(single, d)
+			singleSum += d
 		}
-		single = append(single, d)
-	}
-	var sum time.Duration
-	for _, d := range single {
-		sum += d
-	}
-	rep.SingleMBs = float64(len(single)) * bytes / sum.Seconds()
-	rep.SingleP50ms, _, _ = quantiles(single)
-	var par time.Duration
-	const rounds = 3
-	for range rounds {
 		d, err := f.together(ctx, o.sources)
 		if err != nil {
 			return nil, err
 		}
 		par += d
 	}
+	rep.SingleMBs = float64(len(single)) * bytes / singleSum.Seconds()
+	rep.SingleP50ms, _, _ = quantiles(single)
 	rep.ParallelMBs = float64(rounds*o.sources) * bytes / par.Seconds()
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, rate := range o.rates {
@@ -331,9 +337,15 @@ func printFleet(w io.Writer, r *fleetReport) {
 		r.Sources, r.Blocks, r.BlockBytes, mib)
 	fmt.Fprintf(w, "one load at a time:            %8.1f MB/s (%.1f ms per load, p50)\n", r.SingleMBs, r.SingleP50ms)
 	fmt.Fprintf(w, "%2d loads at once, one a source: %8.1f MB/s, %.2f of one at a time\n\n", r.Sources, r.ParallelMBs, r.ParallelMBs/r.SingleMBs)
-	fmt.Fprintf(w, "%8s %12s %14s %8s %7s %12s %12s %10s\n", "req/s", "offered_MB/s", "delivered_MB/s", "hits", "failed", "tth_p50_ms", "tth_p99_ms", "of_single")
+	fmt.Fprintf(w, "%8s %12s %14s %8s %7s %12s %12s %10s %9s\n", "req/s", "offered_MB/s", "delivered_MB/s", "hits", "failed", "tth_p50_ms", "tth_p99_ms", "of_single", "cpu_wait")
 	for _, p := range r.Curve {
-		fmt.Fprintf(w, "%8.0f %12.1f %14.1f %8d %7d %12s %12s %10.2f\n", p.Rate, p.OfferedMBs, p.DoneMBs, p.Hits, p.Failed,
-			fmtMs(p.TTHp50ms), fmtMs(p.TTHp99ms), p.OfferedMBs/r.SingleMBs)
+		wait := "n/a"
+		if p.CPUWait >= 0 {
+			wait = fmt.Sprintf("%.0f%%", 100*p.CPUWait)
+		}
+		fmt.Fprintf(w, "%8.0f %12.1f %14.1f %8d %7d %12s %12s %10.2f %9s\n", p.Rate, p.OfferedMBs, p.DoneMBs, p.Hits, p.Failed,
+			fmtMs(p.TTHp50ms), fmtMs(p.TTHp99ms), p.OfferedMBs/r.SingleMBs, wait)
 	}
+	fmt.Fprintln(w, "\nof_single: offered load as a share of one load at a time; cpu_wait: share of the time some task")
+	fmt.Fprintln(w, "on the machine waited for a CPU (/proc/pressure/cpu): near 100% the machine is the limit.")
 }

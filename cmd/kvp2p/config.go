@@ -23,6 +23,14 @@ type configError struct{ err error }
 func (e *configError) Error() string { return "config: " + e.err.Error() }
 func (e *configError) Unwrap() error { return e.err }
 
+// machineError is a config that asks for more than the machine has (an
+// arena over its memory). run exits 3 for it: distinct from a typo (2),
+// so that an orchestrator can tell "fix the config" from "wrong node size".
+type machineError struct{ err error }
+
+func (e *machineError) Error() string { return "config: " + e.err.Error() }
+func (e *machineError) Unwrap() error { return e.err }
+
 func configErrorf(format string, args ...any) error {
 	return &configError{fmt.Errorf(format, args...)}
 }
@@ -72,7 +80,11 @@ func loadConfig(path string, lookupEnv func(string) (string, bool), sets []setti
 	if err := cfg.Validate(); err != nil {
 		// Validate speaks for the library ("kvp2p: config: ..."); here the
 		// command's own prefix already says both.
-		return cfg, &configError{errors.New(strings.TrimPrefix(err.Error(), "kvp2p: config: "))}
+		msg := errors.New(strings.TrimPrefix(err.Error(), "kvp2p: config: "))
+		if errors.Is(err, kvp2p.ErrMachine) {
+			return cfg, &machineError{msg}
+		}
+		return cfg, &configError{msg}
 	}
 	return cfg, nil
 }

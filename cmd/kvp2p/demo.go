@@ -52,6 +52,7 @@ type demoOpts struct {
 	blocks     int
 	blockBytes int
 	statusAddr string // serve each run's consumer status here (policy i: port + i)
+	tls        bool   // mutual TLS between the ranks (demo_tls.go)
 }
 
 // defaultDemoScenario is the built-in demo as a scenario: a src-b/0 crash,
@@ -87,6 +88,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (retE
 	fs.StringVar(&o.statusAddr, "metrics-addr", "", "serve each policy's first consumer's /metrics, status page and /status.json on `host:port` (policy i on port + i) while it runs")
 	var prof profileFlags
 	prof.register(fs)
+	fs.BoolVar(&o.tls, "tls", false, "mutual TLS between the ranks (a throwaway CA and certificates made in process)")
 	if err := parseRunArgs(fs, args); err != nil {
 		return err
 	}
@@ -164,7 +166,13 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (retE
 			}
 			fmt.Fprintf(stdout, "%s: %v on real sockets, %s%s...\n", sc.Name, sc.Duration, strings.Join(policies, ", "), how)
 		}
-		got, err := runDemoPolicies(ctx, sc, policies, bb, par, stdout, builtin && !asJSON, o)
+		// Progress and other human text: stdout, but stderr under --json,
+		// whose stdout is one JSON object per line and nothing else.
+		human := stdout
+		if asJSON {
+			human = stderr
+		}
+		got, err := runDemoPolicies(ctx, sc, policies, bb, par, human, builtin && !asJSON, o)
 		if err != nil {
 			return err
 		}
@@ -245,13 +253,13 @@ func runDemoPolicies(ctx context.Context, sc *scenario.Scenario, policies []stri
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				runs[i], errs[i] = runDemoScenario(ctx, sc, p, bb, track(p))
+				runs[i], errs[i] = runDemoScenario(ctx, sc, p, bb, o.tls, track(p))
 			}()
 		}
 		wg.Wait()
 	} else {
 		for i, p := range policies {
-			if runs[i], errs[i] = runDemoScenario(ctx, sc, p, bb, track(p)); errs[i] != nil {
+			if runs[i], errs[i] = runDemoScenario(ctx, sc, p, bb, o.tls, track(p)); errs[i] != nil {
 				break
 			}
 		}

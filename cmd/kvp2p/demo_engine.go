@@ -11,6 +11,7 @@ import (
 
 	"github.com/kvp2p/kvp2p"
 	"github.com/kvp2p/kvp2p/internal/scenario"
+	"github.com/kvp2p/kvp2p/internal/session"
 	"github.com/kvp2p/kvp2p/internal/workload"
 )
 
@@ -44,11 +45,19 @@ type demoRun struct {
 
 // runDemoScenario runs sc under policy on real sockets and reports it.
 // blockBytes overrides the workload's block size when positive.
-func runDemoScenario(ctx context.Context, sc *scenario.Scenario, policy string, blockBytes int, progress func(*demoRun)) (demoResult, error) {
+func runDemoScenario(ctx context.Context, sc *scenario.Scenario, policy string, blockBytes int, useTLS bool, progress func(*demoRun)) (demoResult, error) {
 	if blockBytes <= 0 {
 		blockBytes = sc.Workload.BlockBytes
 	}
-	f, err := newDemoFleet(sc, policy, blockBytes, discardLog())
+	var tc *demoTLS
+	if useTLS {
+		var err error
+		if tc, err = newDemoTLS(); err != nil {
+			return demoResult{}, err
+		}
+		defer tc.close()
+	}
+	f, err := newDemoFleet(sc, policy, blockBytes, discardLog(), tc)
 	if err != nil {
 		return demoResult{}, err
 	}
@@ -73,9 +82,17 @@ func runDemoScenario(ctx context.Context, sc *scenario.Scenario, policy string, 
 		return demoResult{}, err
 	}
 	r.zero = time.Now()
+	cw := startCPUWait()
 	if err := r.loop(ctx); err != nil {
 		f.closeAll()
 		return demoResult{}, err
+	}
+	r.stats.cpuWait, r.stats.cpuWaitOK = cw.share()
+	for _, rk := range f.ranks {
+		if rk.node != nil {
+			l := rk.node.LoopLateness()
+			r.stats.nodeLateMax = max(r.stats.nodeLateMax, l.Max)
+		}
 	}
 	leaked, err := r.finish(ctx)
 	if err != nil {
@@ -296,8 +313,23 @@ func (d demoNode) Flush() {
 	}
 }
 
-func (d demoNode) Poll() []kvp2p.JobResult { return d.m.PollFinished() }
-func (d demoNode) Busy(bool)               {}
+func (d demoNode) Poll() []kvp2p.JobResult {
+	rs := d.m.PollFinished()
+	for _, r := range rs {
+		if r.Kind != kvp2p.JobLoad || r.OK {
+			continue
+		}
+		if r.Reason == session.ReasonStartBudget {
+			d.r.stats.overBudget++
+		}
+		if d.r.stats.failed == nil {
+			d.r.stats.failed = map[string]int{}
+		}
+		d.r.stats.failed[r.Reason]++
+	}
+	return rs
+}
+func (d demoNode) Busy(bool) {}
 
 // finish ends the run: what is unresolved is stuck; then every fault is
 // healed, every request finished, every node shut down gracefully, and

@@ -48,6 +48,7 @@ type demoFleet struct {
 	srcs       []*demoRank
 	cons       []*demoRank
 	log        *slog.Logger
+	tls        *demoTLS // nil: plain TCP
 }
 
 // Slots per node: the simulator's (16384 for consumers, 4096 for the
@@ -57,9 +58,9 @@ const (
 	sourceArenaCap   = 512 << 20
 )
 
-func newDemoFleet(sc *scenario.Scenario, policy string, blockBytes int, log *slog.Logger) (*demoFleet, error) {
+func newDemoFleet(sc *scenario.Scenario, policy string, blockBytes int, log *slog.Logger, tc *demoTLS) (*demoFleet, error) {
 	f := &demoFleet{sc: sc, policy: policy, blockBytes: blockBytes, fab: newFabric(),
-		byID: map[string]*demoRank{}, byLabel: map[string]*demoRank{}, log: log}
+		byID: map[string]*demoRank{}, byLabel: map[string]*demoRank{}, log: log, tls: tc}
 	isSrc, isCons := map[string]bool{}, map[string]bool{}
 	for _, p := range sc.Workload.Sources {
 		isSrc[p] = true
@@ -104,6 +105,15 @@ func newDemoFleet(sc *scenario.Scenario, policy string, blockBytes int, log *slo
 	return f, nil
 }
 
+// wrapAccepted is the rank's fault injection on a TLS fleet (nil on plain
+// TCP, where the listener wraps connections before the node sees them).
+func (f *demoFleet) wrapAccepted(rk *demoRank) func(net.Conn) net.Conn {
+	if f.tls == nil {
+		return nil
+	}
+	return func(nc net.Conn) net.Conn { return f.fab.wrap(nc, rk.label) }
+}
+
 func (f *demoFleet) dial(peer string) string {
 	if rk := f.byLabel[peer]; rk != nil {
 		return rk.addr
@@ -119,18 +129,28 @@ func (f *demoFleet) start(rk *demoRank, ln net.Listener) error {
 			return fmt.Errorf("%s: listening again on %s: %w", rk.id, rk.addr, err)
 		}
 	}
+	tc, err := f.tls.forRank(rk)
+	if err != nil {
+		return err
+	}
 	n, err := kvp2p.NewNode(kvp2p.Config{
 		PeerID: rk.label, Listen: rk.addr, FailureDomain: rk.pod.Domain, Policy: f.policy,
 		BlockBytes: f.blockBytes, Slots: rk.slots, HashSeed: "demo", Incarnation: rk.inc,
 		Dial: f.dial, Log: f.log.With("rank", rk.id),
-		// The labels' hosts (10.0.0.x) all listen on 127.0.0.1.
-		TrustClaimedHost: true,
+		// The labels' hosts (10.0.0.x) all listen on 127.0.0.1: on plain
+		// TCP the source address proves nothing here. With TLS each
+		// rank's certificate names its label's host.
+		TrustClaimedHost: true, TLS: tc, WrapAccepted: f.wrapAccepted(rk),
 	})
 	if err != nil {
 		return err
 	}
 	rk.node, rk.m, rk.serve = n, n.Manager(), make(chan error, 1)
-	go func(n *kvp2p.Node, ch chan error) { ch <- n.Serve(newFaultListener(ln, f.fab, rk.label)) }(n, rk.serve)
+	var sl net.Listener = ln
+	if f.tls == nil {
+		sl = newFaultListener(ln, f.fab, rk.label) // else wrapped after TLS: wrapAccepted
+	}
+	go func(n *kvp2p.Node, ch chan error) { ch <- n.Serve(sl) }(n, rk.serve)
 	return nil
 }
 

@@ -23,7 +23,7 @@ func TestReadBackClassifies(t *testing.T) {
 		t.Fatal(err)
 	}
 	const bb = 16384
-	f, err := newDemoFleet(sc, health.Domain, bb, discardLog())
+	f, err := newDemoFleet(sc, health.Domain, bb, discardLog(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

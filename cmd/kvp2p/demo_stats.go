@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/scenario"
@@ -25,6 +27,20 @@ type demoStats struct {
 	steps int
 	late  []time.Duration // per step: how long after its due time it started
 	check readBack
+	// cpuWait is the share of the run during which some task on the
+	// machine waited for a CPU (cpuWaitOK: the kernel said).
+	cpuWait   float64
+	cpuWaitOK bool
+	// nodeLateMax is the longest a live node's loop went without a tick
+	// beyond its allowance (kvp2p.Node.LoopLateness), over the fleet.
+	nodeLateMax time.Duration
+	// overBudget counts loads failed early because their producer had them
+	// queued behind others for load_start_budget (overload, not a fault:
+	// the engine prefilled; the report counts them as fallbacks).
+	overBudget int
+	// failed counts the failed loads by reason: what a fallback after a
+	// hit was for.
+	failed map[string]int
 }
 
 // readBack counts the blocks of OK loads by what reading them back found.
@@ -90,14 +106,31 @@ func timeToHit(reqs []scenario.Request) []time.Duration {
 // lateness, and the read-back of loaded blocks.
 func printDemoStats(w io.Writer, rs []demoResult) {
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "time to hit (arrival to loaded), the harness's step loop lateness (how long after its due time a 5 ms step started; large values mean the machine, not the nodes, is the limit), and the read-back of every block of every load reported OK (missing: evicted before it was read; wrong: corrupt):")
+	fmt.Fprintln(w, "time to hit (arrival to loaded); the machine: the harness's step loop lateness (how long after")
+	fmt.Fprintln(w, "its due time a 5 ms step started), the nodes' loops' (longest stretch without a tick, excluded")
+	fmt.Fprintln(w, "from their timeouts), and cpu wait (share of the run some task waited for a CPU,")
+	fmt.Fprintln(w, "/proc/pressure/cpu); near 100% the machine, not the nodes, is the limit; the read-back of every")
+	fmt.Fprintln(w, "block of every load reported OK (missing: evicted before it was read; wrong: corrupt); loads")
+	fmt.Fprintln(w, "failed early for queueing past load_start_budget:")
 	for _, r := range rs {
 		t50, t99, tmx := quantiles(timeToHit(r.Requests))
 		l50, l99, lmx := quantiles(r.stats.late)
 		c := r.stats.check
-		fmt.Fprintf(w, "  %-18s %-10s tth p50 %s p99 %s max %s ms | step late p50 %s p99 %s max %s ms | blocks intact %d missing %d wrong %d\n",
-			r.Report.Scenario, r.Policy, fmtMs(t50), fmtMs(t99), fmtMs(tmx), fmtMs(l50), fmtMs(l99), fmtMs(lmx),
-			c.intact, c.missing, c.wrong)
+		wait := "n/a"
+		if r.stats.cpuWaitOK {
+			wait = fmt.Sprintf("%.0f%%", 100*r.stats.cpuWait)
+		}
+		fmt.Fprintf(w, "  %-18s %-10s tth p50 %s p99 %s max %s ms | step late p50 %s p99 %s max %s ms, node loop late max %s ms, cpu wait %s | blocks intact %d missing %d wrong %d | over budget %d\n",
+			r.Report.Scenario, r.Policy, fmtMs(t50), fmtMs(t99), fmtMs(tmx), fmtMs(l50), fmtMs(l99), fmtMs(lmx), fmtMs(ms(r.stats.nodeLateMax)), wait,
+			c.intact, c.missing, c.wrong, r.stats.overBudget)
+		if len(r.stats.failed) > 0 {
+			reasons := slices.Sorted(maps.Keys(r.stats.failed))
+			var parts []string
+			for _, k := range reasons {
+				parts = append(parts, fmt.Sprintf("%s: %d", k, r.stats.failed[k]))
+			}
+			fmt.Fprintf(w, "  %-18s %-10s failed loads by reason: %s\n", "", r.Policy, strings.Join(parts, ", "))
+		}
 	}
 }
 

@@ -399,6 +399,10 @@ func TestKubernetesManifests(t *testing.T) {
 			regionBytes += kv.Extra.Bytes
 		})
 	}
+	if ann := dep.Template.Metadata.Annotations; ann["prometheus.io/scrape"] == "true" &&
+		(ann["prometheus.io/port"] != strconv.Itoa(metricsBase) || ann["prometheus.io/path"] != status.PathMetrics) {
+		t.Errorf("prometheus.io annotations %v: want rank 0's metrics port %d and %s", ann, metricsBase, status.PathMetrics)
+	}
 	if limit := quantity(t, dshm.EmptyDir.SizeLimit); limit < int64(regionBytes) {
 		t.Errorf("dshm sizeLimit %s is below the ranks' regions (%d bytes)", dshm.EmptyDir.SizeLimit, regionBytes)
 	}

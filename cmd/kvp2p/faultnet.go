@@ -185,12 +185,19 @@ func (l *faultListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &faultConn{Conn: nc, fab: l.fab, local: l.label, closed: make(chan struct{})}
+	return l.fab.wrap(nc, l.label), nil
+}
+
+// wrap makes nc, accepted by rank label, a faultConn. On a TLS fleet the
+// node calls it after the handshake (Config.WrapAccepted), so that the
+// frames it parses are plaintext.
+func (f *fabric) wrap(nc net.Conn, label string) net.Conn {
+	c := &faultConn{Conn: nc, fab: f, local: label, closed: make(chan struct{})}
 	c.rf.first, c.wf.first = true, true
-	l.fab.mu.Lock()
-	l.fab.conns[c] = struct{}{}
-	l.fab.mu.Unlock()
-	return c, nil
+	f.mu.Lock()
+	f.conns[c] = struct{}{}
+	f.mu.Unlock()
+	return c
 }
 
 // faultConn is one accepted connection; see the file comment.

@@ -25,6 +25,7 @@ const usage = `usage: kvp2p <command> [flags]
 commands:
   bench   measure loads against raw TCP, and lookup round trips, on 127.0.0.1
   demo    run a small fleet on 127.0.0.1 with injected faults, per policy
+  lab     real processes in network namespaces, faults by the kernel (sudo kvp2p lab -h)
   sim     simulate scenarios under each failure policy (kvp2p sim -h)
   serve   run one node from a YAML config, env and flags (kvp2p serve -h)
   status  show a running node's peers, domains, sessions and loads (kvp2p status -h)
@@ -41,6 +42,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runBench(ctx, args[1:], stdout, stderr)
 	case "demo":
 		err = runDemo(ctx, args[1:], stdout, stderr)
+	case "lab":
+		err = runLab(ctx, args[1:], stdout, stderr)
 	case "serve":
 		err = runServe(ctx, args[1:], stdout, stderr)
 	case "sim":
@@ -55,6 +58,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	var cfgErr *configError
+	var machErr *machineError
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
@@ -63,6 +67,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case errors.As(err, &cfgErr):
 		fmt.Fprintf(stderr, "kvp2p %s: %v\n", args[0], err)
 		return 2
+	case errors.As(err, &machErr):
+		fmt.Fprintf(stderr, "kvp2p %s: %v\n", args[0], err)
+		return 3
 	}
 	fmt.Fprintf(stderr, "kvp2p %s: %v\n", args[0], err)
 	return 1

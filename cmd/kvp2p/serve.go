@@ -164,7 +164,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	served := make(chan error, 1)
 	go func() { served <- node.Serve(ln) }()
 	log.Info("serving", "peer_id", cfg.PeerID, "addr", ln.Addr().String(),
-		"failure_domain", cfg.FailureDomain, "policy", cmp.Or(cfg.Policy, kvp2p.DefaultPolicy))
+		"failure_domain", cfg.FailureDomain, "policy", cmp.Or(cfg.Policy, kvp2p.DefaultPolicy), "tls", cfg.TLS.Enabled())
 
 	// SIGHUP reloads the TLS files (they are also reloaded when they change).
 	hup := make(chan os.Signal, 1)

@@ -68,7 +68,7 @@ type Config struct {
 	UserTimeout time.Duration
 	// SendWindow is how many producer jobs the writer streams at once,
 	// chunk by chunk round-robin (default 2). Later jobs wait their turn
-	// in the order they were opened (with Progress{Queued} frames), so
+	// in the order they were opened (with Progress{Queued: true} frames), so
 	// that under load jobs finish one after another at the link's speed
 	// instead of all together at the end: with every job served at once,
 	// n jobs of equal size all take n times as long. Two, not one, so
@@ -328,11 +328,13 @@ func (c *Conn) ProbeAckDrops() uint64 {
 	return c.ackDrops
 }
 
-// Open announces producer job job with no blocks yet: until blocks arrive
-// by Send, the writer sends Progress{Queued: true} every ProgressInterval.
-// Once a chunk of the job was written, its Progress frames (sent while it
-// waits for more blocks) have Queued false. Opening a job that is already
-// open does nothing.
+// Open announces producer job job with no blocks yet: until its last block
+// is sent the writer sends a Progress frame every ProgressInterval in
+// which the job wrote nothing. Progress.Queued is true while the job has
+// blocks to send and none was sent yet (it waits for its turn in the send
+// window: the consumer can tell a load queued behind others from one whose
+// blocks are not ready); false while it waits for blocks, or once a chunk
+// was written. Opening a job that is already open does nothing.
 func (c *Conn) Open(job uint64) { c.push(command{kind: cmdOpen, job: job}) }
 
 // Send queues blocks of producer job job (opening it if needed), to be

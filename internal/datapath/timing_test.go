@@ -10,7 +10,8 @@ import (
 )
 
 // TestQueuedProgress: an opened job with no blocks yet shows life with a
-// Progress{Queued: true} every ProgressInterval, and then transfers.
+// Progress every ProgressInterval, not queued (it waits for blocks, not for
+// its turn), and then transfers.
 func TestQueuedProgress(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		na, nb := net.Pipe()
@@ -25,7 +26,7 @@ func TestQueuedProgress(t *testing.T) {
 		a.c.Open(j.id)
 		for k := 1; k <= 5; k++ {
 			e := b.ev.waitFor(t, "RecvProgress", func(e Event) bool { _, ok := e.(RecvProgress); return ok })
-			if e != (RecvProgress{Job: j.id, Queued: true}) {
+			if e != (RecvProgress{Job: j.id}) {
 				t.Fatalf("progress %d: %+v", k, e)
 			}
 			if got, want := time.Since(start), time.Duration(k)*cfg.ProgressInterval; got != want {

@@ -1,10 +1,12 @@
 package datapath
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
@@ -268,10 +270,14 @@ func TestSendWindow(t *testing.T) {
 	for _, j := range jobs {
 		j.prepare(a, b)
 	}
-	a.c.Send(3, nil, false) // opened last of the three: the window is in open order
+	// Job 3 is opened first and gets its blocks before jobs 1 and 2 are
+	// opened: had its blocks come last, jobs 1 and 2 could have had the
+	// window to themselves until they arrived, and job 2 a chunk before
+	// the window's order applied (a race in this test, not the writer).
+	a.c.Send(3, nil, false)
+	a.c.Send(3, jobs[2].blocks(0, 20), true)
 	a.c.Send(1, jobs[0].blocks(0, 20), true)
 	a.c.Send(2, jobs[1].blocks(0, 20), true)
-	a.c.Send(3, jobs[2].blocks(0, 20), true)
 	for _, j := range jobs {
 		j.verify(t, a, b)
 	}
@@ -295,5 +301,48 @@ func TestSendWindow(t *testing.T) {
 	}
 	if firstOf2 < firstEnd {
 		t.Fatalf("job 2's first chunk (event %d) landed before the first job ended (event %d)", firstOf2, firstEnd)
+	}
+}
+
+// TestQueuedMeansWaitingForTurn checks the writer's Progress frames: a job
+// with blocks outside the send window is Queued, a job open without blocks
+// (its prefill not done) is not, nor is a job being sent.
+func TestQueuedMeansWaitingForTurn(t *testing.T) {
+	cfg, err := Config{BlockBytes: 4096, ChunkBytes: 1024, SendWindow: 1}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWriter(&Conn{cfg: cfg, mem: newArena(8, cfg.BlockBytes)})
+	now := time.Unix(1000, 0)
+	w.apply(&command{kind: cmdSend, job: 1, blocks: []Block{{0, 0}}, last: true}, now)
+	w.apply(&command{kind: cmdSend, job: 2, blocks: []Block{{0, 1}}, last: true}, now)
+	w.apply(&command{kind: cmdOpen, job: 3}, now)
+	if j, p := w.nextChunk(); j == nil || j.id != 1 {
+		t.Fatalf("first chunk from %v, want job 1", j)
+	} else {
+		w.out = w.out[:0]
+		w.advance(j, len(p), now)
+	}
+	w.out = w.out[:0]
+	w.appendProgress(now.Add(cfg.ProgressInterval))
+	rd := wire.NewReader(bytes.NewReader(w.out), wire.DefaultLimits())
+	got := map[uint64]bool{}
+	for {
+		m, err := rd.Next()
+		if err != nil {
+			break
+		}
+		if p, ok := m.(*wire.Progress); ok {
+			got[p.Job] = p.Queued
+		}
+	}
+	if q, ok := got[2]; !ok || !q {
+		t.Errorf("job 2 (blocks, outside the window): progress %v queued %v, want queued", ok, q)
+	}
+	if q, ok := got[3]; !ok || q {
+		t.Errorf("job 3 (no blocks yet): progress %v queued %v, want not queued", ok, q)
+	}
+	if got[1] {
+		t.Error("job 1 (being sent) reported queued")
 	}
 }

@@ -18,7 +18,7 @@ type sendJob struct {
 	next      int       // index in blocks of the block being sent
 	off       int       // bytes of blocks[next] already sent
 	last      bool      // no more Sends: Done follows the last block
-	started   bool      // a chunk was written (Progress.Queued is false)
+	started   bool      // a chunk was written
 	inRing    bool      // has blocks to send, so it is in writer.ring
 	bytes     uint64    // payload bytes written
 	lastFrame time.Time // last chunk or Progress frame written for it
@@ -238,7 +238,10 @@ func (w *writer) appendProgress(now time.Time) {
 	var due time.Time
 	for _, j := range w.jobs {
 		if now.Sub(j.lastFrame) >= iv {
-			w.progress = wire.Progress{Job: j.id, Bytes: j.bytes, Queued: !j.started}
+			// Queued: blocks to send and none sent yet, i.e. waiting for
+			// its turn in the send window; a job waiting for blocks
+			// (a prefill not done) is not queued.
+			w.progress = wire.Progress{Job: j.id, Bytes: j.bytes, Queued: !j.started && j.pending()}
 			w.appendFrame(&w.progress)
 			j.lastFrame = now
 		}

@@ -32,16 +32,16 @@ func CheckStep(req *pb.StepRequest, lim Limits) error {
 	}
 	keys := 0
 	for _, b := range req.Lookups {
-		keys += len(b.Keys)
+		keys += len(b.Keys) + len(b.KeysPacked)/KeyBytes
 	}
-	for _, j := range req.Loads {
-		keys += len(j.Keys)
-	}
-	for _, j := range req.Stores {
-		keys += len(j.Keys)
+	for _, j := range append(req.Loads, req.Stores...) {
+		keys += len(j.Keys) + len(j.KeysPacked)/KeyBytes
 	}
 	if keys > lim.MaxKeysPerStep {
 		return status.Errorf(codes.ResourceExhausted, "step has %d keys, at most %d", keys, lim.MaxKeysPerStep)
+	}
+	if err := unpackStep(req); err != nil {
+		return err
 	}
 	if req.Registration == 0 {
 		return status.Error(codes.InvalidArgument, "registration is required")
@@ -118,6 +118,49 @@ func checkID(id string, lim Limits) error {
 	return nil
 }
 
+// unpackStep turns every keys_packed into keys (slices of the packed
+// bytes: one allocation per batch, not per key), so that the rest of the
+// sidecar sees one form.
+func unpackStep(req *pb.StepRequest) error {
+	for i, b := range req.Lookups {
+		keys, err := unpack(b.Keys, b.KeysPacked)
+		if err != nil {
+			return status.Errorf(codes.InvalidArgument, "lookups[%d]: %v", i, err)
+		}
+		b.Keys, b.KeysPacked = keys, nil
+	}
+	for _, g := range []struct {
+		what string
+		jobs []*pb.Job
+	}{{"loads", req.Loads}, {"stores", req.Stores}} {
+		for i, j := range g.jobs {
+			keys, err := unpack(j.Keys, j.KeysPacked)
+			if err != nil {
+				return status.Errorf(codes.InvalidArgument, "%s[%d]: %v", g.what, i, err)
+			}
+			j.Keys, j.KeysPacked = keys, nil
+		}
+	}
+	return nil
+}
+
+func unpack(keys [][]byte, packed []byte) ([][]byte, error) {
+	if len(packed) == 0 {
+		return keys, nil
+	}
+	if len(keys) > 0 {
+		return nil, fmt.Errorf("both keys and keys_packed set")
+	}
+	if len(packed)%KeyBytes != 0 {
+		return nil, fmt.Errorf("keys_packed of %d bytes: not a multiple of %d", len(packed), KeyBytes)
+	}
+	out := make([][]byte, len(packed)/KeyBytes)
+	for i := range out {
+		out[i] = packed[i*KeyBytes : (i+1)*KeyBytes : (i+1)*KeyBytes]
+	}
+	return out, nil
+}
+
 func checkKeys(keys [][]byte) error {
 	for i, k := range keys {
 		if len(k) != KeyBytes {
@@ -189,8 +232,8 @@ func CheckRegister(r *pb.Register) error {
 		return status.Error(codes.InvalidArgument, "region_path is required")
 	case r.NumChunks == 0 || r.RowStride == 0:
 		return status.Errorf(codes.InvalidArgument, "region of %d chunks of %d bytes", r.NumChunks, r.RowStride)
-	case len(r.EngineId) > 512 || len(r.Fingerprint) > 4096:
-		return status.Error(codes.InvalidArgument, "engine_id or fingerprint too long")
+	case len(r.EngineId) > 512 || len(r.Fingerprint) > 4096 || len(r.HashSeed) > 4096:
+		return status.Error(codes.InvalidArgument, "engine_id, fingerprint or hash_seed too long")
 	}
 	return nil
 }

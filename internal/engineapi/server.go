@@ -20,8 +20,9 @@ import (
 // Backend is what the service drives; the node implements it. Methods are
 // called from gRPC goroutines, concurrently.
 type Backend interface {
-	// Attach registers an engine whose messages go to out. It returns a
-	// gRPC status error to refuse.
+	// Attach registers an engine whose messages go to out, and posts its
+	// Registered to out before any other message. It returns a gRPC status
+	// error to refuse.
 	Attach(reg *pb.Register, out Outbox) (*pb.Registered, error)
 	// Detach ends registration id: the engine is gone.
 	Detach(id uint64)
@@ -147,7 +148,6 @@ func (s *Server) Attach(st pb.Engine_AttachServer) error {
 		s.b.Detach(id)
 		s.log.Info("engine detached", "engine_id", reg.EngineId, "registration", id)
 	}()
-	q.post(&pb.SidecarMessage{Msg: &pb.SidecarMessage_Registered{Registered: ok}})
 
 	ctx, cancel := context.WithCancel(st.Context())
 	defer cancel()

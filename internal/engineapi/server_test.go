@@ -41,7 +41,9 @@ func (f *fakeBackend) Attach(reg *pb.Register, out Outbox) (*pb.Registered, erro
 		return nil, f.refuse
 	}
 	f.out = out
-	return &pb.Registered{Registration: 7, ApiVersion: pb.ApiVersion_API_VERSION_1}, nil
+	ok := &pb.Registered{Registration: 7, ApiVersion: pb.ApiVersion_API_VERSION_1}
+	out.Post(&pb.SidecarMessage{Msg: &pb.SidecarMessage_Registered{Registered: ok}})
+	return ok, nil
 }
 
 func (f *fakeBackend) Detach(id uint64) { f.detached <- id }
@@ -280,6 +282,10 @@ func TestStepShapeRefusedBeforeBackend(t *testing.T) {
 			Stores: []*pb.Job{{JobId: 1, ReqId: "r", Keys: [][]byte{key}, ChunkIds: []uint32{3}}}}, codes.InvalidArgument},
 		{"bad port", &pb.StepRequest{Registration: 1, NewRequests: []*pb.NewRequest{{ReqId: "r", Params: &pb.TransferParams{
 			RemoteKvSource: &pb.Remote{Host: "h", Port: 70000}}}}}, codes.InvalidArgument},
+		{"keys and keys_packed", &pb.StepRequest{Registration: 1, Lookups: []*pb.LookupBatch{{ReqId: "r", Keys: [][]byte{key}, KeysPacked: key}}}, codes.InvalidArgument},
+		{"keys_packed not whole keys", &pb.StepRequest{Registration: 1, Lookups: []*pb.LookupBatch{{ReqId: "r", KeysPacked: key[:15]}}}, codes.InvalidArgument},
+		{"too many packed keys", &pb.StepRequest{Registration: 1, Loads: []*pb.Job{{JobId: 1, ReqId: "r", KeysPacked: make([]byte, 5*KeyBytes), ChunkIds: []uint32{0, 1, 2, 3, 4}}}}, codes.ResourceExhausted},
+		{"packed keys and chunks differ", &pb.StepRequest{Registration: 1, Loads: []*pb.Job{{JobId: 1, ReqId: "r", KeysPacked: make([]byte, 2*KeyBytes), ChunkIds: []uint32{0}}}}, codes.InvalidArgument},
 		{"no host", &pb.StepRequest{Registration: 1, NewRequests: []*pb.NewRequest{{ReqId: "r", Params: &pb.TransferParams{
 			RemotePrefiller: &pb.Remote{Port: 1}}}}}, codes.InvalidArgument},
 	} {
@@ -295,7 +301,14 @@ func TestStepShapeRefusedBeforeBackend(t *testing.T) {
 			}
 		})
 	}
-	// And a good one does.
+	// And good ones do, packed keys unpacked.
+	packed := &pb.StepRequest{Registration: 1, Lookups: []*pb.LookupBatch{{ReqId: "r", KeysPacked: append(make([]byte, KeyBytes), key...)}}}
+	if err := CheckStep(packed, lim); err != nil {
+		t.Fatalf("packed keys: %v", err)
+	}
+	if b := packed.Lookups[0]; len(b.Keys) != 2 || len(b.KeysPacked) != 0 || len(b.Keys[1]) != KeyBytes {
+		t.Fatalf("packed keys not unpacked: %d keys, %d packed bytes", len(b.Keys), len(b.KeysPacked))
+	}
 	f := newFake()
 	c := serve(t, f, Options{Limits: lim})
 	resp, err := c.Step(t.Context(), &pb.StepRequest{Registration: 1, Lookups: []*pb.LookupBatch{{ReqId: "r", Keys: [][]byte{key}}}})

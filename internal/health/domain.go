@@ -25,7 +25,8 @@ type domainPolicy struct {
 	seq     uint64
 	probes  map[uint64]string // outstanding probe seq -> peer
 	out     []Decision
-	stats   Stats // for View
+	stats   Stats     // for View
+	pruned  time.Time // last prune
 }
 
 type peerHealth struct {
@@ -43,6 +44,7 @@ type peerHealth struct {
 	mustProbe    bool      // its last session ended in a fault: its next must prove its data path
 	probeRound   bool      // the outstanding probe is part of its domain's suspicion round
 	refusedUntil time.Time // a connect attempt failed: no dial on demand before then
+	lastSeen     time.Time // last call that named it: pruned after forgetAfter of silence
 }
 
 type domainHealth struct {
@@ -92,7 +94,7 @@ func (d *domainPolicy) HandshakeWait() time.Duration { return d.opt.ConnectWait 
 // if the sessions it waits on keep being replaced.
 func (d *domainPolicy) WaitBudget() time.Duration { return d.opt.ConnectWait + d.opt.ProbeTimeout }
 
-func (d *domainPolicy) peer(p Peer) *peerHealth {
+func (d *domainPolicy) peer(now time.Time, p Peer) *peerHealth {
 	ph := d.peers[p.ID]
 	dom := DomainOf(p)
 	if ph == nil {
@@ -130,11 +132,12 @@ func (d *domainPolicy) peer(p Peer) *peerHealth {
 			dh.ejected++
 		}
 	}
+	ph.lastSeen = now
 	return ph
 }
 
 func (d *domainPolicy) SessionUp(now time.Time, p Peer) {
-	ph := d.peer(p)
+	ph := d.peer(now, p)
 	ph.ups++
 	ph.live = true
 	dh := d.domains[ph.domain]
@@ -180,7 +183,7 @@ func (d *domainPolicy) endProbe(ph *peerHealth) {
 }
 
 func (d *domainPolicy) SessionEnded(now time.Time, p Peer, e End) []Peer {
-	ph := d.peer(p)
+	ph := d.peer(now, p)
 	if e.WasUp && ph.ups > 0 {
 		ph.ups--
 	}
@@ -341,7 +344,7 @@ func (d *domainPolicy) lift(ph *peerHealth) {
 // half the ejection has passed, and, for RefusedHold, a peer whose connect
 // attempt just failed. Unreachable peers are otherwise retried on demand.
 func (d *domainPolicy) MayDial(now time.Time, p Peer) bool {
-	ph := d.peer(p)
+	ph := d.peer(now, p)
 	if now.Before(ph.refusedUntil) {
 		return false
 	}
@@ -357,7 +360,7 @@ func (d *domainPolicy) MayDial(now time.Time, p Peer) bool {
 }
 
 func (d *domainPolicy) Gate(now time.Time, p Peer) Gate {
-	ph := d.peer(p)
+	ph := d.peer(now, p)
 	if d.ejected(now, ph) && !ph.halfOpen {
 		return GateMiss
 	}
@@ -376,7 +379,7 @@ func (d *domainPolicy) LoadDone(now time.Time, p Peer, ok bool) {
 	if !ok {
 		return // the session's end, if any, is what counts
 	}
-	ph := d.peer(p)
+	ph := d.peer(now, p)
 	ph.faults = 0
 	if d.ejected(now, ph) {
 		d.lift(ph)
@@ -385,7 +388,7 @@ func (d *domainPolicy) LoadDone(now time.Time, p Peer, ok bool) {
 }
 
 func (d *domainPolicy) ProbeAck(now time.Time, p Peer, seq uint64) {
-	ph := d.peer(p)
+	ph := d.peer(now, p)
 	if ph.probeSeq != seq || seq == 0 {
 		return
 	}
@@ -399,8 +402,10 @@ func (d *domainPolicy) ProbeAck(now time.Time, p Peer, seq uint64) {
 	d.maybeClear(dh)
 }
 
-// Tick closes the siblings whose probes went unanswered.
+// Tick closes the siblings whose probes went unanswered, and forgets
+// peers long silent.
 func (d *domainPolicy) Tick(now time.Time) {
+	d.prune(now)
 	if len(d.probes) == 0 {
 		return
 	}
@@ -436,4 +441,35 @@ func (d *domainPolicy) TakeDecisions() []Decision {
 	o := d.out
 	d.out = nil
 	return o
+}
+
+// pruneEvery is how often prune scans the peers.
+const pruneEvery = time.Minute
+
+// forgetAfter is how long a peer with nothing pending (no session, no
+// probe, no ejection) is remembered: its fault count and must-probe mark
+// outlive a flap by far, and then state no longer grows with every peer
+// id ever seen (a fleet's churn, or ids a peer made up).
+func (d *domainPolicy) forgetAfter() time.Duration { return max(10*time.Minute, 2*d.opt.EjectionCap) }
+
+// prune forgets the peers, and the domains left empty, that nothing
+// refers to any more: the ejection cap then counts the domains seen
+// lately, not every one ever named.
+func (d *domainPolicy) prune(now time.Time) {
+	if now.Sub(d.pruned) < pruneEvery {
+		return
+	}
+	d.pruned = now
+	for id, ph := range d.peers {
+		if ph.ups > 0 || ph.probeSeq != 0 || !ph.ejectedUntil.IsZero() || now.Sub(ph.lastSeen) < d.forgetAfter() {
+			continue
+		}
+		delete(d.peers, id)
+		if dh := d.domains[ph.domain]; dh != nil {
+			delete(dh.members, id)
+			if len(dh.members) == 0 {
+				delete(d.domains, ph.domain)
+			}
+		}
+	}
 }

@@ -108,6 +108,14 @@ func (t *Table) DataProgress(now time.Time, id ConnID, job, bytes uint64) {
 	}
 }
 
+// DataQueued: the producer of a consumer job has its blocks and is
+// sending other jobs first (Progress{Queued}).
+func (t *Table) DataQueued(now time.Time, id ConnID, job uint64) {
+	if c := t.conns[id]; c != nil {
+		c.s.DataQueued(now, job)
+	}
+}
+
 // DataCorrupt: a chunk of a consumer job failed its CRC.
 func (t *Table) DataCorrupt(now time.Time, id ConnID, job uint64) {
 	if c := t.conns[id]; c != nil {

@@ -24,3 +24,22 @@ func (t *Table) EndOutboundIdle(now time.Time) int {
 	}
 	return n
 }
+
+// FailUnboundStores fails every parked PD store (no decoder fetched it
+// yet) at once, and returns how many jobs it failed: a sidecar's engine is
+// gone, so no decoder may read its chunks any more, and its restarted
+// engine must get them back without waiting for the unbound timeout.
+func (t *Table) FailUnboundStores(now time.Time, reason string) int {
+	n := 0
+	for id, batches := range t.unbound {
+		for _, b := range batches {
+			t.storeDoneJob(b.job, false, reason)
+			n++
+		}
+		delete(t.unbound, id)
+		delete(t.finished, id)
+		t.markFailed(id)
+		t.reaped[id] = now
+	}
+	return n
+}

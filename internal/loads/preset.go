@@ -13,6 +13,7 @@ type Timers struct {
 	HeartbeatTimeout     time.Duration
 	ProgressInterval     time.Duration
 	StallTimeout         time.Duration // 0 = watchdog off
+	LoadStartBudget      time.Duration // 0 = off; see session.Config
 	LoadTimeoutSymmetric time.Duration
 	LoadTimeoutPD        time.Duration
 	AbortAckTimeout      time.Duration
@@ -38,6 +39,7 @@ func KVP2PTimers() Timers {
 	return Timers{
 		HeartbeatInterval: 500 * time.Millisecond, HeartbeatTimeout: 2 * time.Second,
 		ProgressInterval: 100 * time.Millisecond, StallTimeout: time.Second,
+		LoadStartBudget:      2 * time.Second,
 		LoadTimeoutSymmetric: 10 * time.Second, LoadTimeoutPD: 30 * time.Second,
 		AbortAckTimeout: 5 * time.Second, HandshakeTimeout: 5 * time.Second,
 		LookupTimeout: 2 * time.Second, IdleTimeout: 300 * time.Second,
@@ -59,6 +61,7 @@ func VLLMTimers() Timers {
 	t := KVP2PTimers()
 	t.HeartbeatInterval, t.HeartbeatTimeout = 2*time.Second, 10*time.Second
 	t.StallTimeout = 0
+	t.LoadStartBudget = 0 // vLLM has none: a queued load waits for its load timeout
 	t.AbortAckTimeout = 10 * time.Second
 	t.CancelDrainTimeout = 10 * time.Second
 	t.HandshakeTimeout = 30 * time.Second
@@ -99,6 +102,7 @@ func BuildConfig(id Identity, t Timers, p health.Policy) Config {
 			AbortAckTimeout: t.AbortAckTimeout, LookupTimeout: t.LookupTimeout,
 			StoreTimeout: t.StoreTimeout, CancelDrainTimeout: t.CancelDrainTimeout,
 			LookupPendingTimeout: t.LookupPendingTimeout, StallTimeout: t.StallTimeout,
+			LoadStartBudget: t.LoadStartBudget,
 		},
 		Policy:              p,
 		MaxPeers:            t.MaxPeers,

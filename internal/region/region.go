@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
+	"unsafe"
 )
 
 // Geometry is a region's layout.
@@ -33,6 +35,13 @@ type Region struct {
 	geo    Geometry
 	mem    []byte
 	stride int
+	f      *os.File // kept open for Revoke
+
+	// mu orders Revoke and Close, which may come from different
+	// goroutines (an engine's stream ending as the node stops): a Revoke
+	// after Close would map over memory that is no longer the region's.
+	mu     sync.Mutex
+	closed bool
 }
 
 // ErrOutside is returned for a path outside the allowed directory.
@@ -63,22 +72,48 @@ func Open(path, dir string, geo Geometry) (*Region, error) {
 	if err != nil {
 		return nil, fmt.Errorf("region: %w", err)
 	}
-	defer f.Close() // the mapping outlives the descriptor
+	fail := func(err error) (*Region, error) {
+		f.Close()
+		return nil, err
+	}
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("region: %w", err)
+		return fail(fmt.Errorf("region: %w", err))
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("region: %s is not a regular file", path)
+		return fail(fmt.Errorf("region: %s is not a regular file", path))
 	}
 	if fi.Size() < int64(size) {
-		return nil, fmt.Errorf("region: %s is %d bytes, the layout needs %d (%d chunks of %d)", path, fi.Size(), size, geo.NumChunks, geo.RowStride)
+		return fail(fmt.Errorf("region: %s is %d bytes, the layout needs %d (%d chunks of %d)", path, fi.Size(), size, geo.NumChunks, geo.RowStride))
 	}
 	mem, err := syscall.Mmap(int(f.Fd()), 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
 	if err != nil {
-		return nil, fmt.Errorf("region: mmap %s: %w", path, err)
+		return fail(fmt.Errorf("region: mmap %s: %w", path, err))
 	}
-	return &Region{path: path, geo: geo, mem: mem, stride: int(geo.RowStride)}, nil
+	return &Region{path: path, geo: geo, mem: mem, stride: int(geo.RowStride), f: f}, nil
+}
+
+// Revoke cuts kvp2p's writes off from the engine's memory, at once and
+// from every goroutine: the span is remapped, at the same address, as a
+// private copy-on-write mapping of the same file. Reads still see the
+// engine's bytes; a write from here on (a peer's chunk still arriving for
+// a load the engine has given up on) lands in a private copy and never in
+// the engine's region. Chunk keeps working; nothing faults. The node
+// revokes a region as soon as its engine is gone, because the engine
+// reuses the chunks of failed loads at once.
+func (r *Region) Revoke() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil
+	}
+	addr := uintptr(unsafe.Pointer(unsafe.SliceData(r.mem)))
+	_, _, errno := syscall.Syscall6(syscall.SYS_MMAP, addr, uintptr(len(r.mem)),
+		syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_FIXED, r.f.Fd(), 0)
+	if errno != 0 {
+		return fmt.Errorf("region: revoke %s: %w", r.path, errno)
+	}
+	return nil
 }
 
 // Path is the file the region maps.
@@ -97,10 +132,15 @@ func (r *Region) Chunk(b uint32) []byte {
 
 // Close unmaps the region. See the package doc for when that is allowed.
 func (r *Region) Close() error {
-	if r.mem == nil {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
 		return nil
 	}
+	r.closed = true
 	err := syscall.Munmap(r.mem)
-	r.mem = nil
+	if cerr := r.f.Close(); err == nil {
+		err = cerr
+	}
 	return err
 }

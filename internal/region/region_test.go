@@ -80,3 +80,40 @@ func TestOpenRefuses(t *testing.T) {
 		}
 	}
 }
+
+// After Revoke, kvp2p's writes no longer reach the engine's memory, while
+// kvp2p still reads what the engine writes, and nothing faults.
+func TestRevokeCutsWritesOff(t *testing.T) {
+	dir := t.TempDir()
+	p := makeFile(t, dir, 4*4096)
+	geo := Geometry{NumChunks: 4, RowStride: 4096}
+	kv, err := Open(p, dir, geo) // kvp2p's mapping
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kv.Close()
+	eng, err := Open(p, dir, geo) // the engine's
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	copy(kv.Chunk(1), bytes.Repeat([]byte{1}, 4096))
+	chunk := kv.Chunk(1) // a data-path goroutine holds this slice across the revoke
+	if err := kv.Revoke(); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(kv.Chunk(1), eng.Chunk(1)) {
+		t.Fatal("after revoke, kvp2p does not read the engine's bytes")
+	}
+	copy(chunk, bytes.Repeat([]byte{9}, 4096)) // a late peer write
+	if eng.Chunk(1)[0] != 1 {
+		t.Fatalf("a write after revoke reached the engine's region: %d", eng.Chunk(1)[0])
+	}
+	copy(eng.Chunk(2), bytes.Repeat([]byte{5}, 4096)) // the engine reuses a chunk
+	if kv.Chunk(2)[0] != 5 {
+		t.Fatal("after revoke, kvp2p does not see the engine's new bytes")
+	}
+	if err := kv.Revoke(); err != nil { // idempotent
+		t.Fatal(err)
+	}
+}

@@ -40,6 +40,7 @@ type load struct {
 	submitted time.Time
 	lastData  time.Time
 	bytes     uint64
+	queuedAt  time.Time // first Progress{Queued}: the producer has the blocks, not its turn yet
 
 	ctlOK        bool      // producer said TransferDone(success)
 	producerDone bool      // TransferDone or AbortAck received: the producer stopped
@@ -345,6 +346,19 @@ func (s *Session) DataProgress(now time.Time, job, bytes uint64) {
 	}
 }
 
+// DataQueued reports a Progress frame saying the producer has job's blocks
+// but has not started sending them (queued behind other jobs): the load's
+// start budget runs from the first one.
+func (s *Session) DataQueued(now time.Time, job uint64) {
+	s.lastRecv = now
+	if l := s.client.loads[job]; l != nil {
+		l.lastData = now
+		if l.queuedAt.IsZero() && l.bytes == 0 {
+			l.queuedAt = now
+		}
+	}
+}
+
 // DataCorrupt reports a chunk of job that failed its CRC: the load fails
 // now; its later chunks are discarded by the reader.
 func (s *Session) DataCorrupt(now time.Time, job uint64) {
@@ -387,6 +401,9 @@ func (s *Session) DataEnd(now time.Time, job uint64, ok bool, bytes uint64) {
 	c.maybeRelease(s, l)
 }
 
+// ReasonStartBudget is the Reason of a load failed by LoadStartBudget.
+const ReasonStartBudget = "not started within load_start_budget"
+
 func (c *client) loadTimeout(s *Session, l *load) time.Duration {
 	if l.pd {
 		return s.cfg.LoadTimeoutPD
@@ -416,6 +433,12 @@ func (c *client) tick(s *Session, now time.Time) {
 				s.peer, l.req, l.round, l.job, now.Sub(l.submitted).Seconds(), l.bytes),
 				"req", l.req, "round", l.round, "job_id", l.job, "after", now.Sub(l.submitted), "bytes", l.bytes)
 			c.fail(s, now, l, "load timed out")
+			c.abort(s, now, l)
+		case !l.reported && l.bytes == 0 && !l.dataEnded && !l.queuedAt.IsZero() && s.cfg.LoadStartBudget > 0 &&
+			now.Sub(l.queuedAt) >= s.cfg.LoadStartBudget:
+			s.logger().Info("load queued past its start budget, sending abort", "req", l.req, "round", l.round,
+				"job_id", l.job, "queued_for", now.Sub(l.queuedAt))
+			c.fail(s, now, l, ReasonStartBudget)
 			c.abort(s, now, l)
 		case !l.reported && !l.dataEnded && s.cfg.StallTimeout > 0 && now.Sub(l.lastData) >= s.cfg.StallTimeout:
 			s.logger().Warn("data path stalled", "req", l.req, "round", l.round, "job_id", l.job,

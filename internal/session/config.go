@@ -32,6 +32,12 @@ type Config struct {
 	StallTimeout         time.Duration // progress watchdog; 0 = off
 	LookupPinTimeout     time.Duration // producer: a lookup's pins no fetch claims go after this; 0 = LoadTimeoutSymmetric
 	LookupKeysPerSecond  int           // producer: lookup keys served per second per session; 0 = DefaultLookupKeysPerSecond
+	// LoadStartBudget fails a load whose producer said it has the blocks
+	// but is sending others first (DataQueued) this long ago, with no
+	// payload arrived yet: a hit that late is worth less than a prefill
+	// now. Overload, not a fault: the session stays. A PD load waiting for
+	// its prefill is not queued. 0 = off.
+	LoadStartBudget time.Duration
 
 	Log *slog.Logger
 }

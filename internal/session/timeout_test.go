@@ -131,3 +131,43 @@ func TestSessionDeathSettlesEverythingOnce(t *testing.T) {
 		t.Fatal("a dead session sent messages")
 	}
 }
+
+// TestLoadStartBudget: a load its producer reported queued (it has the
+// blocks, it sends others first) and none of whose bytes arrived within
+// LoadStartBudget of that fails then (with its reason, and an Abort); the
+// session stays. A load whose bytes started, and a PD load whose producer
+// waits for its prefill (alive, not queued), are left alone.
+func TestLoadStartBudget(t *testing.T) {
+	const budget = 2 * time.Second
+	pr := readyPair(t, func(c, p *Config) {
+		c.HeartbeatTimeout, p.HeartbeatTimeout = time.Hour, time.Hour
+		c.LoadStartBudget = budget
+	})
+	queued, started, prefill := keys("q", 2), keys("s", 2), keys("p", 2)
+	pr.load(1, "q", queued, true)
+	pr.load(2, "s", started, true)
+	pr.load(3, "p", prefill, true)
+	pr.advance(time.Second) // the prefill of job 1 takes a second: not counted
+	for range 19 {
+		pr.advance(100 * time.Millisecond)
+		pr.c.s.DataQueued(pr.now, 1)
+		pr.c.s.DataQueued(pr.now, 2) // queued, then started below
+		pr.c.s.DataProgress(pr.now, 2, 4096)
+		pr.c.s.DataProgress(pr.now, 3, 0) // waiting for its blocks
+	}
+	pr.advance(190 * time.Millisecond)
+	pr.noLoad(1)
+	pr.advance(10 * time.Millisecond)
+	if r := pr.oneLoad(1); r.OK || r.Reason != ReasonStartBudget {
+		t.Fatalf("queued load: %+v, want failed for the start budget", r)
+	}
+	if len(sentOf[*wire.Abort](pr.c)) != 1 {
+		t.Fatal("no Abort for the load past its start budget")
+	}
+	pr.noLoad(2)
+	pr.advance(2 * time.Second) // job 3 waited 5 s for its blocks, within the abort-ack wait of job 1
+	pr.noLoad(3)
+	if pr.c.s.Ended() != health.CauseNone {
+		t.Fatalf("session ended (%v) for an overload", pr.c.s.Ended())
+	}
+}

@@ -27,7 +27,7 @@ func (r *runner) checkSlots() {
 		st := nd.Store.Stats()
 		used += st.Filling + st.Pinned
 		if st.Filling == 0 && st.Pinned == 0 {
-			continue // no orphan possible; most nodes of a large fleet, at most steps
+			continue // nothing held, nothing to own (most ranks of a large fleet, most steps)
 		}
 		fill, pins, sessions := nd.T.Held()
 		orphans += max(st.Filling-fill, 0)

@@ -249,6 +249,11 @@ func (s *Store) Unpin(slot Slot) error {
 		return nil
 	}
 	s.lru.pushFront(int32(slot))
+	if s.arena == nil {
+		// Index-only (external.go): a chunk nobody pins is the engine's
+		// again, never an eviction candidate.
+		s.unindex(slot)
+	}
 	return nil
 }
 

@@ -6,7 +6,8 @@ work, inside vLLM's real tiering manager (needs vLLM). Microseconds.
 The tier is built by vLLM (TieringOffloadingSpec.get_manager) and attached
 to a real `kvp2p serve`; each hook is called directly, n times, under the
 manager's lock, as the scheduler calls it. "No work": a request without
-kv_transfer_params, no asks from peers, no jobs.
+kv_transfer_params, no asks from peers, no jobs. Then, for comparison, steps
+with work: the hooks only queue it; the plugin's worker thread makes the call.
 """
 
 from __future__ import annotations
@@ -45,6 +46,10 @@ def main() -> None:
             worst = max(worst, pct(xs, 99))
             print(f"  {hook:24s} {summary(xs)}")
         print(f"goal p99 < 200 us in every hook: {'met' if worst < 200 else 'NOT met'} (worst p99 {worst:.1f} us)")
+        busy = eng.busy_hook_times(max(args.n // 40, 50))
+        print("with work (a new symmetric request per step, 64 first lookups, the step's end), microseconds")
+        for hook, xs in busy.items():
+            print(f"  {hook:24s} {summary(xs)}")
     finally:
         if eng is not None:
             eng.close()

@@ -198,7 +198,11 @@ class EngineClient:
         channel = grpc.insecure_channel(self._target, options=opts)
         out: queue.SimpleQueue[pb.EngineMessage | None] = queue.SimpleQueue()
         try:
-            grpc.channel_ready_future(channel).result(timeout=1.0)
+            try:
+                grpc.channel_ready_future(channel).result(timeout=1.0)
+            except grpc.FutureTimeoutError:
+                self.last_error = f"no sidecar answers at {self._target}"
+                return False
             stub = pb_grpc.EngineStub(channel)
             out.put(pb.EngineMessage(register=self._register))
 
@@ -262,11 +266,20 @@ class EngineClient:
 
     def _tick(self) -> None:
         step = min(self._ping_interval, self._dead_after) / 4
+        last = time.monotonic()
         while not self._closed.wait(step):
+            now = time.monotonic()
+            stalled = now - last > 3 * step
+            last = now
             s = self._sess
             if s is None:
                 continue
-            now = time.monotonic()
+            if stalled:
+                # This process did not run for a while (CPU starvation, a
+                # long GIL hold, a pause): the sidecar's silence over that
+                # time proves nothing, and its pings may be waiting unread.
+                s.heard = max(s.heard, now - step)
+                continue
             if now - s.heard > self._dead_after:
                 self._drop(s, f"sidecar silent for {now - s.heard:.2f}s")
                 continue

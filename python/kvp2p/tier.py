@@ -231,6 +231,11 @@ class TierCore:
             self._out.end_step = True
         self._wake.set()
 
+    @property
+    def generation(self) -> int:
+        """Bumped each time the sidecar is lost."""
+        return self._gen
+
     def take_finished(self) -> list[Done]:
         with self._mu:
             d, self._done = self._done, []
@@ -352,7 +357,9 @@ class TierCore:
         does not fit waits for the next Step, in order)."""
         with self._mu:
             out = self._out
-            if out.empty() and not self._asking and not self._jobs:
+            if not self._asking and not self._jobs and (out.empty() or _Out(end_step=out.end_step) == out):
+                # Nothing to say: a step's end matters only to lookups.
+                self._out = _Out()
                 return None
             reg = self.client.registered
             keys_left = (reg.max_keys_per_step if reg and reg.max_keys_per_step else 65536)
@@ -399,7 +406,9 @@ class TierCore:
             gen = self._gen
         req = pb.StepRequest(
             new_requests=send.new_requests,
-            lookups=[pb.LookupBatch(req_id=rid, keys=keys) for rid, keys in asked.items()],
+            # keys_packed: one field per batch, not one per key (about half
+            # of a 1024-key step's encoding cost).
+            lookups=[pb.LookupBatch(req_id=rid, keys_packed=b"".join(keys)) for rid, keys in asked.items()],
             loads=send.loads, stores=send.stores, finished=send.finished, preempted=send.preempted,
             end_step=send.end_step,
         )

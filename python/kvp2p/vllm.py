@@ -22,12 +22,16 @@ fingerprint (must equal the sidecar's when both are set), attach_timeout_s
 (how long construction waits for the sidecar, default 2; the engine starts
 without it and falls back to local prefill until it attaches),
 poll_interval_s (how often the worker polls while transfers are open,
-default 0.002).
+default 0.002), serve_wait_s (how long a peer's ask waits for a block still
+being written into the CPU tier, default 0.25; keep it under the sidecar's
+engine.serve_timeout), dead_after_s (a sidecar silent this long is taken
+for hung, default 0.75; a crashed one is noticed at once).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -75,6 +79,8 @@ class Kvp2pTier(SecondaryTierManager):
         fingerprint: str = "",
         attach_timeout_s: float = 2.0,
         poll_interval_s: float = 0.002,
+        serve_wait_s: float = 0.25,
+        dead_after_s: float = 0.75,
         **kwargs: Any,
     ) -> None:
         if backpressure_detector is not None:
@@ -92,9 +98,12 @@ class Kvp2pTier(SecondaryTierManager):
             api_version=pb.API_VERSION_1, engine_id=engine_id, region_path=self.region_path,
             num_chunks=num_chunks, row_stride=row_stride, fingerprint=fingerprint.encode(),
         )
-        self._core = TierCore(socket, register, poll_interval=poll_interval_s)
+        self._core = TierCore(socket, register, poll_interval=poll_interval_s,
+                              client_opts={"dead_after": dead_after_s})
         self._loads: dict[int, list[OffloadKey]] = {}  # load job -> its keys, for successful_keys
         self._book = KeyBook(max(4 * num_chunks, 1024))
+        self._serve_wait = serve_wait_s
+        self._parked: list[tuple[pb.ServeAsk, float, int]] = []  # asks waiting for a block being written
         self._core.start()
         if not self._core.client.wait_attached(attach_timeout_s):
             log.warning("Kvp2pTier: sidecar at %s not attached yet (%s); P2P falls back to local "
@@ -105,7 +114,12 @@ class Kvp2pTier(SecondaryTierManager):
     # -- lookups and requests ---------------------------------------------
 
     def lookup(self, key: OffloadKey, req_context: ReqContext) -> LookupResult:
-        return _VERDICT[self._core.lookup(req_context.req_id, key16(key))]
+        h = key16(key)
+        # This engine is about to compute or load this block: remember its
+        # key, so a peer asking for it while it is still being written can
+        # wait for it (serve_external_requests) instead of hearing MISS.
+        self._book.remember(h, key)
+        return _VERDICT[self._core.lookup(req_context.req_id, h)]
 
     def on_new_request(self, req_context: ReqContext) -> RequestOffloadingContext:
         roles = self._core.new_request(req_context.req_id, req_context.kv_transfer_params)
@@ -154,7 +168,7 @@ class Kvp2pTier(SecondaryTierManager):
                          transfer_time=d.transfer_s, transfer_bytes=d.nbytes)
 
     def has_pending_work(self) -> bool:
-        return self._core.has_pending_work()
+        return bool(self._parked) or self._core.has_pending_work()
 
     def drain_jobs(self) -> None:
         self._core.drain()
@@ -163,25 +177,46 @@ class Kvp2pTier(SecondaryTierManager):
 
     def serve_external_requests(self, parent: ParentManager) -> None:
         """Pins what peers asked for (the sidecar's ServeAsks), under the
-        manager's lock: a HIT and its pin are not separated by an eviction."""
-        for ask in self._core.take_asks():
-            ctx = ReqContext(req_id=f"kvp2p-serve:{ask.ask_id}")
-            parent.on_new_request(ctx)
-            try:
-                hits: list[OffloadKey] = []
-                hit16: list[bytes] = []
-                for h in dict.fromkeys(ask.keys):
-                    key = self._book.get(h)
-                    if key is not None and parent.lookup(OffloadKey(key), ctx) is LookupResult.HIT:
-                        hits.append(OffloadKey(key))
-                        hit16.append(h)
-                if hits:
-                    job = parent.create_store_job(hits, ctx)
-                    self._core.grant(ask.ask_id, job.job_id, hit16, ids(job.chunk_ids))
-                else:
-                    self._core.grant(ask.ask_id, None, [], [])
-            finally:
-                parent.on_request_finished(ctx)
+        manager's lock: a HIT and its pin are not separated by an eviction.
+
+        As vLLM's P2P server, a block still being written into the CPU tier
+        (HIT_PENDING) or behind another tier (RETRY) is waited for: the ask
+        is looked at again at the next call, for up to serve_wait_s; then
+        what is there is granted and the rest answers MISS."""
+        now = time.monotonic()
+        gen = self._core.generation
+        asks = [(a, d) for a, d, g in self._parked if g == gen]
+        asks += [(a, now + self._serve_wait) for a in self._core.take_asks()]
+        self._parked = []
+        for ask, deadline in asks:
+            self._serve(parent, ask, now < deadline, deadline, gen)
+
+    def _serve(self, parent: ParentManager, ask: pb.ServeAsk, may_wait: bool, deadline: float, gen: int) -> None:
+        ctx = ReqContext(req_id=f"kvp2p-serve:{ask.ask_id}")
+        parent.on_new_request(ctx)
+        try:
+            hits: list[OffloadKey] = []
+            hit16: list[bytes] = []
+            waiting = False
+            for h in dict.fromkeys(ask.keys):
+                key = self._book.get(h)
+                if key is None:
+                    continue
+                res = parent.lookup(OffloadKey(key), ctx)
+                if res is LookupResult.HIT:
+                    hits.append(OffloadKey(key))
+                    hit16.append(h)
+                elif res is not LookupResult.MISS:
+                    waiting = True
+            if waiting and may_wait:
+                self._parked.append((ask, deadline, gen))
+            elif hits:
+                job = parent.create_store_job(hits, ctx)
+                self._core.grant(ask.ask_id, job.job_id, hit16, ids(job.chunk_ids))
+            else:
+                self._core.grant(ask.ask_id, None, [], [])
+        finally:
+            parent.on_request_finished(ctx)
 
     def shutdown(self) -> None:
         self._core.close()

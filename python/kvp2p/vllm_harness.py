@@ -79,15 +79,17 @@ def build_manager(engine_id: str, socket: str, num_chunks: int, row_stride: int,
 class _Engine:
     """The child's side: a manager and the replayed scheduler calls."""
 
-    def __init__(self, engine_id: str, socket: str, num_chunks: int, row_stride: int) -> None:
+    def __init__(self, engine_id: str, socket: str, num_chunks: int, row_stride: int,
+                 tier_opts: dict[str, Any] | None = None) -> None:
         from kvp2p.region import Region, vllm_region_path
 
-        self.spec, self.mgr = build_manager(engine_id, socket, num_chunks, row_stride)
+        self.spec, self.mgr = build_manager(engine_id, socket, num_chunks, row_stride, tier_opts)
         self.tier = self.mgr.secondary_tiers[0]
         self.row_stride = row_stride
         self.region = Region(vllm_region_path(engine_id), num_chunks, row_stride)
         self.ctxs: dict[str, Any] = {}
         self.fetches: dict[str, dict[str, Any]] = {}
+        self.pending_stores: dict[str, list[bytes]] = {}
 
     def _end_step(self, new: tuple[str, ...] = (), preempted: tuple[str, ...] = ()) -> None:
         from vllm.v1.kv_offload.base import ScheduleEndContext
@@ -118,6 +120,33 @@ class _Engine:
             self.mgr.complete_store(out.keys_to_store, ctx)
             self._end_step(new=(req_id,))
         return chunks
+
+    def store_begin(self, req_id: str, params: dict | None, seeds: list[int]) -> list[int]:
+        """A request's prefix lookup misses and its blocks start their
+        GPU->CPU store: the CPU tier says HIT_PENDING until store_end."""
+        from vllm.v1.kv_offload.base import ReqContext
+
+        ctx = ReqContext(req_id=req_id, kv_transfer_params=params)
+        self.ctxs[req_id] = ctx
+        keys = [offload_key(s) for s in seeds]
+        seed_of = dict(zip(keys, seeds))
+        with self.mgr.lock:
+            self.mgr.on_new_request(ctx)
+            for k in keys:
+                self.mgr.lookup(k, ctx)  # the scheduler's prefix lookup (MISS)
+            out = self.mgr.prepare_store(keys, ctx)
+            assert out is not None, "primary tier full"
+            chunks = [int(c) for c in out.store_spec.chunk_ids]
+            for k, c in zip(out.keys_to_store, chunks):
+                self.region.write(c, block_bytes(seed_of[k], self.row_stride))
+            self._end_step(new=(req_id,))
+        self.pending_stores[req_id] = list(out.keys_to_store)
+        return chunks
+
+    def store_end(self, req_id: str) -> None:
+        with self.mgr.lock:
+            self.mgr.complete_store(self.pending_stores.pop(req_id), self.ctxs[req_id])
+            self._end_step()
 
     def finish(self, req_id: str) -> None:
         with self.mgr.lock:
@@ -168,6 +197,20 @@ class _Engine:
         del self.fetches[req_id]
         return {"outcome": outcome, "history": history, "data": data}
 
+    def parked(self) -> int:
+        """Peers' asks waiting for a block still being written."""
+        with self.mgr.lock:
+            return len(self.tier._parked)
+
+    def reset(self) -> float:
+        """vLLM's cache reset (sleep, weight update): the tiers drain first.
+        Returns how long it took."""
+        t0 = time.monotonic()
+        with self.mgr.lock:
+            self.mgr.reset_cache()
+            self.mgr.on_reset_flushed()
+        return time.monotonic() - t0
+
     def info(self) -> dict[str, Any]:
         return {"tier": type(self.tier).__module__ + "." + type(self.tier).__name__,
                 "registration": self.tier._core.client.registration,
@@ -199,12 +242,43 @@ class _Engine:
                     out[name].append((time.perf_counter_ns() - t0) / 1e3)
         return out
 
+    def busy_hook_times(self, n: int, keys_per_step: int = 64) -> dict[str, list[float]]:
+        """The tier's time in the hooks of steps that do have work: a new
+        symmetric request per step, its first lookups (RETRY: queued for
+        the worker) and the step's end (which hands the batch over)."""
+        from vllm.v1.kv_offload.base import ReqContext, ScheduleEndContext
+
+        t = self.tier
+        end = ScheduleEndContext(new_req_ids=(), preempted_req_ids=())
+        keys = [offload_key(1000 + i) for i in range(keys_per_step)]
+        out: dict[str, list[float]] = {"on_new_request": [], "lookup": [], "on_schedule_end": [],
+                                       "on_request_finished": []}
+        with self.mgr.lock:
+            for i in range(n):
+                ctx = ReqContext(req_id=f"busy-{i}", kv_transfer_params={"remote_kv_source": {
+                    "remote_host": "127.0.0.1", "remote_port": 9, "kv_request_id": f"kv-busy-{i}"}})
+                t0 = time.perf_counter_ns()
+                t.on_new_request(ctx)
+                out["on_new_request"].append((time.perf_counter_ns() - t0) / 1e3)
+                for k in keys:
+                    t0 = time.perf_counter_ns()
+                    t.lookup(k, ctx)
+                    out["lookup"].append((time.perf_counter_ns() - t0) / 1e3)
+                t0 = time.perf_counter_ns()
+                t.on_schedule_end(end)
+                out["on_schedule_end"].append((time.perf_counter_ns() - t0) / 1e3)
+                t0 = time.perf_counter_ns()
+                t.on_request_finished(ctx)
+                out["on_request_finished"].append((time.perf_counter_ns() - t0) / 1e3)
+        return out
+
     def close(self) -> None:
         self.region.close()
         self.mgr.shutdown()
 
 
-def serve(conn: Connection, kind: str, engine_id: str, socket: str, num_chunks: int, row_stride: int) -> None:
+def serve(conn: Connection, kind: str, engine_id: str, socket: str, num_chunks: int, row_stride: int,
+          tier_opts: dict[str, Any] | None = None) -> None:
     """The child process: build the engine, then answer commands.
 
     kind "manager": the tiering manager driven by replayed scheduler calls
@@ -215,9 +289,9 @@ def serve(conn: Connection, kind: str, engine_id: str, socket: str, num_chunks: 
     if kind == "scheduler":
         from kvp2p.vllm_scheduler import SchedulerEngine
 
-        eng = SchedulerEngine(engine_id, socket, num_chunks)
+        eng = SchedulerEngine(engine_id, socket, num_chunks, tier_opts)
     else:
-        eng = _Engine(engine_id, socket, num_chunks, row_stride)
+        eng = _Engine(engine_id, socket, num_chunks, row_stride, tier_opts)
     conn.send(("ready", eng.info()))
     try:
         while True:
@@ -247,10 +321,12 @@ class EngineProc:
 
     @classmethod
     def start(cls, engine_id: str, socket: str, num_chunks: int, row_stride: int,
-              timeout: float = 120.0, kind: str = "manager") -> "EngineProc":
+              timeout: float = 120.0, kind: str = "manager",
+              tier_opts: dict[str, Any] | None = None) -> "EngineProc":
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe()
-        p = ctx.Process(target=serve, args=(child, kind, engine_id, socket, num_chunks, row_stride), daemon=True)
+        p = ctx.Process(target=serve, args=(child, kind, engine_id, socket, num_chunks, row_stride, tier_opts),
+                        daemon=True)
         p.start()
         if not parent.poll(timeout):
             p.kill()

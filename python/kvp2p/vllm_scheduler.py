@@ -51,7 +51,8 @@ def _model_dir() -> str:
 class SchedulerEngine:
     """One engine: vLLM's Scheduler plus the emulated model and worker."""
 
-    def __init__(self, engine_id: str, socket: str, num_chunks: int) -> None:
+    def __init__(self, engine_id: str, socket: str, num_chunks: int,
+                 tier_opts: dict[str, Any] | None = None) -> None:
         import torch
         from vllm.config import CacheConfig, DeviceConfig, KVTransferConfig, ModelConfig, SchedulerConfig, VllmConfig
         from vllm.utils.hashing import get_hash_fn_by_name
@@ -69,7 +70,8 @@ class SchedulerEngine:
             kv_connector="OffloadingConnector", kv_role="kv_both", engine_id=engine_id,
             kv_connector_extra_config={
                 "spec_name": "TieringOffloadingSpec", "cpu_bytes_to_use": num_chunks * self.row_stride,
-                "secondary_tiers": [{"type": "Kvp2pTier", "module_path": "kvp2p.vllm", "socket": socket}]})
+                "secondary_tiers": [{"type": "Kvp2pTier", "module_path": "kvp2p.vllm", "socket": socket,
+                                     **(tier_opts or {})}]})
         cfg = VllmConfig(model_config=model, cache_config=CacheConfig(block_size=BLOCK_SIZE, enable_prefix_caching=True),
                          kv_transfer_config=kvt, device_config=DeviceConfig("cpu"),
                          scheduler_config=SchedulerConfig(max_num_seqs=8, max_num_batched_tokens=1024,

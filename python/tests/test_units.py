@@ -75,3 +75,20 @@ def test_targets() -> None:
     assert target_of("/run/k.sock") == "unix:/run/k.sock"
     assert target_of("127.0.0.1:9000") == "127.0.0.1:9000"
     assert target_of("unix:/x") == "unix:/x"
+
+
+def test_core_sends_nothing_for_an_idle_step() -> None:
+    from kvp2p._pb import engine_pb2 as pb
+    from kvp2p.tier import TierCore, Verdict
+
+    core = TierCore("/nonexistent.sock", pb.Register())  # not started: no threads, no sidecar
+    core.schedule_end()
+    assert core._take() is None  # an idle step costs no RPC
+    core.new_request("r", {"remote_kv_source": {"remote_host": "h", "remote_port": 1, "kv_request_id": "k"}})
+    assert core.lookup("r", b"k" * 16) == Verdict.RETRY
+    core.schedule_end()
+    taken = core._take()
+    assert taken is not None
+    req, _, asked = taken
+    assert [n.req_id for n in req.new_requests] == ["r"] and req.end_step
+    assert [b.keys_packed for b in req.lookups] == [b"k" * 16] and asked == {"r": [b"k" * 16]}

@@ -46,7 +46,9 @@ def pair() -> Iterator[Pair]:
         for sc in scs:
             sc.start()
         for sc in scs:
-            engines.append(EngineProc.start(sc.name, sc.socket, NUM_CHUNKS, ROW_STRIDE, kind="scheduler"))
+            # A tolerant silence limit: the test machine is shared (a crash is noticed at once anyway).
+            engines.append(EngineProc.start(sc.name, sc.socket, NUM_CHUNKS, ROW_STRIDE, kind="scheduler",
+                                            tier_opts={"dead_after_s": 3.0}))
         yield scs[0], engines[0], scs[1], engines[1]
     finally:
         for e in engines:

@@ -188,7 +188,10 @@ type Register struct {
 	NumChunks uint64 `protobuf:"varint,4,opt,name=num_chunks,json=numChunks,proto3" json:"num_chunks,omitempty"`
 	RowStride uint64 `protobuf:"varint,5,opt,name=row_stride,json=rowStride,proto3" json:"row_stride,omitempty"`
 	// The engine's layout fingerprint; must equal the sidecar's when both are set.
-	Fingerprint   []byte `protobuf:"bytes,6,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	Fingerprint []byte `protobuf:"bytes,6,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	// The engine's block-hash seed (vLLM: PYTHONHASHSEED); must equal the
+	// sidecar's hash_seed when both are set, or no key would ever hit.
+	HashSeed      string `protobuf:"bytes,7,opt,name=hash_seed,json=hashSeed,proto3" json:"hash_seed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -263,6 +266,13 @@ func (x *Register) GetFingerprint() []byte {
 		return x.Fingerprint
 	}
 	return nil
+}
+
+func (x *Register) GetHashSeed() string {
+	if x != nil {
+		return x.HashSeed
+	}
+	return ""
 }
 
 type Registered struct {
@@ -980,9 +990,12 @@ func (x *NewRequest) GetParams() *TransferParams {
 
 // LookupBatch: lookups of one request in this step, in the engine's order.
 type LookupBatch struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ReqId         string                 `protobuf:"bytes,1,opt,name=req_id,json=reqId,proto3" json:"req_id,omitempty"`
-	Keys          [][]byte               `protobuf:"bytes,2,rep,name=keys,proto3" json:"keys,omitempty"` // 16 bytes each
+	state protoimpl.MessageState `protogen:"open.v1"`
+	ReqId string                 `protobuf:"bytes,1,opt,name=req_id,json=reqId,proto3" json:"req_id,omitempty"`
+	Keys  [][]byte               `protobuf:"bytes,2,rep,name=keys,proto3" json:"keys,omitempty"` // 16 bytes each
+	// The same keys concatenated (16 bytes each), instead of keys: one field
+	// to encode and decode instead of one per key. Set one or the other.
+	KeysPacked    []byte `protobuf:"bytes,3,opt,name=keys_packed,json=keysPacked,proto3" json:"keys_packed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1027,6 +1040,13 @@ func (x *LookupBatch) GetReqId() string {
 func (x *LookupBatch) GetKeys() [][]byte {
 	if x != nil {
 		return x.Keys
+	}
+	return nil
+}
+
+func (x *LookupBatch) GetKeysPacked() []byte {
+	if x != nil {
+		return x.KeysPacked
 	}
 	return nil
 }
@@ -1087,11 +1107,13 @@ func (x *LookupAnswer) GetVerdicts() []Verdict {
 // chunk_ids, pinned by the engine, to the request's decoder). job_id is the
 // engine's, unique among its jobs in flight.
 type Job struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	JobId         uint64                 `protobuf:"varint,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	ReqId         string                 `protobuf:"bytes,2,opt,name=req_id,json=reqId,proto3" json:"req_id,omitempty"`
-	Keys          [][]byte               `protobuf:"bytes,3,rep,name=keys,proto3" json:"keys,omitempty"`
-	ChunkIds      []uint32               `protobuf:"varint,4,rep,packed,name=chunk_ids,json=chunkIds,proto3" json:"chunk_ids,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	JobId    uint64                 `protobuf:"varint,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	ReqId    string                 `protobuf:"bytes,2,opt,name=req_id,json=reqId,proto3" json:"req_id,omitempty"`
+	Keys     [][]byte               `protobuf:"bytes,3,rep,name=keys,proto3" json:"keys,omitempty"`
+	ChunkIds []uint32               `protobuf:"varint,4,rep,packed,name=chunk_ids,json=chunkIds,proto3" json:"chunk_ids,omitempty"`
+	// As LookupBatch.keys_packed: the keys concatenated, instead of keys.
+	KeysPacked    []byte `protobuf:"bytes,5,opt,name=keys_packed,json=keysPacked,proto3" json:"keys_packed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1150,6 +1172,13 @@ func (x *Job) GetKeys() [][]byte {
 func (x *Job) GetChunkIds() []uint32 {
 	if x != nil {
 		return x.ChunkIds
+	}
+	return nil
+}
+
+func (x *Job) GetKeysPacked() []byte {
+	if x != nil {
+		return x.KeysPacked
 	}
 	return nil
 }
@@ -1260,7 +1289,8 @@ type StepRequest struct {
 	Loads        []*Job                 `protobuf:"bytes,4,rep,name=loads,proto3" json:"loads,omitempty"`
 	Stores       []*Job                 `protobuf:"bytes,5,rep,name=stores,proto3" json:"stores,omitempty"`
 	// Requests finished: their loads in flight are aborted and their P2P
-	// state is forgotten.
+	// state is forgotten. Finished and preempted requests are applied first,
+	// before new_requests and everything else in the step.
 	Finished []string `protobuf:"bytes,6,rep,name=finished,proto3" json:"finished,omitempty"`
 	// on_schedule_end: send this step's batched lookups to the peers.
 	EndStep bool `protobuf:"varint,7,opt,name=end_step,json=endStep,proto3" json:"end_step,omitempty"`
@@ -1434,7 +1464,7 @@ var File_kvp2p_engine_v1_engine_proto protoreflect.FileDescriptor
 
 const file_kvp2p_engine_v1_engine_proto_rawDesc = "" +
 	"\n" +
-	"\x1ckvp2p/engine/v1/engine.proto\x12\x0fkvp2p.engine.v1\"\xe6\x01\n" +
+	"\x1ckvp2p/engine/v1/engine.proto\x12\x0fkvp2p.engine.v1\"\x83\x02\n" +
 	"\bRegister\x12<\n" +
 	"\vapi_version\x18\x01 \x01(\x0e2\x1b.kvp2p.engine.v1.ApiVersionR\n" +
 	"apiVersion\x12\x1b\n" +
@@ -1445,7 +1475,8 @@ const file_kvp2p_engine_v1_engine_proto_rawDesc = "" +
 	"num_chunks\x18\x04 \x01(\x04R\tnumChunks\x12\x1d\n" +
 	"\n" +
 	"row_stride\x18\x05 \x01(\x04R\trowStride\x12 \n" +
-	"\vfingerprint\x18\x06 \x01(\fR\vfingerprint\"\x86\x02\n" +
+	"\vfingerprint\x18\x06 \x01(\fR\vfingerprint\x12\x1b\n" +
+	"\thash_seed\x18\a \x01(\tR\bhashSeed\"\x86\x02\n" +
 	"\n" +
 	"Registered\x12\"\n" +
 	"\fregistration\x18\x01 \x01(\x04R\fregistration\x12<\n" +
@@ -1494,18 +1525,22 @@ const file_kvp2p_engine_v1_engine_proto_rawDesc = "" +
 	"\n" +
 	"NewRequest\x12\x15\n" +
 	"\x06req_id\x18\x01 \x01(\tR\x05reqId\x127\n" +
-	"\x06params\x18\x02 \x01(\v2\x1f.kvp2p.engine.v1.TransferParamsR\x06params\"8\n" +
+	"\x06params\x18\x02 \x01(\v2\x1f.kvp2p.engine.v1.TransferParamsR\x06params\"Y\n" +
 	"\vLookupBatch\x12\x15\n" +
 	"\x06req_id\x18\x01 \x01(\tR\x05reqId\x12\x12\n" +
-	"\x04keys\x18\x02 \x03(\fR\x04keys\"[\n" +
+	"\x04keys\x18\x02 \x03(\fR\x04keys\x12\x1f\n" +
+	"\vkeys_packed\x18\x03 \x01(\fR\n" +
+	"keysPacked\"[\n" +
 	"\fLookupAnswer\x12\x15\n" +
 	"\x06req_id\x18\x01 \x01(\tR\x05reqId\x124\n" +
-	"\bverdicts\x18\x02 \x03(\x0e2\x18.kvp2p.engine.v1.VerdictR\bverdicts\"d\n" +
+	"\bverdicts\x18\x02 \x03(\x0e2\x18.kvp2p.engine.v1.VerdictR\bverdicts\"\x85\x01\n" +
 	"\x03Job\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\x04R\x05jobId\x12\x15\n" +
 	"\x06req_id\x18\x02 \x01(\tR\x05reqId\x12\x12\n" +
 	"\x04keys\x18\x03 \x03(\fR\x04keys\x12\x1b\n" +
-	"\tchunk_ids\x18\x04 \x03(\rR\bchunkIds\"\xd7\x01\n" +
+	"\tchunk_ids\x18\x04 \x03(\rR\bchunkIds\x12\x1f\n" +
+	"\vkeys_packed\x18\x05 \x01(\fR\n" +
+	"keysPacked\"\xd7\x01\n" +
 	"\aJobDone\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\x04R\x05jobId\x12,\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x18.kvp2p.engine.v1.JobKindR\x04kind\x12\x18\n" +

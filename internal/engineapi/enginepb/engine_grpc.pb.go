@@ -40,7 +40,15 @@ type EngineClient interface {
 	// (version, layout or region mismatch), ALREADY_EXISTS (another engine is
 	// attached) or UNAVAILABLE (the previous engine's chunks are still
 	// draining: retry). When the stream ends, the sidecar fails every job of
-	// that engine and forgets its registration.
+	// that engine and forgets its registration. It also revokes the region at
+	// once: no peer write reaches it afterwards, even one already under way,
+	// so the engine may reuse the chunks of its failed loads as soon as it
+	// has lost the stream. Chunks it granted for serving are retired (no new
+	// reader), but a peer's send already under way reads them until it ends;
+	// an engine that
+	// lost its stream while the sidecar lives (a frozen sidecar) should not
+	// rewrite granted chunks before a new Attach succeeds. A new Attach is
+	// refused with UNAVAILABLE until none of the old engine's chunks is in use.
 	//
 	// Afterwards the stream is the producer's channel: the sidecar asks the
 	// engine to pin the chunks that hold keys a peer looked up (ServeAsk), the
@@ -95,7 +103,15 @@ type EngineServer interface {
 	// (version, layout or region mismatch), ALREADY_EXISTS (another engine is
 	// attached) or UNAVAILABLE (the previous engine's chunks are still
 	// draining: retry). When the stream ends, the sidecar fails every job of
-	// that engine and forgets its registration.
+	// that engine and forgets its registration. It also revokes the region at
+	// once: no peer write reaches it afterwards, even one already under way,
+	// so the engine may reuse the chunks of its failed loads as soon as it
+	// has lost the stream. Chunks it granted for serving are retired (no new
+	// reader), but a peer's send already under way reads them until it ends;
+	// an engine that
+	// lost its stream while the sidecar lives (a frozen sidecar) should not
+	// rewrite granted chunks before a new Attach succeeds. A new Attach is
+	// refused with UNAVAILABLE until none of the old engine's chunks is in use.
 	//
 	// Afterwards the stream is the producer's channel: the sidecar asks the
 	// engine to pin the chunks that hold keys a peer looked up (ServeAsk), the

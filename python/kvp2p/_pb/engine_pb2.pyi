@@ -35,20 +35,22 @@ JOB_KIND_LOAD: JobKind
 JOB_KIND_STORE: JobKind
 
 class Register(_message.Message):
-    __slots__ = ("api_version", "engine_id", "region_path", "num_chunks", "row_stride", "fingerprint")
+    __slots__ = ("api_version", "engine_id", "region_path", "num_chunks", "row_stride", "fingerprint", "hash_seed")
     API_VERSION_FIELD_NUMBER: _ClassVar[int]
     ENGINE_ID_FIELD_NUMBER: _ClassVar[int]
     REGION_PATH_FIELD_NUMBER: _ClassVar[int]
     NUM_CHUNKS_FIELD_NUMBER: _ClassVar[int]
     ROW_STRIDE_FIELD_NUMBER: _ClassVar[int]
     FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
+    HASH_SEED_FIELD_NUMBER: _ClassVar[int]
     api_version: ApiVersion
     engine_id: str
     region_path: str
     num_chunks: int
     row_stride: int
     fingerprint: bytes
-    def __init__(self, api_version: _Optional[_Union[ApiVersion, str]] = ..., engine_id: _Optional[str] = ..., region_path: _Optional[str] = ..., num_chunks: _Optional[int] = ..., row_stride: _Optional[int] = ..., fingerprint: _Optional[bytes] = ...) -> None: ...
+    hash_seed: str
+    def __init__(self, api_version: _Optional[_Union[ApiVersion, str]] = ..., engine_id: _Optional[str] = ..., region_path: _Optional[str] = ..., num_chunks: _Optional[int] = ..., row_stride: _Optional[int] = ..., fingerprint: _Optional[bytes] = ..., hash_seed: _Optional[str] = ...) -> None: ...
 
 class Registered(_message.Message):
     __slots__ = ("registration", "api_version", "peer_id", "failure_domain", "max_keys_per_step", "max_jobs_in_flight")
@@ -153,12 +155,14 @@ class NewRequest(_message.Message):
     def __init__(self, req_id: _Optional[str] = ..., params: _Optional[_Union[TransferParams, _Mapping]] = ...) -> None: ...
 
 class LookupBatch(_message.Message):
-    __slots__ = ("req_id", "keys")
+    __slots__ = ("req_id", "keys", "keys_packed")
     REQ_ID_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
+    KEYS_PACKED_FIELD_NUMBER: _ClassVar[int]
     req_id: str
     keys: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(self, req_id: _Optional[str] = ..., keys: _Optional[_Iterable[bytes]] = ...) -> None: ...
+    keys_packed: bytes
+    def __init__(self, req_id: _Optional[str] = ..., keys: _Optional[_Iterable[bytes]] = ..., keys_packed: _Optional[bytes] = ...) -> None: ...
 
 class LookupAnswer(_message.Message):
     __slots__ = ("req_id", "verdicts")
@@ -169,16 +173,18 @@ class LookupAnswer(_message.Message):
     def __init__(self, req_id: _Optional[str] = ..., verdicts: _Optional[_Iterable[_Union[Verdict, str]]] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("job_id", "req_id", "keys", "chunk_ids")
+    __slots__ = ("job_id", "req_id", "keys", "chunk_ids", "keys_packed")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     REQ_ID_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
     CHUNK_IDS_FIELD_NUMBER: _ClassVar[int]
+    KEYS_PACKED_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     req_id: str
     keys: _containers.RepeatedScalarFieldContainer[bytes]
     chunk_ids: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, job_id: _Optional[int] = ..., req_id: _Optional[str] = ..., keys: _Optional[_Iterable[bytes]] = ..., chunk_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+    keys_packed: bytes
+    def __init__(self, job_id: _Optional[int] = ..., req_id: _Optional[str] = ..., keys: _Optional[_Iterable[bytes]] = ..., chunk_ids: _Optional[_Iterable[int]] = ..., keys_packed: _Optional[bytes] = ...) -> None: ...
 
 class JobDone(_message.Message):
     __slots__ = ("job_id", "kind", "success", "successful", "reason", "bytes", "transfer_us")

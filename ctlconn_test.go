@@ -1,0 +1,27 @@
+package kvp2p
+
+import (
+	"testing"
+	"time"
+)
+
+// TestMsgBucket: a burst passes at once, then messages are paced at
+// ctlRate, and the budget refills while the peer is quiet.
+func TestMsgBucket(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	b := msgBucket{tokens: ctlBurst, last: t0}
+	for i := range ctlBurst {
+		if w := b.take(t0); w != 0 {
+			t.Fatalf("message %d of the burst waits %v", i, w)
+		}
+	}
+	if w := b.take(t0); w != time.Second/ctlRate {
+		t.Fatalf("first message over the burst waits %v, want %v", w, time.Second/ctlRate)
+	}
+	if w := b.take(t0); w != 2*time.Second/ctlRate {
+		t.Fatalf("second waits %v", w)
+	}
+	if w := b.take(t0.Add(time.Second)); w != 0 {
+		t.Fatalf("after a quiet second: waits %v", w)
+	}
+}

@@ -1,0 +1,113 @@
+//go:build lab
+
+package lab
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvp2p/kvp2p/internal/scenario"
+)
+
+// slowCrash is the CI's "slow sibling beside a crash in one domain": the
+// domain turns suspect on the crash, and the slow sibling, whose data path
+// keeps moving, must answer its probe and keep its loads.
+const slowCrash = `
+name: slow-crash
+duration: 30s
+seed: 1
+pods:
+  - {name: src-a, host: 10.0.0.1, ranks: 8, base_port: 7777, domain: pod-a}
+  - {name: src-b, host: 10.0.0.1, ranks: 2, base_port: 8777, domain: pod-b}
+  - {name: dst,   host: 10.0.0.2, ranks: 2, base_port: 7777}
+workload:
+  mode: pd
+  rate: 30
+  blocks: 16
+  block_bytes: 65536
+  sources: [src-a, src-b]
+  consumers: [dst]
+  start: 0s
+  stop: 25s
+faults:
+  - {at: 5s, kind: slow, target: src-a/5, bytes_per_sec: 16777216}
+  - {at: 10s, kind: crash, target: src-a/3}
+  - {at: 20s, kind: heal, target: src-a/5}
+`
+
+// TestLabScenarios runs three scenarios under the domain policy on real
+// processes in network namespaces, faults made by the kernel, and holds
+// them to the issue's targets. Behind the build tag lab (go test -tags
+// lab ./internal/lab): it needs root and ip/nft/tc/ss, and without them
+// it skips, saying which is missing. About 2.5 minutes.
+//
+// It fails today on pod-partial with a few false fallbacks right after
+// the heal: a real defect the lab found (see the README's fault lab
+// section), which is why it is not in the default run yet.
+func TestLabScenarios(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the lab runs real processes for minutes; not with -short")
+	}
+	if os.Getenv("KVP2P_LAB") == "0" {
+		t.Skip("KVP2P_LAB=0")
+	}
+	if err := Check(); err != nil {
+		t.Skipf("the lab cannot run here: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "kvp2p")
+	build := exec.Command("go", "build", "-o", bin, "github.com/kvp2p/kvp2p/cmd/kvp2p")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building kvp2p: %v\n%s", err, out)
+	}
+	l, err := Acquire()
+	if err != nil {
+		t.Skipf("the lab is busy: %v", err)
+	}
+	defer l.Release()
+	sc := func(name string) *scenario.Scenario {
+		s, err := scenario.Load(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	sw, err := scenario.Parse([]byte(slowCrash), "slow-crash.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*scenario.Scenario{sc("pod-partial"), sw, sc("restart")} {
+		t.Run(s.Name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			// 64 KiB blocks: a quarter of pod-partial's bytes, so that a
+			// shared CI machine (and the race detector) keeps up; the
+			// decisions under test do not depend on the block size.
+			res, err := Run(ctx, s, "domain", Options{Bin: bin, BlockBytes: 64 << 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep := res.Report
+			var tb strings.Builder
+			scenario.Table(&tb, []scenario.Report{rep})
+			t.Logf("\n%s", tb.String())
+			if rep.Requests == 0 || rep.Hits == 0 {
+				t.Errorf("requests %d, hits %d: the workload did not run", rep.Requests, rep.Hits)
+			}
+			if rep.TTFms.P99 > 1500 {
+				t.Errorf("ttf p99 %.0f ms, want at most 1500", rep.TTFms.P99)
+			}
+			if rep.FalseFallbacks != 0 || rep.Stuck != 0 || rep.CorruptLoads != 0 || rep.LeakedSlots != 0 {
+				t.Errorf("false %d, stuck %d, corrupt %d, leaked %d: want 0 each",
+					rep.FalseFallbacks, rep.Stuck, rep.CorruptLoads, rep.LeakedSlots)
+			}
+			if ns, err := Namespaces(); err != nil || len(ns) != 0 {
+				t.Errorf("after the run: namespaces %v (%v), want none", ns, err)
+			}
+		})
+	}
+}

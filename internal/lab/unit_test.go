@@ -1,0 +1,131 @@
+package lab
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvp2p/kvp2p/internal/scenario"
+	"github.com/kvp2p/kvp2p/internal/wire"
+)
+
+func TestCheckKindsRefusesWhatTheKernelCannotMake(t *testing.T) {
+	for _, k := range scenario.Kinds {
+		sc := &scenario.Scenario{Name: "x", Faults: []scenario.Fault{{Kind: k, Line: 7}}}
+		err := CheckKinds(sc)
+		_, refuse := refused[k]
+		switch {
+		case refuse && (err == nil || !strings.Contains(err.Error(), "cannot make fault")):
+			t.Errorf("%s: %v, want a refusal saying why", k, err)
+		case !refuse && err != nil:
+			t.Errorf("%s: %v, want it accepted", k, err)
+		}
+	}
+	if len(refused) != 3 {
+		t.Errorf("refused kinds %v: the lab makes all but delay, goodbye-idle and refuse-handshake", refused)
+	}
+}
+
+func TestDueOrderPutsLastingFaultsBeforeResets(t *testing.T) {
+	fs := []scenario.Fault{
+		{Kind: scenario.CloseControl}, {Kind: scenario.BlackholeData}, {Kind: scenario.Crash},
+		{Kind: scenario.Heal}, {Kind: scenario.Slow},
+	}
+	var got []scenario.FaultKind
+	for _, f := range dueOrder(fs) {
+		got = append(got, f.Kind)
+	}
+	want := []scenario.FaultKind{scenario.Heal, scenario.BlackholeData, scenario.Slow, scenario.CloseControl, scenario.Crash}
+	if !slices.Equal(got, want) {
+		t.Errorf("order %v, want %v", got, want)
+	}
+}
+
+func newTestEngine(chunks int) *engine {
+	e := &engine{held: map[wire.Key]uint32{}, keyOf: map[uint32]wire.Key{}, ref: make([]int32, chunks),
+		pins: map[uint64][]uint32{}, jobs: map[uint64]*ejob{}, loadOf: map[string]uint64{}, hits: map[string][]wire.Key{}}
+	for c := chunks - 1; c >= 0; c-- {
+		e.free = append(e.free, uint32(c))
+	}
+	return e
+}
+
+func key(b byte) wire.Key { return wire.Key{b} }
+
+// The engine's chunks: cached blocks are evicted oldest first, never one
+// that is referenced; a full region refuses; unref frees only uncached
+// chunks.
+func TestEngineChunks(t *testing.T) {
+	e := newTestEngine(2)
+	a, _ := e.alloc()
+	e.cache(key(1), a)
+	b, _ := e.alloc()
+	e.cache(key(2), b)
+	e.ref[a]++ // key 1 is pinned
+	c, ok := e.alloc()
+	if !ok || c != b {
+		t.Fatalf("alloc = %d, %v; want the unpinned chunk %d", c, ok, b)
+	}
+	if _, held := e.held[key(2)]; held {
+		t.Error("key 2 still cached after its chunk was taken")
+	}
+	e.ref[c]++
+	if _, ok := e.alloc(); ok {
+		t.Error("alloc succeeded with every chunk referenced")
+	}
+	e.unref([]uint32{c})
+	if len(e.free) != 1 || e.free[0] != c {
+		t.Errorf("free %v after unref of an uncached chunk, want [%d]", e.free, c)
+	}
+	e.unref([]uint32{a})
+	if len(e.free) != 1 {
+		t.Errorf("free %v: a cached chunk must stay cached when unreferenced", e.free)
+	}
+	if e.inUse() != 0 {
+		t.Errorf("inUse %d, want 0", e.inUse())
+	}
+}
+
+// The soak's timeline: the same for a seed, only kinds the lab makes, and
+// never two faults on one rank at once (each lasting one is healed before
+// the rank's next fault).
+func TestSoakScenario(t *testing.T) {
+	a, err := SoakScenario(10*time.Minute, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := SoakScenario(10*time.Minute, 3)
+	if !slices.Equal(a.Faults, b.Faults) {
+		t.Error("two timelines for one seed")
+	}
+	if err := CheckKinds(a); err != nil {
+		t.Error(err)
+	}
+	seen := map[scenario.FaultKind]bool{}
+	open := map[string]bool{}
+	for _, f := range a.Faults {
+		seen[f.Kind] = true
+		for _, id := range a.Ranks(f.Target) {
+			switch {
+			case f.Kind == scenario.Heal:
+				delete(open, id)
+			case open[id]:
+				t.Errorf("%v %s on %s while its earlier fault is not healed", f.At, f.Kind, id)
+			case !f.Kind.Instant():
+				open[id] = true
+			}
+		}
+		if f.At >= a.Workload.Stop+10*time.Second {
+			t.Errorf("fault at %v, after the workload stopped (%v)", f.At, a.Workload.Stop)
+		}
+	}
+	for _, k := range soakKinds {
+		if !seen[k] {
+			t.Errorf("10 minutes without a %s", k)
+		}
+	}
+	if _, err := SoakScenario(30*time.Second, 1); err == nil {
+		t.Error("a soak shorter than its drain was accepted")
+	}
+}
