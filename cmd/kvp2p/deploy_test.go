@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -15,62 +16,74 @@ import (
 	"strings"
 	"testing"
 
-	"go.yaml.in/yaml/v3"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	yamlutil "k8s.io/apimachinery/pkg/util/yaml"
+	kjson "sigs.k8s.io/json"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/kvp2p/kvp2p/internal/status"
 )
 
 const deployDir = "../../deploy/kubernetes"
 
-// decodeStrict decodes every document of a manifest file strictly into the
-// type its kind names.
-func decodeStrict(t *testing.T, path string) []any {
-	t.Helper()
-	b, err := os.ReadFile(path)
+// decodeFile decodes every document of a manifest file into the type its
+// kind names the way the API server decodes under strict field validation
+// (kubectl apply --validate=strict), without its semantic validation: the
+// YAML becomes JSON as Kubernetes converts it (sigs.k8s.io/yaml: YAML 1.1
+// scalars, so an unquoted yes is a bool; duplicate keys refused), and
+// sigs.k8s.io/json, the API machinery's own decoder, refuses unknown and
+// duplicate fields and matches field names case-sensitively
+// (encoding/json would accept "restartpolicy").
+func decodeFile(path string) ([]any, error) {
+	f, err := os.Open(path)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
+	defer f.Close()
 	var out []any
-	dec := yaml.NewDecoder(bytes.NewReader(b))
+	docs := yamlutil.NewYAMLReader(bufio.NewReader(f))
 	for {
-		var node yaml.Node
-		if err := dec.Decode(&node); errors.Is(err, io.EOF) {
-			return out
+		doc, err := docs.Read()
+		if errors.Is(err, io.EOF) {
+			return out, nil
 		} else if err != nil {
-			t.Fatalf("%s: %v", path, err)
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		var head struct {
-			APIVersion string `yaml:"apiVersion"`
-			Kind       string `yaml:"kind"`
+		js, err := sigsyaml.YAMLToJSONStrict(doc)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		if err := node.Decode(&head); err != nil {
-			t.Fatalf("%s: %v", path, err)
+		if t := bytes.TrimSpace(js); len(t) == 0 || string(t) == "null" {
+			continue // an empty document: a stray --- or comments only
+		}
+		var head metav1.TypeMeta
+		if err := json.Unmarshal(js, &head); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		var v any
 		switch head.APIVersion + " " + head.Kind {
 		case "v1 ConfigMap":
-			v = &k8sConfigMap{}
+			v = &corev1.ConfigMap{}
 		case "apps/v1 Deployment":
-			v = &k8sDeployment{}
+			v = &appsv1.Deployment{}
 		case "v1 Service":
-			v = &k8sService{}
+			v = &corev1.Service{}
 		case "monitoring.coreos.com/v1 PodMonitor":
 			v = &k8sPodMonitor{}
 		case "kustomize.config.k8s.io/v1beta1 Kustomization":
 			v = &k8sKustomization{}
 		default:
-			t.Fatalf("%s: unexpected %s %s", path, head.APIVersion, head.Kind)
+			return nil, fmt.Errorf("%s: unexpected apiVersion %q kind %q", path, head.APIVersion, head.Kind)
 		}
-		// Node.Decode cannot refuse unknown fields: re-encode, and decode
-		// with a strict decoder.
-		raw, err := yaml.Marshal(&node)
+		strict, err := kjson.UnmarshalStrict(js, v, kjson.DisallowDuplicateFields, kjson.DisallowUnknownFields)
+		if err == nil {
+			err = errors.Join(strict...)
+		}
 		if err != nil {
-			t.Fatal(err)
-		}
-		strict := yaml.NewDecoder(bytes.NewReader(raw))
-		strict.KnownFields(true)
-		if err := strict.Decode(v); err != nil {
-			t.Fatalf("%s (%s): %v", path, head.Kind, err)
+			return nil, fmt.Errorf("%s (%s): %w", path, head.Kind, err)
 		}
 		out = append(out, v)
 	}
@@ -79,29 +92,33 @@ func decodeStrict(t *testing.T, path string) []any {
 // k8sFleet is what deploy/kubernetes holds, decoded.
 type k8sFleet struct {
 	files []string
-	cm    *k8sConfigMap
-	dep   *k8sDeployment
-	svc   *k8sService
+	cm    *corev1.ConfigMap
+	dep   *appsv1.Deployment
+	svc   *corev1.Service
 	pm    *k8sPodMonitor
 	kust  *k8sKustomization
 }
 
-func loadFleet(t *testing.T) k8sFleet {
-	t.Helper()
+// decodeFleet decodes every manifest in dir.
+func decodeFleet(dir string) (k8sFleet, error) {
 	var f k8sFleet
-	paths, err := filepath.Glob(filepath.Join(deployDir, "*.yaml"))
+	paths, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil || len(paths) == 0 {
-		t.Fatalf("no manifests in %s: %v", deployDir, err)
+		return f, fmt.Errorf("no manifests in %s: %v", dir, err)
 	}
 	for _, p := range paths {
 		f.files = append(f.files, filepath.Base(p))
-		for _, v := range decodeStrict(t, p) {
+		vs, err := decodeFile(p)
+		if err != nil {
+			return f, err
+		}
+		for _, v := range vs {
 			switch v := v.(type) {
-			case *k8sConfigMap:
+			case *corev1.ConfigMap:
 				f.cm = v
-			case *k8sDeployment:
+			case *appsv1.Deployment:
 				f.dep = v
-			case *k8sService:
+			case *corev1.Service:
 				f.svc = v
 			case *k8sPodMonitor:
 				f.pm = v
@@ -111,7 +128,16 @@ func loadFleet(t *testing.T) k8sFleet {
 		}
 	}
 	if f.cm == nil || f.dep == nil || f.svc == nil || f.pm == nil || f.kust == nil {
-		t.Fatalf("want a ConfigMap, a Deployment, a Service, a PodMonitor and a Kustomization in %s", deployDir)
+		return f, fmt.Errorf("want a ConfigMap, a Deployment, a Service, a PodMonitor and a Kustomization in %s", dir)
+	}
+	return f, nil
+}
+
+func loadFleet(t *testing.T) k8sFleet {
+	t.Helper()
+	f, err := decodeFleet(deployDir)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return f
 }
@@ -129,7 +155,7 @@ func expand(s string, env map[string]string) string {
 
 // containerEnv resolves c's env as the kubelet would in a pod with the
 // given downward-API values.
-func containerEnv(t *testing.T, c k8sContainer, downward map[string]string) map[string]string {
+func containerEnv(t *testing.T, c corev1.Container, downward map[string]string) map[string]string {
 	t.Helper()
 	env := map[string]string{}
 	for _, e := range c.Env {
@@ -152,7 +178,7 @@ func containerEnv(t *testing.T, c k8sContainer, downward map[string]string) map[
 	return env
 }
 
-func mountOf(c k8sContainer, volume string) string {
+func mountOf(c corev1.Container, volume string) string {
 	for _, m := range c.VolumeMounts {
 		if m.Name == volume {
 			return m.MountPath
@@ -161,7 +187,7 @@ func mountOf(c k8sContainer, volume string) string {
 	return ""
 }
 
-func portOf(c k8sContainer, name string) int {
+func portOf(c corev1.Container, name string) int {
 	for _, p := range c.Ports {
 		if p.Name == name {
 			return int(p.ContainerPort)
@@ -183,22 +209,6 @@ func portNum(t *testing.T, addr string) int {
 	return n
 }
 
-// quantity parses the binary-suffixed sizes the manifests use (20Gi).
-func quantity(t *testing.T, s string) int64 {
-	t.Helper()
-	for suffix, mul := range map[string]int64{"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40} {
-		if n, ok := strings.CutSuffix(s, suffix); ok {
-			v, err := strconv.ParseInt(n, 10, 64)
-			if err != nil {
-				t.Fatalf("quantity %q: %v", s, err)
-			}
-			return v * mul
-		}
-	}
-	t.Fatalf("quantity %q: want a Ki/Mi/Gi/Ti size", s)
-	return 0
-}
-
 // TestKubernetesManifests decodes deploy/kubernetes strictly and checks
 // that its parts agree: each DP rank's sidecar, as `kvp2p serve` would
 // configure itself from the ConfigMap and its env, listens where its ports
@@ -218,7 +228,10 @@ func TestKubernetesManifests(t *testing.T) {
 
 	dep := f.dep.Spec
 	pod := dep.Template.Spec
-	labels := dep.Template.Metadata.Labels
+	labels := dep.Template.Labels
+	if dep.Selector == nil {
+		t.Fatal("deployment has no selector")
+	}
 	for k, v := range dep.Selector.MatchLabels {
 		if labels[k] != v {
 			t.Errorf("deployment selector %s=%s does not match the pod template", k, v)
@@ -227,19 +240,19 @@ func TestKubernetesManifests(t *testing.T) {
 	if labels["llm-d.ai/inferenceServing"] != "true" || labels["llm-d.ai/role"] == "" {
 		t.Errorf("pod labels %v lack llm-d's conventions", labels)
 	}
-	vols := map[string]k8sVolume{}
+	vols := map[string]corev1.Volume{}
 	for _, v := range pod.Volumes {
 		vols[v.Name] = v
 	}
 	dshm := vols["dshm"]
-	if dshm.EmptyDir == nil || dshm.EmptyDir.Medium != "Memory" {
-		t.Fatalf("volume dshm must be a memory-backed emptyDir: %+v", dshm)
+	if dshm.EmptyDir == nil || dshm.EmptyDir.Medium != corev1.StorageMediumMemory || dshm.EmptyDir.SizeLimit == nil {
+		t.Fatalf("volume dshm must be a memory-backed emptyDir with a sizeLimit: %+v", dshm)
 	}
 	if run := vols["kvp2p-run"]; run.EmptyDir == nil {
 		t.Fatal("volume kvp2p-run (engine sockets) must be an emptyDir")
 	}
-	if cmv := vols["kvp2p-config"]; cmv.ConfigMap == nil || cmv.ConfigMap.Name != f.cm.Metadata.Name {
-		t.Fatalf("volume kvp2p-config must mount ConfigMap %s", f.cm.Metadata.Name)
+	if cmv := vols["kvp2p-config"]; cmv.ConfigMap == nil || cmv.ConfigMap.Name != f.cm.Name {
+		t.Fatalf("volume kvp2p-config must mount ConfigMap %s", f.cm.Name)
 	}
 	confDir := t.TempDir()
 	for name, data := range f.cm.Data {
@@ -248,7 +261,7 @@ func TestKubernetesManifests(t *testing.T) {
 		}
 	}
 
-	var engines []k8sContainer
+	var engines []corev1.Container
 	for _, c := range pod.Containers {
 		if strings.HasPrefix(c.Name, "vllm-rank-") {
 			engines = append(engines, c)
@@ -278,7 +291,7 @@ func TestKubernetesManifests(t *testing.T) {
 			if sc.Name != fmt.Sprintf("kvp2p-rank-%d", rank) || eng.Name != fmt.Sprintf("vllm-rank-%d", rank) {
 				t.Fatalf("rank %d: containers %s and %s", rank, sc.Name, eng.Name)
 			}
-			if sc.RestartPolicy == nil || *sc.RestartPolicy != "Always" {
+			if sc.RestartPolicy == nil || *sc.RestartPolicy != corev1.ContainerRestartPolicyAlways {
 				t.Error("not a native sidecar: restartPolicy must be Always")
 			}
 			// The config as `kvp2p serve` loads it in this container.
@@ -325,10 +338,10 @@ func TestKubernetesManifests(t *testing.T) {
 			}
 			for _, pr := range []struct {
 				name string
-				p    *k8sProbe
+				p    *corev1.Probe
 				path string
 			}{{"readiness", sc.ReadinessProbe, status.PathReadyz}, {"liveness", sc.LivenessProbe, status.PathHealthz}} {
-				if pr.p == nil || pr.p.HTTPGet == nil || pr.p.HTTPGet.Path != pr.path || pr.p.HTTPGet.Port != metricsName {
+				if pr.p == nil || pr.p.HTTPGet == nil || pr.p.HTTPGet.Path != pr.path || pr.p.HTTPGet.Port != intstr.FromString(metricsName) {
 					t.Errorf("%s probe: want GET %s on %s", pr.name, pr.path, metricsName)
 				}
 			}
@@ -399,36 +412,117 @@ func TestKubernetesManifests(t *testing.T) {
 			regionBytes += kv.Extra.Bytes
 		})
 	}
-	if ann := dep.Template.Metadata.Annotations; ann["prometheus.io/scrape"] == "true" &&
+	if ann := dep.Template.Annotations; ann["prometheus.io/scrape"] == "true" &&
 		(ann["prometheus.io/port"] != strconv.Itoa(metricsBase) || ann["prometheus.io/path"] != status.PathMetrics) {
 		t.Errorf("prometheus.io annotations %v: want rank 0's metrics port %d and %s", ann, metricsBase, status.PathMetrics)
 	}
-	if limit := quantity(t, dshm.EmptyDir.SizeLimit); limit < int64(regionBytes) {
-		t.Errorf("dshm sizeLimit %s is below the ranks' regions (%d bytes)", dshm.EmptyDir.SizeLimit, regionBytes)
+	if limit := dshm.EmptyDir.SizeLimit; limit.Value() < int64(regionBytes) {
+		t.Errorf("dshm sizeLimit %s is below the ranks' regions (%d bytes)", limit, regionBytes)
 	}
 	for _, p := range f.svc.Spec.Ports {
 		found := false
 		for _, e := range engines {
-			found = found || portOf(e, p.TargetPort) > 0
+			if p.TargetPort.Type == intstr.String {
+				found = found || portOf(e, p.TargetPort.StrVal) > 0
+			} else {
+				found = found || slices.ContainsFunc(e.Ports, func(cp corev1.ContainerPort) bool { return cp.ContainerPort == p.TargetPort.IntVal })
+			}
 		}
 		if !found {
-			t.Errorf("service port %s targets %s, which no vLLM container has", p.Name, p.TargetPort)
+			t.Errorf("service port %s targets %s, which no vLLM container has", p.Name, p.TargetPort.String())
 		}
 	}
 }
 
-// TestManifestDecodeIsStrict: a misspelt field fails the decoding that
-// TestKubernetesManifests relies on.
-func TestManifestDecodeIsStrict(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join(deployDir, "vllm-kvp2p.yaml"))
-	if err != nil {
-		t.Fatal(err)
+// TestKubernetesManifestTypos: a copy of deploy/kubernetes with one
+// mistake in one file fails the decoding TestKubernetesManifests relies
+// on, and the error names the file and the field. The unchanged copy
+// decodes, so each failure is the mistake's.
+func TestKubernetesManifestTypos(t *testing.T) {
+	// insertAfter adds line (indented like it) after the first line
+	// matching re.
+	insertAfter := func(re, line string) func(string) string {
+		return func(s string) string {
+			loc := regexp.MustCompile(`(?m)^( *)` + re + `.*\n`).FindStringSubmatchIndex(s)
+			if loc == nil {
+				return s
+			}
+			return s[:loc[1]] + s[loc[2]:loc[3]] + line + "\n" + s[loc[1]:]
+		}
 	}
-	bad := strings.Replace(string(b), "restartPolicy: Always", "restartPolcy: Always", 1)
-	var d k8sDeployment
-	dec := yaml.NewDecoder(strings.NewReader(bad))
-	dec.KnownFields(true)
-	if err := dec.Decode(&d); err == nil || !strings.Contains(err.Error(), "restartPolcy") {
-		t.Fatalf("a misspelt field decoded: %v", err)
+	replace := func(old, new string) func(string) string {
+		return func(s string) string { return strings.Replace(s, old, new, 1) }
 	}
+	for _, tc := range []struct {
+		name, file string
+		mutate     func(string) string
+		want       string
+	}{
+		{"unknown field in a sidecar", "vllm-kvp2p.yaml",
+			insertAfter(`image: ghcr.io/kvp2p/`, "imagePullPolicyy: IfNotPresent"), `unknown field "spec.template.spec.initContainers[0].imagePullPolicyy"`},
+		{"unknown field in an engine", "vllm-kvp2p.yaml",
+			insertAfter(`image: vllm/`, "imagePullPolicyy: IfNotPresent"), `unknown field "spec.template.spec.containers[0].imagePullPolicyy"`},
+		{"field name in the wrong case", "vllm-kvp2p.yaml",
+			replace("restartPolicy: Always", "restartpolicy: Always"), `unknown field "spec.template.spec.initContainers[0].restartpolicy"`},
+		{"unknown field in a volume", "vllm-kvp2p.yaml",
+			replace("medium: Memory", "medum: Memory"), `unknown field "spec.template.spec.volumes[0].emptyDir.medum"`},
+		{"duplicate field", "vllm-kvp2p.yaml",
+			insertAfter(`restartPolicy: Always`, "restartPolicy: Always"), `key "restartPolicy" already set in map`},
+		{"wrong type", "vllm-kvp2p.yaml",
+			replace("containerPort: 7600", `containerPort: "7600"`), `cannot unmarshal string into Go struct field ContainerPort.spec.template.spec.initContainers.ports.containerPort of type int32`},
+		{"YAML 1.1 boolean for a string", "vllm-kvp2p.yaml",
+			replace("value: /run/kvp2p/rank-0.sock", "value: yes"), `cannot unmarshal bool into Go struct field EnvVar.spec.template.spec.initContainers.env.value of type string`},
+		{"unknown field in the Service", "service.yaml",
+			replace("targetPort: http-0", "targetPrt: http-0"), `unknown field "spec.ports[0].targetPrt"`},
+		{"unknown field in the ConfigMap", "configmap.yaml",
+			replace("\ndata:", "\ndat:"), `unknown field "dat"`},
+		{"unknown field in the PodMonitor", "podmonitor.yaml",
+			replace("interval: 15s", "intervall: 15s"), `unknown field "spec.podMetricsEndpoints[0].intervall"`},
+		{"unknown field in the Kustomization", "kustomization.yaml",
+			replace("resources:", "resource:"), `unknown field "resource"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := copyManifests(t)
+			if _, err := decodeFleet(dir); err != nil {
+				t.Fatalf("the unchanged copy: %v", err)
+			}
+			path := filepath.Join(dir, tc.file)
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bad := tc.mutate(string(b))
+			if bad == string(b) {
+				t.Fatalf("the mutation did not apply to %s: update the test", tc.file)
+			}
+			if err := os.WriteFile(path, []byte(bad), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err = decodeFleet(dir)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), tc.file) {
+				t.Fatalf("decoded with the mistake, or the error does not name %s and %q: %v", tc.file, tc.want, err)
+			}
+			t.Logf("refused: %v", err)
+		})
+	}
+}
+
+// copyManifests copies deploy/kubernetes into a temp dir.
+func copyManifests(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	paths, err := filepath.Glob(filepath.Join(deployDir, "*.yaml"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no manifests in %s: %v", deployDir, err)
+	}
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(p)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }
