@@ -64,6 +64,8 @@ class Sidecar:
                 "--engine-socket", self.socket, "--region-dir", self.region_dir,
                 "--set", f"slots={self.num_chunks}", "--set", f"block_bytes={self.row_stride}",
                 "--set", f"chunk_bytes={min(self.row_stride, 262144)}", *self.extra]
+        if os.environ.get("KVP2P_TEST_LOG_LEVEL"):  # e.g. debug, to see why a test failed
+            args += ["--log-level", os.environ["KVP2P_TEST_LOG_LEVEL"]]
         logf = open(self.log_path, "ab")
         self.proc = subprocess.Popen(args, stdout=logf, stderr=subprocess.STDOUT)
         logf.close()

@@ -16,9 +16,12 @@ it, plus one).
 
 Failure. A request whose load failed, or that was registered with a sidecar
 since lost, answers MISS from then on (vLLM prefills it locally); its new
-jobs fail at once. When the sidecar is lost every job in flight fails and
-every grant is released (the sidecar process is gone, so nothing reads or
-writes the region for it any more).
+jobs fail at once. When the sidecar is lost every job in flight fails (the
+sidecar revokes the region as soon as it learns the stream is gone, so no
+late peer write reaches a chunk vLLM reuses). Grants are held a little
+longer: a sidecar that is alive but was frozen may still be sending a
+granted chunk to a peer, so the chunk must not change under it. They are
+released when the sidecar registers again or after `grant_hold` seconds.
 """
 
 from __future__ import annotations
@@ -112,6 +115,7 @@ class TierCore:
         register: pb.Register,
         *,
         poll_interval: float = 0.002,
+        grant_hold: float = 5.0,
         client_opts: Mapping[str, Any] | None = None,
     ) -> None:
         self._mu = threading.Lock()
@@ -126,12 +130,16 @@ class TierCore:
         self._done: list[Done] = []
         self._asks: list[pb.ServeAsk] = []
         self._grants: set[int] = set()
+        self._held: dict[int, float] = {}  # grants of a lost sidecar -> when it was lost
+        self._grant_hold = grant_hold
+        self._now = time.monotonic  # a test may replace it
         self._sidecar_pending = False
         self._poll = poll_interval
         self._wake = threading.Event()
         self._closed = threading.Event()
         self.client = EngineClient(socket, register, on_ask=self._on_ask, on_release=self._on_release,
-                                   on_lost=self._on_lost, **dict(client_opts or {}))
+                                   on_lost=self._on_lost, on_attached=self._on_attached,
+                                   **dict(client_opts or {}))
         self._worker = threading.Thread(target=self._run, name="kvp2p-step", daemon=True)
 
     def start(self) -> None:
@@ -260,7 +268,7 @@ class TierCore:
 
     def has_pending_work(self) -> bool:
         with self._mu:
-            return bool(self._jobs or self._asking or self._asks or self._grants or self._done
+            return bool(self._jobs or self._asking or self._asks or self._grants or self._held or self._done
                         or not self._out.empty() or self._sidecar_pending)
 
     def drain(self, warn_after: float = 5.0) -> None:
@@ -269,8 +277,9 @@ class TierCore:
         warned = False
         self._wake.set()
         with self._cv:
-            while self._jobs or self._grants:
+            while self._jobs or self._grants or self._held:
                 self._cv.wait(0.05)
+                self._release_held(attached=False)
                 if not warned and time.monotonic() - start > warn_after:
                     log.warning("kvp2p: drain_jobs still waiting after %.0fs: %d jobs, %d grants",
                                 warn_after, len(self._jobs), len(self._grants))
@@ -344,11 +353,29 @@ class TierCore:
             self._asking.clear()
             self._out = _Out()
             self._asks.clear()
+            now = self._now()
             for pin in self._grants:
-                self._done.append(Done(pin - 1, Kind.PIN, True))
+                self._held[pin] = now
             self._grants.clear()
             self._sidecar_pending = False
             self._cv.notify_all()
+
+    def _on_attached(self, _registered: pb.Registered) -> None:
+        with self._cv:
+            self._release_held(attached=True)
+            self._cv.notify_all()
+
+    def _release_held(self, *, attached: bool) -> None:
+        """Gives a lost sidecar's grants back to vLLM once the sidecar has
+        registered again (it refuses a registration while any old chunk is in
+        use) or `grant_hold` has passed. Lock held."""
+        if not self._held:
+            return
+        now = self._now()
+        for pin, lost_at in list(self._held.items()):
+            if attached or now - lost_at >= self._grant_hold:
+                del self._held[pin]
+                self._done.append(Done(pin - 1, Kind.PIN, True))
 
     # -- worker -------------------------------------------------------------
 
@@ -465,6 +492,7 @@ class TierCore:
         while not self._closed.is_set():
             with self._mu:
                 busy = bool(self._jobs or self._asking)
+                self._release_held(attached=False)
             self._wake.wait(self._poll if busy else 0.1)
             self._wake.clear()
             if self._closed.is_set():

@@ -31,6 +31,7 @@ for hung, default 0.75; a crashed one is noticed at once).
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -81,6 +82,8 @@ class Kvp2pTier(SecondaryTierManager):
         poll_interval_s: float = 0.002,
         serve_wait_s: float = 0.25,
         dead_after_s: float = 0.75,
+        grant_hold_s: float = 5.0,
+        hash_seed: str | None = None,
         **kwargs: Any,
     ) -> None:
         if backpressure_detector is not None:
@@ -97,8 +100,11 @@ class Kvp2pTier(SecondaryTierManager):
         register = pb.Register(
             api_version=pb.API_VERSION_1, engine_id=engine_id, region_path=self.region_path,
             num_chunks=num_chunks, row_stride=row_stride, fingerprint=fingerprint.encode(),
+            # vLLM's block hashes depend on PYTHONHASHSEED: the sidecar refuses
+            # a seed other than its hash_seed (when both are set).
+            hash_seed=hash_seed if hash_seed is not None else os.environ.get("PYTHONHASHSEED", ""),
         )
-        self._core = TierCore(socket, register, poll_interval=poll_interval_s,
+        self._core = TierCore(socket, register, poll_interval=poll_interval_s, grant_hold=grant_hold_s,
                               client_opts={"dead_after": dead_after_s})
         self._loads: dict[int, list[OffloadKey]] = {}  # load job -> its keys, for successful_keys
         self._book = KeyBook(max(4 * num_chunks, 1024))

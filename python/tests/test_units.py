@@ -92,3 +92,26 @@ def test_core_sends_nothing_for_an_idle_step() -> None:
     req, _, asked = taken
     assert [n.req_id for n in req.new_requests] == ["r"] and req.end_step
     assert [b.keys_packed for b in req.lookups] == [b"k" * 16] and asked == {"r": [b"k" * 16]}
+
+
+def test_lost_sidecar_holds_grants_until_it_registers_again() -> None:
+    from kvp2p._pb import engine_pb2 as pb
+    from kvp2p.tier import Kind, TierCore
+
+    now = [100.0]
+    core = TierCore("/nonexistent.sock", pb.Register(), grant_hold=5.0)  # not started
+    core._now = lambda: now[0]
+    core._grants.update({8, 9})  # two pins lent to peers
+    core._on_lost("test")
+    assert not [d for d in core.take_finished() if d.kind == Kind.PIN]  # a frozen sidecar may still read them
+    assert core.has_pending_work()
+    now[0] += 4.9
+    core._release_held(attached=False)
+    assert not [d for d in core.take_finished() if d.kind == Kind.PIN]
+    core._on_attached(pb.Registered(registration=2))  # registered again: no old chunk in use
+    assert sorted(d.job_id for d in core.take_finished() if d.kind == Kind.PIN) == [7, 8]
+    core._grants.add(5)
+    core._on_lost("again")
+    now[0] += 5.0
+    core._release_held(attached=False)  # or the hold runs out
+    assert [d.job_id for d in core.take_finished() if d.kind == Kind.PIN] == [4]
