@@ -22,16 +22,22 @@ type ctlConn struct {
 	closing  bool // ActClose seen
 	reported bool // DataClosed told to the table
 	key      attachKey
+	dialed   bool // we dialed it: its Hello carries key.attempt
 	// dataLostAt: the peer closed the data connection at this time; the
 	// table is told once the control connection explains, or after
 	// dataLossGrace (zero: not waiting).
 	dataLostAt time.Time
 }
 
-// attachKey matches a data connection to its control connection.
+// attachKey matches a data connection to its control connection. The
+// attempt tells a process's connect attempts apart: an attempt the dialer
+// gave up on (its DataAttach stuck behind a partition) may deliver its
+// DataAttach only after the next attempt's Hello, and must not pair with it
+// (the session would read a dead data connection and fail its first probe).
 type attachKey struct {
-	peer string
-	inc  uint64
+	peer    string
+	inc     uint64
+	attempt uint64
 }
 
 // msgWriter is the one goroutine that writes a control connection. Senders

@@ -137,7 +137,7 @@ func (n *Node) handle(ev event) {
 func (n *Node) accepted(now time.Time, ev evAccepted) {
 	switch m := ev.first.(type) {
 	case *wire.Hello:
-		key := attachKey{m.PeerID, m.Incarnation}
+		key := attachKey{m.PeerID, m.Incarnation, m.Attempt}
 		if p, ok := n.pendingData[key]; ok && p.ident == ev.ident {
 			delete(n.pendingData, key)
 			n.admit(now, ev, m, p)
@@ -149,7 +149,7 @@ func (n *Node) accepted(now time.Time, ev evAccepted) {
 		ev.at = now
 		n.heldHellos[key] = ev
 	case *wire.DataAttach:
-		key := attachKey{m.PeerID, m.Incarnation}
+		key := attachKey{m.PeerID, m.Incarnation, m.Attempt}
 		p := pendingData{nc: ev.nc, raw: ev.raw, rd: ev.rd, ident: ev.ident, at: now}
 		if h, ok := n.heldHellos[key]; ok && h.ident == ev.ident {
 			delete(n.heldHellos, key)
@@ -171,7 +171,7 @@ func (n *Node) admit(now time.Time, ctl evAccepted, h *wire.Hello, data pendingD
 	n.gate.leave(data.raw)
 	id := n.tb.Accept(now)
 	c := &ctlConn{id: id, nc: ctl.nc, w: newMsgWriter(ctl.nc, n.timers.HeartbeatTimeout, &n.wg),
-		key: attachKey{h.PeerID, h.Incarnation}}
+		key: attachKey{h.PeerID, h.Incarnation, h.Attempt}}
 	n.conns[id] = c
 	n.wg.Add(1)
 	go n.readCtl(id, ctl.rd)
@@ -297,7 +297,7 @@ func (n *Node) act(a loads.Action) {
 	n.obs.action(time.Now(), a, a.Kind == loads.ActClose && n.tb.ClosedByPolicy(a.Conn))
 	switch a.Kind {
 	case loads.ActDial:
-		n.conns[a.Conn] = &ctlConn{id: a.Conn, key: attachKey{peer: a.Peer}}
+		n.conns[a.Conn] = &ctlConn{id: a.Conn, key: attachKey{peer: a.Peer, attempt: uint64(a.Conn)}, dialed: true}
 		n.wg.Add(1)
 		go n.dial(a.Conn, a.Peer)
 		return
@@ -309,7 +309,7 @@ func (n *Node) act(a loads.Action) {
 	switch a.Kind {
 	case loads.ActSend:
 		if c.w != nil && !c.closing {
-			c.w.send(a.Msg)
+			c.w.send(stampAttempt(a.Msg, c))
 		}
 	case loads.ActData:
 		if c.data == nil || c.closing {
@@ -362,3 +362,17 @@ func (n *Node) dataOp(dc *datapath.Conn, op session.DataOp) {
 }
 
 var _ datapath.Memory = (*Node)(nil)
+
+// stampAttempt puts a dialed connection's attempt into its Hello (the same
+// value dial put into its DataAttach), so that the accepting side pairs the
+// two halves of this attempt only. The attempt belongs to the connection,
+// not to the session, which is why the I/O layer sets it.
+func stampAttempt(m wire.Message, c *ctlConn) wire.Message {
+	h, ok := m.(*wire.Hello)
+	if !ok || !c.dialed {
+		return m
+	}
+	hc := *h
+	hc.Attempt = c.key.attempt
+	return &hc
+}

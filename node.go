@@ -444,7 +444,7 @@ func (n *Node) dial(id loads.ConnID, peer string) {
 	}
 	if err == nil {
 		var b []byte
-		b, err = wire.Append(nil, &wire.DataAttach{PeerID: n.cfg.PeerID, Incarnation: n.cfg.Incarnation})
+		b, err = wire.Append(nil, &wire.DataAttach{PeerID: n.cfg.PeerID, Incarnation: n.cfg.Incarnation, Attempt: uint64(id)})
 		if err == nil {
 			_ = data.SetWriteDeadline(time.Now().Add(n.timers.HandshakeTimeout))
 			_, err = data.Write(b)

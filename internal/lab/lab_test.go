@@ -44,11 +44,12 @@ faults:
 // processes in network namespaces, faults made by the kernel, and holds
 // them to the targets. Behind the build tag lab (go test -tags
 // lab ./internal/lab): it needs root and ip/nft/tc/ss, and without them
-// it skips, saying which is missing. About 2.5 minutes.
+// it skips, saying which is missing. About 2.5 minutes. scripts/test.sh
+// runs it as root when the tools are there.
 //
-// It fails today on pod-partial with a few false fallbacks right after
-// the heal: a real defect the lab found (see the README's fault lab
-// section), which is why it is not in the default run yet.
+// It found a real defect: false fallbacks on pod-partial right after the
+// heal, from a connect attempt's late DataAttach paired with the next
+// attempt's Hello (fixed; see the README's fault lab section).
 func TestLabScenarios(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the lab runs real processes for minutes; not with -short")

@@ -17,6 +17,7 @@ func (m *Hello) appendBody(b []byte, lim Limits) ([]byte, error) {
 	e.str("HashSeed", m.HashSeed)
 	e.u32(m.MaxInflight)
 	e.u32(m.MaxFrame)
+	e.u64(m.Attempt)
 	if e.err == nil {
 		e.err = checkBlockBytes(m.BlockBytes, lim)
 	}
@@ -34,6 +35,7 @@ func (m *Hello) decodeBody(b []byte, lim Limits) error {
 	m.HashSeed = d.str("HashSeed")
 	m.MaxInflight = d.u32("MaxInflight")
 	m.MaxFrame = d.u32("MaxFrame")
+	m.Attempt = d.u64("Attempt")
 	if d.err == nil {
 		d.err = checkBlockBytes(m.BlockBytes, lim)
 	}
@@ -232,6 +234,7 @@ func (m *DataAttach) appendBody(b []byte, lim Limits) ([]byte, error) {
 	e := encoder{b: b, lim: lim, msg: "DataAttach"}
 	e.str("PeerID", m.PeerID)
 	e.u64(m.Incarnation)
+	e.u64(m.Attempt)
 	return e.b, e.err
 }
 
@@ -239,6 +242,7 @@ func (m *DataAttach) decodeBody(b []byte, lim Limits) error {
 	d := decoder{b: b, lim: lim, msg: "DataAttach"}
 	m.PeerID = d.str("PeerID")
 	m.Incarnation = d.u64("Incarnation")
+	m.Attempt = d.u64("Attempt")
 	return d.finish()
 }
 

@@ -157,7 +157,7 @@ func build(t Type, a, b uint64, c, d uint32, s1, s2 string, raw []byte, flag boo
 	switch t {
 	case TypeHello:
 		return &Hello{Version: uint8(a), PeerID: s1, Incarnation: b, Domain: s2, BlockBytes: c,
-			Fingerprint: string(raw), HashSeed: s1 + s2, MaxInflight: d, MaxFrame: uint32(a >> 32)}
+			Fingerprint: string(raw), HashSeed: s1 + s2, MaxInflight: d, MaxFrame: uint32(a >> 32), Attempt: b ^ a}
 	case TypeHelloAck:
 		return &HelloAck{PeerID: s1, Incarnation: a}
 	case TypePing:
@@ -179,7 +179,7 @@ func build(t Type, a, b uint64, c, d uint32, s1, s2 string, raw []byte, flag boo
 	case TypeGoodbye:
 		return &Goodbye{Reason: GoodbyeReason(c), Detail: s1}
 	case TypeDataAttach:
-		return &DataAttach{PeerID: s1, Incarnation: a}
+		return &DataAttach{PeerID: s1, Incarnation: a, Attempt: b}
 	case TypeChunk:
 		return &Chunk{Job: a, Block: uint32(b), Offset: c, Len: d, CRC: uint32(b >> 32)}
 	case TypeProgress:

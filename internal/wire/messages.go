@@ -2,7 +2,7 @@ package wire
 
 // Version is the protocol version carried in every frame header and in Hello.
 // A frame with another version is refused with ErrVersion.
-const Version uint8 = 1
+const Version uint8 = 2
 
 // KeySize is the size of a block key: the engine's chained prefix hash,
 // truncated or padded to 16 bytes.
@@ -95,6 +95,11 @@ type Hello struct {
 	HashSeed    string
 	MaxInflight uint32 // max in-flight jobs the sender accepts
 	MaxFrame    uint32 // max frame the sender accepts
+	// Attempt names the connect attempt (set by the dialer, zero from the
+	// accepting side): the accepting side pairs this Hello only with the
+	// DataAttach of the same attempt, never with a data connection left
+	// over from an earlier attempt of the same process (version 2).
+	Attempt uint64
 }
 
 // HelloAck accepts the peer's Hello.
@@ -186,6 +191,7 @@ type Goodbye struct {
 type DataAttach struct {
 	PeerID      string
 	Incarnation uint64
+	Attempt     uint64 // the Hello's Attempt (version 2)
 }
 
 // Chunk carries Len payload bytes of block Block of job Job, at Offset within
