@@ -221,8 +221,11 @@ func (o *observer) JobSettled(r loads.JobResult, submitted time.Time) {
 		} else {
 			o.c.LoadFailures++
 			o.c.FailedLoadBytes += r.Bytes
-			if strings.HasPrefix(r.Reason, "load timed out") {
+			switch {
+			case strings.HasPrefix(r.Reason, "load timed out"):
 				o.c.LoadTimeouts++
+			case r.Reason == session.ReasonStartBudget:
+				o.c.LoadsOverBudget++
 			}
 			o.h.TimeToFallback.Observe(age)
 		}

@@ -57,10 +57,14 @@ func TestObserverEndsAndFallbacks(t *testing.T) {
 	}
 	o.JobSettled(loads.JobResult{Job: 1, Kind: loads.JobLoad, Bytes: 64, Reason: "load timed out"}, time.Time{})
 	o.JobSettled(loads.JobResult{Job: 2, Kind: loads.JobStore, Reason: loads.ReasonUnboundTimeout}, time.Time{})
+	o.JobSettled(loads.JobResult{Job: 3, Kind: loads.JobLoad, Reason: session.ReasonStartBudget}, time.Time{})
 	o.LookupFellBack("r", 300*time.Millisecond)
 	c := o.c
-	if c.LoadFailures != 1 || c.LoadTimeouts != 1 || c.FailedLoadBytes != 64 || c.StoreFailures != 1 ||
-		c.UnboundStoreTimeouts != 1 || c.LookupFallbacks != 1 || o.h.Fallbacks().Count != 2 {
+	if c.LoadsOverBudget != 1 || c.LoadTimeouts != 1 {
+		t.Fatalf("over budget %d, timeouts %d", c.LoadsOverBudget, c.LoadTimeouts)
+	}
+	if c.LoadFailures != 2 || c.LoadTimeouts != 1 || c.FailedLoadBytes != 64 || c.StoreFailures != 1 ||
+		c.UnboundStoreTimeouts != 1 || c.LookupFallbacks != 1 || o.h.Fallbacks().Count != 3 {
 		t.Fatalf("counters %+v", c)
 	}
 }

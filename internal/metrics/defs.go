@@ -63,6 +63,8 @@ func Defs() []Def {
 			func(c *Counters) uint64 { return c.LoadFailures }),
 		counter("kvp2p_load_timeouts_total", "load_timeouts", "Loads failed by their load timeout.",
 			func(c *Counters) uint64 { return c.LoadTimeouts }),
+		counter("kvp2p_loads_over_budget_total", "", "Loads failed early because their source kept them queued behind others past load_start_budget (overload, not a fault: the engine prefills).",
+			func(c *Counters) uint64 { return c.LoadsOverBudget }),
 		counter("kvp2p_store_failures_total", "store_failures", "Stores (blocks offered to a remote decoder) that failed, unbound timeouts included.",
 			func(c *Counters) uint64 { return c.StoreFailures }),
 		counter("kvp2p_unbound_store_timeouts_total", "unbound_store_timeouts", "PD stores no fetch bound within unbound_store_timeout.",

@@ -88,6 +88,7 @@ type Counters struct {
 	LoadsOK              uint64            `json:"loads_ok"`
 	LoadFailures         uint64            `json:"load_failures"`
 	LoadTimeouts         uint64            `json:"load_timeouts"`
+	LoadsOverBudget      uint64            `json:"loads_over_budget"`
 	LookupFallbacks      uint64            `json:"lookup_fallbacks"` // requests a lookup MISS sent to local prefill
 	StoresOK             uint64            `json:"stores_ok"`
 	StoreFailures        uint64            `json:"store_failures"`
