@@ -48,10 +48,13 @@ func pollJob(tb testing.TB, m *Manager, job uint64) JobResult {
 
 // benchPair starts a producer and a consumer with a ready session and the
 // producer holding blocks keys.
-func benchPair(b *testing.B, keys []Key) (p, c *tnode) {
+func benchPair(b *testing.B, keys []Key, tlsCfg ...func() TLSConfig) (p, c *tnode) {
 	mut := func(cfg *Config) {
 		cfg.BlockBytes, cfg.Slots = benchBlockBytes, max(len(keys), 16)
 		cfg.Log = nil
+		for _, f := range tlsCfg {
+			cfg.TLS = f()
+		}
 	}
 	p = startTN(b, nodeOpt{mut: mut})
 	c = startTN(b, nodeOpt{mut: mut})

@@ -346,11 +346,13 @@ func (n *Node) readFirst(raw net.Conn) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	var ident peerIdentity
+	var co *coalescer
 	if n.tls != nil {
 		if err := n.tls.maybeReload(time.Now()); err != nil {
 			n.log.Warn("tls reload failed, keeping the old certificate", "err", err)
 		}
-		tc := tls.Server(raw, n.tls.serverConfig())
+		co = &coalescer{Conn: raw}
+		tc := tls.Server(co, n.tls.serverConfig())
 		if err := tc.HandshakeContext(ctx); err != nil {
 			n.refused.tls.Add(1)
 			fail("tls handshake", err)
@@ -360,6 +362,9 @@ func (n *Node) readFirst(raw net.Conn) {
 		nc = tc
 	}
 	secure := nc // what proves the peer's identity (checkClaim)
+	if co != nil {
+		nc = &coalescedTLS{Conn: nc.(*tls.Conn), co: co}
+	}
 	if n.cfg.WrapAccepted != nil {
 		nc = n.cfg.WrapAccepted(nc)
 	}
@@ -409,12 +414,13 @@ func (n *Node) handshakeTLS(ctx context.Context, nc net.Conn, peer string) (net.
 	if err := n.tls.maybeReload(time.Now()); err != nil {
 		n.log.Warn("tls reload failed, keeping the old certificate", "err", err)
 	}
-	tc := tls.Client(nc, n.tls.clientConfig(peer))
+	co := &coalescer{Conn: nc}
+	tc := tls.Client(co, n.tls.clientConfig(peer))
 	if err := tc.HandshakeContext(ctx); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("tls: %w", err)
 	}
-	return tc, nil
+	return &coalescedTLS{Conn: tc, co: co}, nil
 }
 
 func (n *Node) dial(id loads.ConnID, peer string) {

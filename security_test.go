@@ -112,7 +112,7 @@ type tlsFleet struct {
 	n   int // files written
 }
 
-func newTLSFleet(t *testing.T) *tlsFleet {
+func newTLSFleet(t testing.TB) *tlsFleet {
 	ca, err := testpki.NewCA("kvp2p test CA")
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +121,7 @@ func newTLSFleet(t *testing.T) *tlsFleet {
 }
 
 // node returns a TLS config for a node whose certificate names names.
-func (f *tlsFleet) node(t *testing.T, names ...string) TLSConfig {
+func (f *tlsFleet) node(t testing.TB, names ...string) TLSConfig {
 	f.n++
 	fs, err := f.ca.WriteFiles(f.dir, fmt.Sprint("node", f.n), names...)
 	if err != nil {
