@@ -1,6 +1,7 @@
 package kvp2p
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math"
@@ -244,12 +245,21 @@ func quantile(xs []float64, q float64) float64 {
 }
 
 // BenchmarkLookupRTT: one symmetric lookup round trip per op (Lookup is
-// RETRY, EndStep sends it, Lookup is polled until HIT), then the request
-// ends. Reports the round trip's p50 and p99 and completed lookups/s.
+// RETRY, EndStep sends it, then the caller waits for HIT), then the request
+// ends. poll: Lookup is polled until HIT (each poll a hop into the loop);
+// wait: LookupWait parks in the loop until the reply settles it. Reports
+// the round trip's p50 and p99 and completed lookups/s.
 func BenchmarkLookupRTT(b *testing.B) {
+	for _, mode := range []string{"poll", "wait"} {
+		b.Run(mode, func(b *testing.B) { benchLookupRTT(b, mode == "wait") })
+	}
+}
+
+func benchLookupRTT(b *testing.B, wait bool) {
 	keys := keysOf("lk", 16)
 	p, c := benchPair(b, keys)
 	rtts := make([]float64, 0, b.N)
+	ctx := context.Background()
 	b.ResetTimer()
 	start := time.Now()
 	for i := range b.N {
@@ -262,7 +272,12 @@ func BenchmarkLookupRTT(b *testing.B) {
 		}
 		c.m.EndStep()
 		for {
-			v := c.m.Lookup(id, k)
+			var v Verdict
+			if wait {
+				v = c.m.LookupWait(ctx, id, k)
+			} else {
+				v = c.m.Lookup(id, k)
+			}
 			if v == Hit {
 				break
 			}

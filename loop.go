@@ -47,6 +47,7 @@ func (n *Node) loop() {
 			n.eng.afterTurn(n, n.clk.now(time.Now()))
 			n.perform()
 		}
+		n.answerWaiters()
 		if stopReq == nil && n.tb.Drained() && len(n.conns) == 0 {
 			n.closeAll()
 			return

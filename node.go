@@ -59,6 +59,7 @@ type Node struct {
 	pendingData map[attachKey]pendingData
 	open        map[uint64]JobResult // jobs submitted and not yet polled: a failed result each
 	clk         loopClock            // the decisions' time: wall time less the loop's own lateness
+	waiters     []*lookupWaiter      // LookupWait callers whose verdict is still RETRY
 
 	tls     *tlsCreds // nil: plain TCP
 	gate    *connGate // accepted connections that are not a session yet
