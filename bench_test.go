@@ -250,9 +250,56 @@ func quantile(xs []float64, q float64) float64 {
 // wait: LookupWait parks in the loop until the reply settles it. Reports
 // the round trip's p50 and p99 and completed lookups/s.
 func BenchmarkLookupRTT(b *testing.B) {
+	b.Run("ping", benchPingPong)
 	for _, mode := range []string{"poll", "wait"} {
 		b.Run(mode, func(b *testing.B) { benchLookupRTT(b, mode == "wait") })
 	}
+}
+
+// benchPingPong is the limit LookupRTT is compared with, in the same run: a
+// 64-byte round trip over a plain loopback TCP connection, echoed by one
+// goroutine (two hand-offs, no framing, no loop).
+func benchPingPong(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	echoed := make(chan error, 1)
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			echoed <- err
+			return
+		}
+		defer nc.Close()
+		_, err = io.Copy(nc, nc)
+		echoed <- err
+	}()
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	rtts := make([]float64, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		if _, err := nc.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(nc, buf); err != nil {
+			b.Fatal(err)
+		}
+		rtts = append(rtts, float64(time.Since(t0).Nanoseconds())/1e3)
+	}
+	b.StopTimer()
+	nc.Close()
+	if err := <-echoed; err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(quantile(rtts, 0.5), "p50_us")
+	b.ReportMetric(quantile(rtts, 0.99), "p99_us")
 }
 
 func benchLookupRTT(b *testing.B, wait bool) {
