@@ -1,6 +1,7 @@
 package kvp2p
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math"
@@ -247,15 +248,79 @@ func quantile(xs []float64, q float64) float64 {
 }
 
 // BenchmarkLookupRTT: one symmetric lookup round trip per op (Lookup is
-// RETRY, EndStep sends it, Lookup is polled until HIT), then the request
-// ends. Reports the round trip's p50 and p99 and completed lookups/s.
+// RETRY, EndStep sends it, then the caller waits for HIT), then the request
+// ends. poll: Lookup is polled until HIT (each poll a hop into the loop);
+// wait: LookupWait parks in the loop until the reply settles it. Reports
+// the round trip's p50 and p99 and completed lookups/s.
+// every > 0 starts op i no earlier than i*every after the first.
 func BenchmarkLookupRTT(b *testing.B) {
+	b.Run("ping", benchPingPong)
+	for _, mode := range []string{"poll", "wait"} {
+		b.Run(mode, func(b *testing.B) { benchLookupRTT(b, mode == "wait", 0) })
+	}
+	// wait-paced: at most 4000 lookups/s, under the producer's control
+	// message limit (ctlRate; 2 messages an op), which the unpaced wait
+	// loop runs into: this one measures the round trip, not the limiter.
+	b.Run("wait-paced", func(b *testing.B) { benchLookupRTT(b, true, time.Second/4000) })
+}
+
+// benchPingPong is the limit LookupRTT is compared with, in the same run: a
+// 64-byte round trip over a plain loopback TCP connection, echoed by one
+// goroutine (two hand-offs, no framing, no loop).
+func benchPingPong(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	echoed := make(chan error, 1)
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			echoed <- err
+			return
+		}
+		defer nc.Close()
+		_, err = io.Copy(nc, nc)
+		echoed <- err
+	}()
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	rtts := make([]float64, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		if _, err := nc.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(nc, buf); err != nil {
+			b.Fatal(err)
+		}
+		rtts = append(rtts, float64(time.Since(t0).Nanoseconds())/1e3)
+	}
+	b.StopTimer()
+	nc.Close()
+	if err := <-echoed; err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(quantile(rtts, 0.5), "p50_us")
+	b.ReportMetric(quantile(rtts, 0.99), "p99_us")
+}
+
+func benchLookupRTT(b *testing.B, wait bool, every time.Duration) {
 	keys := keysOf("lk", 16)
 	p, c := benchPair(b, keys)
 	rtts := make([]float64, 0, b.N)
+	ctx := context.Background()
 	b.ResetTimer()
 	start := time.Now()
 	for i := range b.N {
+		if due := start.Add(time.Duration(i) * every); every > 0 && time.Until(due) > 0 {
+			time.Sleep(time.Until(due)) // pacing, outside the measured round trip
+		}
 		id := fmt.Sprintf("l%d", i)
 		k := keys[i%len(keys)]
 		c.m.NewRequest(id, symParams(b, id, p))
@@ -265,7 +330,12 @@ func BenchmarkLookupRTT(b *testing.B) {
 		}
 		c.m.EndStep()
 		for {
-			v := c.m.Lookup(id, k)
+			var v Verdict
+			if wait {
+				v = c.m.LookupWait(ctx, id, k)
+			} else {
+				v = c.m.Lookup(id, k)
+			}
 			if v == Hit {
 				break
 			}

@@ -23,8 +23,11 @@ func (n *Node) loop() {
 		select {
 		case ev := <-n.events:
 			n.handle(ev)
-		case f := <-n.calls:
-			f()
+		case c := <-n.calls:
+			c.f(n.clk.now(time.Now()))
+			if c.done != nil {
+				c.done <- struct{}{}
+			}
 		case <-tick.C:
 			now := n.clk.tick(time.Now())
 			n.tb.Tick(now)
@@ -47,6 +50,7 @@ func (n *Node) loop() {
 			n.eng.afterTurn(n, n.clk.now(time.Now()))
 			n.perform()
 		}
+		n.answerWaiters()
 		if stopReq == nil && n.tb.Drained() && len(n.conns) == 0 {
 			n.closeAll()
 			return

@@ -41,15 +41,29 @@ const (
 // fallback answer (MISS, a failed job).
 type Manager struct{ n *Node }
 
-// do runs f in the loop and waits.
+// call is a function the loop runs for a caller; done (cap 1), if set,
+// gets one value once f returned.
+type call struct {
+	f    func(now time.Time)
+	done chan struct{}
+}
+
+// do runs f in the loop and waits. The reply channel comes from a pool and
+// goes back to it once its one value was taken, so a call allocates no
+// channel and no wrapper closure of its own (only f, the caller's).
 func (m *Manager) do(f func(now time.Time)) error {
-	done := make(chan struct{})
+	done, _ := m.n.callDone.Get().(chan struct{})
+	if done == nil {
+		done = make(chan struct{}, 1)
+	}
 	select {
-	case m.n.calls <- func() { f(m.n.clk.now(time.Now())); close(done) }:
+	case m.n.calls <- call{f: f, done: done}:
 	case <-m.n.done:
+		m.n.callDone.Put(done)
 		return ErrClosed
 	}
-	<-done
+	<-done // the loop took the call, so it runs it before it exits
+	m.n.callDone.Put(done)
 	return nil
 }
 

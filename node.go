@@ -41,7 +41,8 @@ type Node struct {
 	obs    *observer // counts for metrics and status; owned by the loop
 
 	events   chan event
-	calls    chan func()
+	calls    chan call
+	callDone sync.Pool     // chan struct{} (cap 1): Manager.do's reply, reused
 	stopReq  chan struct{} // Shutdown: drain, then stop
 	quit     chan struct{} // Close: stop now
 	done     chan struct{} // the loop exited
@@ -59,6 +60,7 @@ type Node struct {
 	pendingData map[attachKey]pendingData
 	open        map[uint64]JobResult // jobs submitted and not yet polled: a failed result each
 	clk         loopClock            // the decisions' time: wall time less the loop's own lateness
+	waiters     []*lookupWaiter      // LookupWait callers whose verdict is still RETRY
 
 	tls     *tlsCreds // nil: plain TCP
 	gate    *connGate // accepted connections that are not a session yet
@@ -166,7 +168,7 @@ func NewNode(cfg Config) (*Node, error) {
 			KeepaliveInterval: t.HeartbeatInterval, ReadTimeout: readTimeout,
 			WriteTimeout: t.HeartbeatTimeout, UserTimeout: t.HeartbeatTimeout,
 		},
-		events: make(chan event, 256), calls: make(chan func()),
+		events: make(chan event, 256), calls: make(chan call),
 		stopReq: make(chan struct{}), quit: make(chan struct{}), done: make(chan struct{}),
 		conns: map[loads.ConnID]*ctlConn{}, heldHellos: map[attachKey]evAccepted{},
 		pendingData: map[attachKey]pendingData{}, open: map[uint64]JobResult{},

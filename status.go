@@ -24,7 +24,7 @@ type Snapshot = metrics.Snapshot
 func (n *Node) Status(ctx context.Context) (*Snapshot, error) {
 	ch := make(chan *Snapshot, 1)
 	select {
-	case n.calls <- func() { ch <- n.snapshot(time.Now()) }:
+	case n.calls <- call{f: func(time.Time) { ch <- n.snapshot(time.Now()) }}:
 	case <-n.done:
 		return nil, ErrClosed
 	case <-ctx.Done():
