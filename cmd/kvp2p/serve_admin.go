@@ -18,7 +18,8 @@ import (
 //	SIGUSR2  toggles refusing new handshakes: while on, every new peer is
 //	         answered Goodbye(incompatible); sessions already up stay.
 //
-// Each logs one line saying what it did. The kernel merges a signal sent
+// Each logs one line at warn level saying what it did (warn: an operator
+// changed what the node does, and the lab's serves log warn and above). The kernel merges a signal sent
 // again before the first was taken, so a script toggling SIGUSR2 waits for
 // the "handshakes" line before sending the next.
 func adminSignal(node *kvp2p.Node, sig os.Signal, refusing bool, log *slog.Logger) bool {
@@ -29,14 +30,14 @@ func adminSignal(node *kvp2p.Node, sig os.Signal, refusing bool, log *slog.Logge
 			log.Error("SIGUSR1: goodbye-idle failed", "err", err)
 			return refusing
 		}
-		log.Info("SIGUSR1: said goodbye (idle) to every session", "sessions", n)
+		log.Warn("SIGUSR1: said goodbye (idle) to every session", "sessions", n)
 	case syscall.SIGUSR2:
 		if err := node.RefuseHandshakes(!refusing); err != nil {
 			log.Error("SIGUSR2: refuse-handshakes failed", "err", err)
 			return refusing
 		}
 		refusing = !refusing
-		log.Info("SIGUSR2: handshakes", "refused", refusing)
+		log.Warn("SIGUSR2: handshakes", "refused", refusing)
 	}
 	return refusing
 }
