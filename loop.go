@@ -118,7 +118,7 @@ func (n *Node) handle(ev event) {
 			return
 		}
 		n.obs.received(now, ev.id, ev.msg)
-		n.tb.Receive(now, ev.id, ev.msg)
+		n.tb.Receive(now, ev.id, n.helloIn(ev.msg))
 	case evCtlLost:
 		if c := n.conns[ev.id]; c != nil && !c.closing {
 			n.tb.ConnLost(now, ev.id)
@@ -185,7 +185,7 @@ func (n *Node) admit(now time.Time, ctl evAccepted, h *wire.Hello, data pendingD
 		return
 	}
 	n.startData(c, data.nc, data.rd)
-	n.tb.Receive(now, id, h)
+	n.tb.Receive(now, id, n.helloIn(h))
 }
 
 // dropConn closes a connection that never became a session.

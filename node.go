@@ -62,9 +62,10 @@ type Node struct {
 	clk         loopClock            // the decisions' time: wall time less the loop's own lateness
 	waiters     []*lookupWaiter      // LookupWait callers whose verdict is still RETRY
 
-	tls     *tlsCreds // nil: plain TCP
-	gate    *connGate // accepted connections that are not a session yet
-	refused refusals  // connections refused before they became sessions
+	tls      *tlsCreds // nil: plain TCP
+	gate     *connGate // accepted connections that are not a session yet
+	refused  refusals  // connections refused before they became sessions
+	refusing bool      // RefuseHandshakes: every Hello is refused as incompatible
 
 	finalMu sync.Mutex // serializes PollFinished after the loop exited
 }

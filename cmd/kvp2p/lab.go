@@ -32,7 +32,11 @@ engine API, and the scenario's faults are made by the kernel:
   close-control   ss -K: the kernel aborts the rank's connections and sends RSTs
   slow            a tbf qdisc at bytes_per_sec on the host's link, for the
                   rank's port (htb class + u32 filter); send buffers fill behind it
-  delay, goodbye-idle, refuse-handshake: refused, with the reason.
+  goodbye-idle    SIGUSR1 to the rank's serve: every session ends with Goodbye(idle)
+  refuse-handshake SIGUSR2 (toggle) to the rank's serve: new handshakes refused as
+                  incompatible; SIGUSR2 again at the heal (the lab waits for the
+                  serve's log line each time)
+  delay           refused: netem is not in this machine's kernel
 
 Prints design.md §7's report per (scenario, policy). Needs root, ip, nft, tc
 and ss (apt-get install -y iproute2 nftables). Everything is removed at the

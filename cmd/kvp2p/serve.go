@@ -78,7 +78,10 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	fs.StringVar(&o.logLevel, "log-level", "", "log `level`: debug, info, warn or error (default info; env KVP2P_LOG_LEVEL)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: kvp2p serve [--config FILE] [flags]\n\n"+
-			"Precedence: defaults < file < env KVP2P_<FIELD> (e.g. KVP2P_TIMERS_STALL_TIMEOUT) < flags.\n\nflags:\n")
+			"Precedence: defaults < file < env KVP2P_<FIELD> (e.g. KVP2P_TIMERS_STALL_TIMEOUT) < flags.\n\n"+
+			"Signals: SIGTERM/SIGINT drain and stop; SIGHUP reloads the TLS files;\n"+
+			"SIGUSR1 ends every session now with Goodbye(idle), as idle eviction does;\n"+
+			"SIGUSR2 toggles refusing new handshakes (as incompatible); each logs what it did.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -161,15 +164,19 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	// SIGHUP reloads the TLS files (they are also reloaded when they
+	// change); SIGUSR1 and SIGUSR2 are the operator's calls (see adminSignal).
+	// Registered before "serving" is logged, so that a signal sent after
+	// that line is never the default (fatal) one.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
+	defer signal.Stop(sigs)
 	served := make(chan error, 1)
 	go func() { served <- node.Serve(ln) }()
 	log.Info("serving", "peer_id", cfg.PeerID, "addr", ln.Addr().String(),
 		"failure_domain", cfg.FailureDomain, "policy", cmp.Or(cfg.Policy, kvp2p.DefaultPolicy), "tls", cfg.TLS.Enabled())
 
-	// SIGHUP reloads the TLS files (they are also reloaded when they change).
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+	refusing := false
 wait:
 	for {
 		select {
@@ -179,12 +186,16 @@ wait:
 				err = errors.New("node stopped unexpectedly")
 			}
 			return err
-		case <-hup:
-			if err := node.ReloadTLS(); err != nil {
-				log.Error("tls reload failed, keeping the old certificate", "err", err)
-			} else {
-				log.Info("tls reloaded")
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				if err := node.ReloadTLS(); err != nil {
+					log.Error("tls reload failed, keeping the old certificate", "err", err)
+				} else {
+					log.Info("tls reloaded")
+				}
+				continue
 			}
+			refusing = adminSignal(node, sig, refusing, log)
 		case <-ctx.Done():
 			break wait
 		}

@@ -17,10 +17,6 @@ import (
 // refuses a scenario with one rather than approximate it.
 var refused = map[scenario.FaultKind]string{
 	scenario.Delay: "netem is not available in this machine's kernel, and no other qdisc delays packets",
-	scenario.GoodbyeIdle: "kvp2p serve has no signal, reload or admin call that makes it end its sessions " +
-		"as an idle eviction yet",
-	scenario.RefuseHandshake: "kvp2p serve has no signal, reload or admin call that makes it refuse handshakes " +
-		"as incompatible yet (a firewall could refuse the dial, but that is another fault)",
 }
 
 // CheckKinds refuses a scenario with a fault kind the lab cannot make.
@@ -186,6 +182,17 @@ func (r *run) fault(ft scenario.Fault) error {
 		case scenario.Slow:
 			hn.slow[rk.port] = ft.BytesPerSec
 			touched[hn] = true
+		case scenario.GoodbyeIdle:
+			if err := r.admin(rk, syscall.SIGUSR1, "SIGUSR1: said goodbye"); err != nil {
+				return err
+			}
+		case scenario.RefuseHandshake:
+			if !rk.refusing {
+				if err := r.admin(rk, syscall.SIGUSR2, "SIGUSR2: handshakes"); err != nil {
+					return err
+				}
+				rk.refusing = rk.p != nil && !rk.stalled
+			}
 		case scenario.Heal:
 			clearNet(rk, touched)
 			if rk.stalled {
@@ -193,6 +200,12 @@ func (r *run) fault(ft scenario.Fault) error {
 					return err
 				}
 				rk.stalled = false
+			}
+			if rk.refusing {
+				if err := r.admin(rk, syscall.SIGUSR2, "SIGUSR2: handshakes"); err != nil {
+					return err
+				}
+				rk.refusing = false
 			}
 			if rk.p == nil {
 				if err := r.start(rk); err != nil {

@@ -55,9 +55,10 @@ type rank struct {
 	logPath string
 	hn      *hostNet
 
-	p       *proc   // nil while crashed
-	eng     *engine // the current incarnation's engine; nil while crashed
-	stalled bool
+	p        *proc   // nil while crashed
+	eng      *engine // the current incarnation's engine; nil while crashed
+	stalled  bool
+	refusing bool // its serve was told (SIGUSR2) to refuse handshakes
 }
 
 type run struct {
@@ -247,6 +248,7 @@ func (r *run) crash(rk *rank) {
 		rk.eng = nil
 	}
 	rk.stalled = false
+	rk.refusing = false // a new process starts accepting handshakes
 }
 
 func (r *run) closeEngines() {

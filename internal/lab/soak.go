@@ -39,7 +39,7 @@ const (
 // soakKinds are the fault kinds the soak draws from: every one the lab
 // makes.
 var soakKinds = []scenario.FaultKind{scenario.Crash, scenario.Stall, scenario.Blackhole, scenario.BlackholeData,
-	scenario.CloseControl, scenario.Slow, scenario.Restart}
+	scenario.CloseControl, scenario.Slow, scenario.Restart, scenario.GoodbyeIdle, scenario.RefuseHandshake}
 
 // SoakScenario is the soak's scenario for d: the pods of pod-partial (a
 // partial-failure pod, a co-located instance, two consumers), a mixed
