@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kvp2p/kvp2p"
+	"github.com/kvp2p/kvp2p/internal/faultnet"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 	"github.com/kvp2p/kvp2p/internal/session"
 	"github.com/kvp2p/kvp2p/internal/workload"
@@ -176,38 +177,38 @@ func (r *demoRun) fault(ft scenario.Fault) error {
 		fab := r.f.fab
 		switch ft.Kind {
 		case scenario.Crash:
-			fab.heal(rk.label) // a crashed process holds nothing back
+			fab.Heal(rk.label) // a crashed process holds nothing back
 			rk.stalled = false
 			r.f.crash(rk)
 		case scenario.CloseControl:
 			if rk.node != nil {
-				fab.reset(rk.label)
+				fab.Reset(rk.label)
 			}
 		case scenario.Blackhole:
-			fab.set(rk.label, func(f *rankFault) { f.black = true })
+			fab.Set(rk.label, func(f *faultnet.RankFault) { f.Black = true })
 		case scenario.BlackholeData:
-			fab.set(rk.label, func(f *rankFault) { f.dataBlack = true })
+			fab.Set(rk.label, func(f *faultnet.RankFault) { f.DataBlack = true })
 		case scenario.Stall:
 			rk.stalled = true
-			fab.set(rk.label, func(f *rankFault) { f.stall = true })
+			fab.Set(rk.label, func(f *faultnet.RankFault) { f.Stall = true })
 		case scenario.Slow:
-			fab.set(rk.label, func(f *rankFault) { f.slowBps = ft.BytesPerSec })
+			fab.Set(rk.label, func(f *faultnet.RankFault) { f.SlowBps = ft.BytesPerSec })
 		case scenario.Delay:
-			fab.set(rk.label, func(f *rankFault) { f.delay = ft.Latency })
+			fab.Set(rk.label, func(f *faultnet.RankFault) { f.Delay = ft.Latency })
 		case scenario.GoodbyeIdle:
 			if rk.node != nil {
-				fab.goodbye(rk.label)
+				fab.Goodbye(rk.label)
 			}
 		case scenario.RefuseHandshake:
-			fab.set(rk.label, func(f *rankFault) { f.refuse = true })
+			fab.Set(rk.label, func(f *faultnet.RankFault) { f.Refuse = true })
 		case scenario.Restart:
-			fab.heal(rk.label)
+			fab.Heal(rk.label)
 			rk.stalled = false
 			if err := r.f.restart(rk); err != nil {
 				return err
 			}
 		case scenario.Heal:
-			fab.heal(rk.label)
+			fab.Heal(rk.label)
 			rk.stalled = false
 			if rk.node == nil {
 				if err := r.f.restart(rk); err != nil {
@@ -336,7 +337,7 @@ func (d demoNode) Busy(bool) {}
 // the slots still held are counted.
 func (r *demoRun) finish(ctx context.Context) (int, error) {
 	for _, rk := range r.f.ranks {
-		r.f.fab.heal(rk.label)
+		r.f.fab.Heal(rk.label)
 		rk.stalled = false
 	}
 	r.eng.Abandon()
