@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kvp2p/kvp2p"
+	"github.com/kvp2p/kvp2p/internal/cpuwait"
 )
 
 // kvp2p bench --fleet: the saturation curve of issue 14. N source nodes
@@ -236,7 +237,7 @@ func (f *fleet) together(ctx context.Context, n int) (time.Duration, error) {
 // request.
 func (f *fleet) offered(ctx context.Context, rate float64, rng *rand.Rand) (fleetPoint, error) {
 	pt := fleetPoint{Rate: rate, CPUWait: -1}
-	cw := startCPUWait()
+	cw := cpuwait.Start()
 	var mu sync.Mutex
 	var tth []time.Duration
 	var wg sync.WaitGroup
@@ -275,7 +276,7 @@ func (f *fleet) offered(ctx context.Context, rate float64, rng *rand.Rand) (flee
 	}
 	wg.Wait()
 	el := time.Since(start)
-	if w, ok := cw.share(); ok {
+	if w, ok := cw.Share(); ok {
 		pt.CPUWait = w
 	}
 	bytes := float64(f.o.blocks*f.o.block) / 1e6

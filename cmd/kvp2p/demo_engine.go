@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kvp2p/kvp2p"
+	"github.com/kvp2p/kvp2p/internal/cpuwait"
 	"github.com/kvp2p/kvp2p/internal/faultnet"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 	"github.com/kvp2p/kvp2p/internal/session"
@@ -83,12 +84,12 @@ func runDemoScenario(ctx context.Context, sc *scenario.Scenario, policy string, 
 		return demoResult{}, err
 	}
 	r.zero = time.Now()
-	cw := startCPUWait()
+	cw := cpuwait.Start()
 	if err := r.loop(ctx); err != nil {
 		f.closeAll()
 		return demoResult{}, err
 	}
-	r.stats.cpuWait, r.stats.cpuWaitOK = cw.share()
+	r.stats.cpuWait, r.stats.cpuWaitOK = cw.Share()
 	for _, rk := range f.ranks {
 		if rk.node != nil {
 			l := rk.node.LoopLateness()
