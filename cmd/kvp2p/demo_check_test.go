@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/bench"
 	"github.com/kvp2p/kvp2p/internal/health"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 )
@@ -47,7 +48,7 @@ func TestDemoVerdicts(t *testing.T) {
 			t.Fatal(err)
 		}
 		rep := r.Report
-		_, t99, _ := quantiles(timeToHit(r.Requests))
+		_, t99, _ := bench.Quantiles(timeToHit(r.Requests))
 		t.Logf("run %d at %v/s: requests %d hits %d fallbacks %d false %d stuck %d ttf p50 %.0f p99 %.0f max %.0f ms corrupt %d leaked %d; tth p99 %.0f ms, cpu wait %.0f%%, over budget %d",
 			i+1, rate, rep.Requests, rep.Hits, rep.Fallbacks, rep.FalseFallbacks, rep.Stuck, rep.TTFms.P50, rep.TTFms.P99, rep.TTFms.Max,
 			rep.CorruptLoads, rep.LeakedSlots, t99, 100*r.stats.cpuWait, r.stats.overBudget)
