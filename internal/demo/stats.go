@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"fmt"
@@ -17,8 +17,8 @@ import (
 // or the harness is the limit, not the nodes), and how the blocks of the
 // loads reported OK read back.
 
-// demoResult is one run's records and report, and the harness's figures.
-type demoResult struct {
+// Result is one run's records and report, and the harness's figures.
+type Result struct {
 	scenario.Run
 	stats demoStats
 }
@@ -88,9 +88,9 @@ func timeToHit(reqs []scenario.Request) []time.Duration {
 	return out
 }
 
-// printDemoStats prints a line per run: time to hit, the step loop's
+// PrintStats prints a line per run: time to hit, the step loop's
 // lateness, and the read-back of loaded blocks.
-func printDemoStats(w io.Writer, rs []demoResult) {
+func PrintStats(w io.Writer, rs []Result) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "time to hit (arrival to loaded); the machine: the harness's step loop lateness (how long after")
 	fmt.Fprintln(w, "its due time a 5 ms step started), the nodes' loops' (longest stretch without a tick, excluded")

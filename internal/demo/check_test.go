@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // TestDemoVerdicts is issue 14's check of the real-socket verdicts, opt-in
 // because each run takes about 50 s of the machine:
 //
-//	KVP2P_DEMO_CHECK=5 go test ./cmd/kvp2p -run TestDemoVerdicts -timeout 30m -v
+//	KVP2P_DEMO_CHECK=5 go test ./internal/demo -run TestDemoVerdicts -timeout 30m -v
 //
 // runs the built-in pod-partial scenario under domain that many times at
 // KVP2P_DEMO_RATE requests per second (default 20, inside the two-core
@@ -42,7 +42,7 @@ func TestDemoVerdicts(t *testing.T) {
 		}
 		sc.Workload.Rate = rate
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		r, err := runDemoScenario(ctx, sc, health.Domain, 0, false, nil)
+		r, err := RunScenario(ctx, sc, health.Domain, 0, false, nil)
 		cancel()
 		if err != nil {
 			t.Fatal(err)

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -256,3 +257,21 @@ func relisten(addr string) (net.Listener, error) {
 }
 
 func discardLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// MemEstimate is what one fleet's arenas come to hold: every block
+// written stays cached until its slot is reused.
+func MemEstimate(sc *scenario.Scenario, bb int) int {
+	w := sc.Workload
+	cons, srcs := 0, 0
+	for _, p := range sc.Pods {
+		if slices.Contains(w.Consumers, p.Name) {
+			cons += p.Ranks
+		} else if slices.Contains(w.Sources, p.Name) {
+			srcs += p.Ranks
+		}
+	}
+	total := int(w.Rate * float64(cons) * (w.Stop - w.Start).Seconds() * float64(w.Blocks) * float64(bb))
+	cArena := cons * min(16384, max(256, consumerArenaCap/bb)) * bb
+	sArena := srcs * min(4096, max(64, sourceArenaCap/bb)) * bb
+	return min(total, cArena) + min(total, sArena)
+}
