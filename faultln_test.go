@@ -10,7 +10,7 @@ import (
 // testListener wraps a node's listener so a test can act on the data
 // connections it accepts (a producer's data connections are accepted: the
 // consumer dials). It tells data from control by the first frame's type
-// byte, as cmd/kvp2p/faultnet.go does, and can:
+// byte, as internal/faultnet does, and can:
 //
 //   - pause: let the next n bytes written on data connections through, then
 //     block every data write until resume or the connection's Close;

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/kvp2p/kvp2p/internal/bench"
 )
 
 // TestBenchOutput runs bench with tiny sizes and checks the shape of its
@@ -37,7 +39,7 @@ func TestBenchOutput(t *testing.T) {
 	if code := run(context.Background(), append(args, "--json"), &out, &errb); code != 0 {
 		t.Fatalf("--json: exit %d; stderr:\n%s", code, &errb)
 	}
-	var rep benchReport
+	var rep bench.Report
 	dec := json.NewDecoder(strings.NewReader(out.String()))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&rep); err != nil {
@@ -113,7 +115,7 @@ func TestBenchFleetOutput(t *testing.T) {
 	if code := run(context.Background(), append(args, "--json"), &out, &errb); code != 0 {
 		t.Fatalf("--json: exit %d; stderr:\n%s", code, &errb)
 	}
-	var rep fleetReport
+	var rep bench.FleetReport
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatal(err)
 	}

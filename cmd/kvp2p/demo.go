@@ -6,12 +6,12 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/kvp2p/kvp2p"
+	"github.com/kvp2p/kvp2p/internal/demo"
 	"github.com/kvp2p/kvp2p/internal/health"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 )
@@ -52,7 +52,7 @@ type demoOpts struct {
 	blocks     int
 	blockBytes int
 	statusAddr string // serve each run's consumer status here (policy i: port + i)
-	tls        bool   // mutual TLS between the ranks (demo_tls.go)
+	tls        bool   // mutual TLS between the ranks (internal/demo/tls.go)
 }
 
 // defaultDemoScenario is the built-in demo as a scenario: a src-b/0 crash,
@@ -148,13 +148,13 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (retE
 		fmt.Fprintf(stdout, "\nrunning %s for %v (+%v to settle)...\n", strings.Join(policies, " and "), o.run, o.settle)
 	}
 	rep := rf.report(stdout)
-	var all []demoResult
+	var all []demo.Result
 	for _, sc := range scs {
 		bb := o.blockBytes
 		if builtin || bb == 0 {
 			bb = sc.Workload.BlockBytes
 		}
-		par := !*serial && len(policies)*demoMemEstimate(sc, bb) <= demoMemBudget
+		par := !*serial && len(policies)*demo.MemEstimate(sc, bb) <= demoMemBudget
 		if !builtin && !asJSON {
 			how := ""
 			switch {
@@ -186,7 +186,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (retE
 	if !asJSON {
 		fmt.Fprintln(stdout)
 		rep.table()
-		printDemoStats(stdout, all)
+		demo.PrintStats(stdout, all)
 		if builtin {
 			fmt.Fprint(stdout, demoOutro)
 		}
@@ -198,32 +198,14 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (retE
 // their arenas; over it the policies run one after another.
 const demoMemBudget = 14 << 30
 
-// demoMemEstimate is what one fleet's arenas come to hold: every block
-// written stays cached until its slot is reused.
-func demoMemEstimate(sc *scenario.Scenario, bb int) int {
-	w := sc.Workload
-	cons, srcs := 0, 0
-	for _, p := range sc.Pods {
-		if slices.Contains(w.Consumers, p.Name) {
-			cons += p.Ranks
-		} else if slices.Contains(w.Sources, p.Name) {
-			srcs += p.Ranks
-		}
-	}
-	total := int(w.Rate * float64(cons) * (w.Stop - w.Start).Seconds() * float64(w.Blocks) * float64(bb))
-	cArena := cons * min(16384, max(256, consumerArenaCap/bb)) * bb
-	sArena := srcs * min(4096, max(64, sourceArenaCap/bb)) * bb
-	return min(total, cArena) + min(total, sArena)
-}
-
-func runDemoPolicies(ctx context.Context, sc *scenario.Scenario, policies []string, bb int, parallel bool, stdout io.Writer, phases bool, o demoOpts) ([]demoResult, error) {
-	runs := make([]demoResult, len(policies))
+func runDemoPolicies(ctx context.Context, sc *scenario.Scenario, policies []string, bb int, parallel bool, stdout io.Writer, phases bool, o demoOpts) ([]demo.Result, error) {
+	runs := make([]demo.Result, len(policies))
 	errs := make([]error, len(policies))
 	var mu sync.Mutex
-	live := map[string]*demoRun{}
+	live := map[string]*demo.Run{}
 	consumer := map[string]*kvp2p.Node{} // each run's first consumer, for --metrics-addr
-	track := func(p string) func(*demoRun) {
-		return func(r *demoRun) { mu.Lock(); live[p] = r; consumer[p] = r.f.cons[0].node; mu.Unlock() }
+	track := func(p string) func(*demo.Run) {
+		return func(r *demo.Run) { mu.Lock(); live[p] = r; consumer[p] = r.FirstConsumer(); mu.Unlock() }
 	}
 	if o.statusAddr != "" {
 		stop, err := startDemoStatus(o.statusAddr, policies, func(p string) *kvp2p.Node {
@@ -241,7 +223,7 @@ func runDemoPolicies(ctx context.Context, sc *scenario.Scenario, policies []stri
 	pw.Add(1)
 	go func() {
 		defer pw.Done()
-		demoProgress(ctx, stdout, done, phases, o, sc, policies, func(p string) *demoRun {
+		demoProgress(ctx, stdout, done, phases, o, sc, policies, func(p string) *demo.Run {
 			mu.Lock()
 			defer mu.Unlock()
 			return live[p]
@@ -253,13 +235,13 @@ func runDemoPolicies(ctx context.Context, sc *scenario.Scenario, policies []stri
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				runs[i], errs[i] = runDemoScenario(ctx, sc, p, bb, o.tls, track(p))
+				runs[i], errs[i] = demo.RunScenario(ctx, sc, p, bb, o.tls, track(p))
 			}()
 		}
 		wg.Wait()
 	} else {
 		for i, p := range policies {
-			if runs[i], errs[i] = runDemoScenario(ctx, sc, p, bb, o.tls, track(p)); errs[i] != nil {
+			if runs[i], errs[i] = demo.RunScenario(ctx, sc, p, bb, o.tls, track(p)); errs[i] != nil {
 				break
 			}
 		}
@@ -276,7 +258,7 @@ func runDemoPolicies(ctx context.Context, sc *scenario.Scenario, policies []stri
 
 // demoProgress prints a line every few seconds while the runs go on: the
 // built-in demo's phases, or a scenario's request counts per policy.
-func demoProgress(ctx context.Context, w io.Writer, done <-chan struct{}, phases bool, o demoOpts, sc *scenario.Scenario, policies []string, run func(string) *demoRun) {
+func demoProgress(ctx context.Context, w io.Writer, done <-chan struct{}, phases bool, o demoOpts, sc *scenario.Scenario, policies []string, run func(string) *demo.Run) {
 	every := 5 * time.Second
 	if phases {
 		every = 2 * time.Second
@@ -309,7 +291,8 @@ func demoProgress(ctx context.Context, w io.Writer, done <-chan struct{}, phases
 		var parts []string
 		for _, p := range policies {
 			if r := run(p); r != nil {
-				parts = append(parts, fmt.Sprintf("%s %d/%d resolved", p, r.nres.Load(), r.nreq.Load()))
+				res, req := r.Progress()
+				parts = append(parts, fmt.Sprintf("%s %d/%d resolved", p, res, req))
 			}
 		}
 		if len(parts) > 0 {

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -14,7 +13,6 @@ import (
 	"github.com/kvp2p/kvp2p/internal/health"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 	"github.com/kvp2p/kvp2p/internal/sim"
-	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
 // tinyScenario: two source ranks, one consumer, 3 s of mixed requests, one
@@ -104,181 +102,5 @@ func TestDemoScenarioRealSockets(t *testing.T) {
 	}
 	if rep.Requests != res.Report.Requests {
 		t.Errorf("demo made %d requests, the simulator %d", rep.Requests, res.Report.Requests)
-	}
-}
-
-// TestDemoScenarioRecords checks the request records of a run: every
-// request resolved after it arrived, hits carry their bytes.
-func TestDemoScenarioRecords(t *testing.T) {
-	sc, err := scenario.Parse([]byte(strings.Replace(tinyScenario, "kind: crash", "kind: close-control", 1)), "tiny.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	r, err := runDemoScenario(ctx, sc, health.PerPeer, 0, false, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(r.Requests) != r.Report.Requests || r.Report.Requests == 0 {
-		t.Fatalf("%d records for %d requests", len(r.Requests), r.Report.Requests)
-	}
-	for _, q := range r.Requests {
-		switch {
-		case q.Outcome == scenario.Stuck:
-			t.Errorf("%s stuck", q.ID)
-		case q.Resolved < q.Arrived:
-			t.Errorf("%s resolved at %v before it arrived at %v", q.ID, q.Resolved, q.Arrived)
-		case q.Outcome == scenario.Hit && q.Bytes != 4*16384:
-			t.Errorf("%s hit with %d bytes", q.ID, q.Bytes)
-		case q.Corrupt:
-			t.Errorf("%s corrupt", q.ID)
-		}
-	}
-	if r.Report.LeakedSlots != 0 {
-		t.Errorf("leaked %d slots", r.Report.LeakedSlots)
-	}
-}
-
-// TestFrameFilter: whole frames are dropped while black, a job whose
-// stream was cut stays cut, other frames flow again after the heal, and a
-// stream fed byte by byte gives the same result.
-func TestFrameFilter(t *testing.T) {
-	frame := func(m wire.Message) []byte {
-		b, err := wire.Append(nil, m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	chunk := func(job uint64, payload string) []byte {
-		c := &wire.Chunk{Job: job, Len: uint32(len(payload)), CRC: wire.CRC32C([]byte(payload))}
-		return append(wire.AppendChunkHeader(nil, c), payload...)
-	}
-	var stream [][]byte
-	stream = append(stream, frame(&wire.DataAttach{PeerID: "10.0.0.2:7777", Incarnation: 1}))
-	stream = append(stream, chunk(1, "aaaa"), frame(&wire.Progress{Job: 1, Bytes: 4}))
-	blackFrom := len(stream)
-	stream = append(stream, chunk(1, "bbbb"), chunk(2, "cccc"), frame(&wire.Probe{Seq: 0}))
-	healFrom := len(stream)
-	stream = append(stream, chunk(1, "dddd"), frame(&wire.Done{Job: 1, Bytes: 12}), chunk(3, "eeee"), frame(&wire.Probe{Seq: 5}))
-
-	for _, step := range []int{1, 7, 1 << 20} {
-		var f frameFilter
-		f.first = true
-		cut := map[uint64]bool{}
-		black := false
-		var got []byte
-		decide := func(head []byte, first bool) ([]byte, bool) {
-			if first {
-				return nil, false
-			}
-			if len(head) >= 14 && dataJob(wire.Type(head[5])) {
-				job := binary.BigEndian.Uint64(head[6:14])
-				if black {
-					cut[job] = true
-				}
-				return nil, black || cut[job]
-			}
-			return nil, black
-		}
-		for i, fr := range stream {
-			black = i >= blackFrom && i < healFrom
-			for len(fr) > 0 {
-				k := min(step, len(fr))
-				f.process(fr[:k], func(b []byte) { got = append(got, b...) }, decide)
-				fr = fr[k:]
-			}
-			if !f.atBoundary() {
-				t.Fatalf("step %d: not at a boundary after frame %d", step, i)
-			}
-		}
-		var want []byte
-		for _, i := range []int{0, 1, 2, healFrom + 2, healFrom + 3} {
-			want = append(want, stream[i]...)
-		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("step %d: filtered stream\n got  %x\n want %x", step, got, want)
-		}
-	}
-}
-
-// everyFault puts every fault kind on real sockets at once; the run must
-// end in bounded time with nothing corrupt or leaked.
-const everyFault = `name: every-fault
-duration: 4s
-seed: 3
-pods:
-  - {name: src, host: 10.0.0.1, ranks: 4, base_port: 7777, domain: pod-s}
-  - {name: dst, host: 10.0.0.2, ranks: 1, base_port: 7777}
-workload:
-  mode: mixed
-  rate: 40
-  blocks: 4
-  block_bytes: 16384
-  sources: [src]
-  consumers: [dst]
-  start: 0s
-  stop: 2500ms
-faults:
-  - {at: 500ms, kind: stall, target: src/0}
-  - {at: 500ms, kind: delay, target: src/1, latency: 20ms}
-  - {at: 500ms, kind: slow, target: src/3, bytes_per_sec: 1048576}
-  - {at: 700ms, kind: goodbye-idle, target: src/2}
-  - {at: 1s, kind: blackhole, target: src/1}
-  - {at: 1s, kind: refuse-handshake, target: src/2}
-  - {at: 1s, kind: close-control, target: src/2}
-  - {at: 1500ms, kind: heal, target: src/0}
-  - {at: 1500ms, kind: heal, target: src/2}
-  - {at: 1800ms, kind: heal, target: src/1}
-  - {at: 2s, kind: restart, target: src/2}
-  - {at: 2s, kind: blackhole-data, target: src/3}
-  - {at: 2200ms, kind: heal, target: src/3}
-`
-
-func TestDemoEveryFaultKind(t *testing.T) {
-	sc, err := scenario.Parse([]byte(everyFault), "every-fault.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	kinds := map[scenario.FaultKind]bool{}
-	for _, f := range sc.Faults {
-		kinds[f.Kind] = true
-	}
-	for _, k := range scenario.Kinds {
-		if !kinds[k] && k != scenario.Crash { // crash: the other tests
-			t.Fatalf("the scenario lacks %s", k)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	r, err := runDemoScenario(ctx, sc, health.Domain, 0, false, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep := r.Report
-	if rep.Requests == 0 || rep.Hits+rep.Fallbacks+rep.Stuck != rep.Requests {
-		t.Errorf("outcomes do not add up: %+v", rep)
-	}
-	if rep.CorruptLoads != 0 || rep.LeakedSlots != 0 {
-		t.Errorf("corrupt or leaked: %+v", rep)
-	}
-}
-
-// TestDemoScenarioTLS runs the tiny scenario with mutual TLS between the
-// ranks: the same verdicts as on plain TCP (no corrupt, no leak, hits).
-func TestDemoScenarioTLS(t *testing.T) {
-	sc, err := scenario.Parse([]byte(tinyScenario), "tiny.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	r, err := runDemoScenario(ctx, sc, health.Domain, 0, true, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Report.Hits == 0 || r.Report.CorruptLoads != 0 || r.Report.LeakedSlots != 0 || r.Report.Stuck != 0 {
-		t.Fatalf("over TLS: %+v", r.Report)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kvp2p/kvp2p"
+	"github.com/kvp2p/kvp2p/internal/cpuwait"
 )
 
 // kvp2p bench --fleet: the saturation curve of issue 14. N source nodes
@@ -25,16 +26,16 @@ import (
 // and N loads at once, one per source (what a node serving N sessions at
 // once delivers).
 
-type fleetOpts struct {
-	sources  int
-	blocks   int
-	block    int
-	rates    []float64
-	duration time.Duration
+type FleetOptions struct {
+	Sources  int
+	Blocks   int // per request
+	Block    int // bytes per block
+	Rates    []float64
+	Duration time.Duration // of each offered rate
 }
 
-// fleetPoint is one offered rate's outcome.
-type fleetPoint struct {
+// FleetPoint is one offered rate's outcome.
+type FleetPoint struct {
 	Rate       float64 `json:"rate"` // requests per second offered
 	OfferedMBs float64 `json:"offered_mb_s"`
 	DoneMBs    float64 `json:"delivered_mb_s"`
@@ -47,18 +48,18 @@ type fleetPoint struct {
 	CPUWait float64 `json:"cpu_wait"`
 }
 
-type fleetReport struct {
+type FleetReport struct {
 	Sources     int          `json:"sources"`
 	Blocks      int          `json:"blocks"`
 	BlockBytes  int          `json:"block_bytes"`
 	SingleMBs   float64      `json:"single_mb_s"`   // one load at a time
 	SingleP50ms float64      `json:"single_p50_ms"` // its time per load
 	ParallelMBs float64      `json:"parallel_mb_s"` // one load per source at once
-	Curve       []fleetPoint `json:"curve"`
+	Curve       []FleetPoint `json:"curve"`
 }
 
 type fleet struct {
-	o      fleetOpts
+	o      FleetOptions
 	cons   *benchNode
 	srcs   []*benchNode
 	keys   [][]kvp2p.Key // per source: the pool every request loads
@@ -70,25 +71,25 @@ type fleet struct {
 	seq    int
 }
 
-func startFleet(o fleetOpts) (*fleet, error) {
+func startFleet(o FleetOptions) (*fleet, error) {
 	f := &fleet{o: o, wait: map[uint64]chan kvp2p.JobResult{}, early: map[uint64]kvp2p.JobResult{}, stop: make(chan struct{})}
 	// Room for a second of the highest rate in flight, and warm: the first
 	// loads touch every slot before the clock starts.
 	var err error
-	if f.cons, err = startBenchNode(o.block, f.slots(), kvp2p.TLSConfig{}); err != nil {
+	if f.cons, err = startBenchNode(o.Block, f.slots(), kvp2p.TLSConfig{}); err != nil {
 		return nil, err
 	}
-	for i := range o.sources {
-		s, err := startBenchNode(o.block, 4*o.blocks, kvp2p.TLSConfig{})
+	for i := range o.Sources {
+		s, err := startBenchNode(o.Block, 4*o.Blocks, kvp2p.TLSConfig{})
 		if err != nil {
 			f.close()
 			return nil, err
 		}
 		f.srcs = append(f.srcs, s)
 		var ks []kvp2p.Key
-		for b := range o.blocks {
+		for b := range o.Blocks {
 			k := benchKey(fmt.Sprintf("fleet%d", i), b)
-			if err := s.m.PutBlock(k, benchBlock(k, o.block)); err != nil {
+			if err := s.m.PutBlock(k, benchBlock(k, o.Block)); err != nil {
 				f.close()
 				return nil, err
 			}
@@ -193,7 +194,7 @@ func (f *fleet) warm(ctx context.Context) error {
 			return err
 		}
 	}
-	for i := 0; i*f.o.blocks < 2*f.slots(); i++ {
+	for i := 0; i*f.o.Blocks < 2*f.slots(); i++ {
 		if r, err := f.load(ctx, i%len(f.srcs), f.nextID()); err != nil || !r.OK {
 			return fmt.Errorf("warming: %v %s", err, r.Reason)
 		}
@@ -204,10 +205,10 @@ func (f *fleet) warm(ctx context.Context) error {
 // slots is the consumer's arena: a second of the highest rate in flight.
 func (f *fleet) slots() int {
 	m := 0.0
-	for _, x := range f.o.rates {
+	for _, x := range f.o.Rates {
 		m = max(m, x)
 	}
-	return max(64, int(m)*f.o.blocks)
+	return max(64, int(m)*f.o.Blocks)
 }
 
 // together runs n loads at once, load i from source i%sources, and
@@ -234,16 +235,16 @@ func (f *fleet) together(ctx context.Context, n int) (time.Duration, error) {
 
 // offered runs Poisson arrivals at rate for the duration and times every
 // request.
-func (f *fleet) offered(ctx context.Context, rate float64, rng *rand.Rand) (fleetPoint, error) {
-	pt := fleetPoint{Rate: rate, CPUWait: -1}
-	cw := startCPUWait()
+func (f *fleet) offered(ctx context.Context, rate float64, rng *rand.Rand) (FleetPoint, error) {
+	pt := FleetPoint{Rate: rate, CPUWait: -1}
+	cw := cpuwait.Start()
 	var mu sync.Mutex
 	var tth []time.Duration
 	var wg sync.WaitGroup
 	var firstErr error
 	start := time.Now()
 	next := start
-	for next.Sub(start) < f.o.duration {
+	for next.Sub(start) < f.o.Duration {
 		if d := time.Until(next); d > 0 {
 			select {
 			case <-ctx.Done():
@@ -275,17 +276,17 @@ func (f *fleet) offered(ctx context.Context, rate float64, rng *rand.Rand) (flee
 	}
 	wg.Wait()
 	el := time.Since(start)
-	if w, ok := cw.share(); ok {
+	if w, ok := cw.Share(); ok {
 		pt.CPUWait = w
 	}
-	bytes := float64(f.o.blocks*f.o.block) / 1e6
+	bytes := float64(f.o.Blocks*f.o.Block) / 1e6
 	pt.OfferedMBs = rate * bytes
 	pt.DoneMBs = float64(pt.Hits) * bytes / el.Seconds()
-	pt.TTHp50ms, pt.TTHp99ms, _ = quantiles(tth)
+	pt.TTHp50ms, pt.TTHp99ms, _ = Quantiles(tth)
 	return pt, firstErr
 }
 
-func benchFleet(ctx context.Context, o fleetOpts) (*fleetReport, error) {
+func Fleet(ctx context.Context, o FleetOptions) (*FleetReport, error) {
 	f, err := startFleet(o)
 	if err != nil {
 		return nil, err
@@ -294,8 +295,8 @@ func benchFleet(ctx context.Context, o fleetOpts) (*fleetReport, error) {
 	if err := f.warm(ctx); err != nil {
 		return nil, err
 	}
-	rep := &fleetReport{Sources: o.sources, Blocks: o.blocks, BlockBytes: o.block}
-	bytes := float64(o.blocks*o.block) / 1e6
+	rep := &FleetReport{Sources: o.Sources, Blocks: o.Blocks, BlockBytes: o.Block}
+	bytes := float64(o.Blocks*o.Block) / 1e6
 	// One at a time, then one per source at once: the node's share. The
 	// two alternate, a round of each, for at least two seconds, so that
 	// the machine's noise falls on both alike.
@@ -303,7 +304,7 @@ func benchFleet(ctx context.Context, o fleetOpts) (*fleetReport, error) {
 	var singleSum, par time.Duration
 	rounds := 0
 	for began := time.Now(); rounds < 3 || time.Since(began) < 2*time.Second; rounds++ {
-		for range o.sources {
+		for range o.Sources {
 			d, err := f.together(ctx, 1)
 			if err != nil {
 				return nil, err
@@ -311,17 +312,17 @@ func benchFleet(ctx context.Context, o fleetOpts) (*fleetReport, error) {
 			single = append(single, d)
 			singleSum += d
 		}
-		d, err := f.together(ctx, o.sources)
+		d, err := f.together(ctx, o.Sources)
 		if err != nil {
 			return nil, err
 		}
 		par += d
 	}
 	rep.SingleMBs = float64(len(single)) * bytes / singleSum.Seconds()
-	rep.SingleP50ms, _, _ = quantiles(single)
-	rep.ParallelMBs = float64(rounds*o.sources) * bytes / par.Seconds()
+	rep.SingleP50ms, _, _ = Quantiles(single)
+	rep.ParallelMBs = float64(rounds*o.Sources) * bytes / par.Seconds()
 	rng := rand.New(rand.NewPCG(1, 2))
-	for _, rate := range o.rates {
+	for _, rate := range o.Rates {
 		pt, err := f.offered(ctx, rate, rng)
 		if err != nil {
 			return nil, err
@@ -331,7 +332,7 @@ func benchFleet(ctx context.Context, o fleetOpts) (*fleetReport, error) {
 	return rep, nil
 }
 
-func printFleet(w io.Writer, r *fleetReport) {
+func PrintFleet(w io.Writer, r *FleetReport) {
 	mib := float64(r.Blocks*r.BlockBytes) / (1 << 20)
 	fmt.Fprintf(w, "kvp2p bench --fleet: %d sources, 1 consumer, 127.0.0.1; requests of %d blocks of %d bytes (%.1f MiB)\n\n",
 		r.Sources, r.Blocks, r.BlockBytes, mib)
@@ -344,7 +345,7 @@ func printFleet(w io.Writer, r *fleetReport) {
 			wait = fmt.Sprintf("%.0f%%", 100*p.CPUWait)
 		}
 		fmt.Fprintf(w, "%8.0f %12.1f %14.1f %8d %7d %12s %12s %10.2f %9s\n", p.Rate, p.OfferedMBs, p.DoneMBs, p.Hits, p.Failed,
-			fmtMs(p.TTHp50ms), fmtMs(p.TTHp99ms), p.OfferedMBs/r.SingleMBs, wait)
+			FormatMs(p.TTHp50ms), FormatMs(p.TTHp99ms), p.OfferedMBs/r.SingleMBs, wait)
 	}
 	fmt.Fprintln(w, "\nof_single: offered load as a share of one load at a time; cpu_wait: share of the time some task")
 	fmt.Fprintln(w, "on the machine waited for a CPU (/proc/pressure/cpu): near 100% the machine is the limit.")

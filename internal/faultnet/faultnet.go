@@ -1,4 +1,4 @@
-package main
+package faultnet
 
 import (
 	"encoding/binary"
@@ -13,78 +13,40 @@ import (
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
-// Fault injection on real sockets for the demo (design.md §7's fault kinds).
-//
-// Every rank listens behind a faultListener; every connection it accepts is
-// a faultConn that knows its local rank (the listener's) and, from the
-// first frame (Hello or DataAttach), its remote rank. A fault of a rank
-// applies to every connection it is an end of: those it accepted, and
-// those it dialed, which are wrapped at the peer's listener. In the demo
-// every connection is dialed by a consumer and accepted by a source, so
-// both ends of every connection are covered.
-//
-// faultConn parses the frames going through it in both directions, so that
-// it can drop whole frames (the stream stays well formed, as the
-// simulator's network drops whole messages) and remember the jobs whose
-// data vanished: as in the simulator, a job stream cut by a blackhole stays
-// cut after the heal (nothing more of it gets through), while later jobs
-// and control traffic flow again.
-//
-//	blackhole       every frame of every connection of the rank is dropped,
-//	                both ways; new connections are accepted but their Hello
-//	                vanishes, so dials hang until the handshake timeout.
-//	blackhole-data  the same for data connections only.
-//	stall           the rank's connections hold still (nothing read, nothing
-//	                written, closes deferred) until the heal, then resume in
-//	                order: what peers of a paused process see. The rank's
-//	                own timers keep running (a Node cannot be paused).
-//	slow            the rank's data connections carry at most bytes_per_sec
-//	                out of the rank (its writes, and its peers' reads of
-//	                connections it dialed).
-//	delay           every write of the rank's connections, and of its
-//	                peers' ends, waits latency first (never the readers).
-//	refuse-handshake  a Hello to or from the rank arrives with its hash seed
-//	                spoiled, so the receiving node refuses it as
-//	                incompatible, as the simulator does.
-//	close-control   fabric.reset: every connection of the rank is closed.
-//	goodbye-idle    fabric.goodbye: see there.
-//
-// crash and restart are the demo's (Node.Close, a new Node on the port).
-
-// rankFault is the fault state of one rank, by its peer label.
-type rankFault struct {
-	black, dataBlack, stall, refuse bool
-	slowBps                         int64
-	delay                           time.Duration
+// RankFault is the fault state of one rank, by its peer label.
+type RankFault struct {
+	Black, DataBlack, Stall, Refuse bool
+	SlowBps                         int64
+	Delay                           time.Duration
 }
 
-// fabric holds the fault state of every rank of one fleet and every
+// Fabric holds the fault state of every rank of one fleet and every
 // connection any of its ranks accepted.
-type fabric struct {
+type Fabric struct {
 	mu     sync.Mutex
-	faults map[string]*rankFault
+	faults map[string]*RankFault
 	conns  map[*faultConn]struct{}
 	change chan struct{} // closed and replaced on every change of faults
 }
 
-func newFabric() *fabric {
-	return &fabric{faults: map[string]*rankFault{}, conns: map[*faultConn]struct{}{}, change: make(chan struct{})}
+func NewFabric() *Fabric {
+	return &Fabric{faults: map[string]*RankFault{}, conns: map[*faultConn]struct{}{}, change: make(chan struct{})}
 }
 
-// set changes the fault state of a rank and wakes every held connection.
-func (f *fabric) set(label string, fn func(*rankFault)) {
+// Set changes the fault state of a rank and wakes every held connection.
+func (f *Fabric) Set(label string, fn func(*RankFault)) {
 	f.mu.Lock()
 	rf := f.faults[label]
 	if rf == nil {
-		rf = &rankFault{}
+		rf = &RankFault{}
 		f.faults[label] = rf
 	}
-	wasStalled := rf.stall
+	wasStalled := rf.Stall
 	fn(rf)
 	close(f.change)
 	f.change = make(chan struct{})
 	var later []*faultConn
-	if wasStalled && !rf.stall {
+	if wasStalled && !rf.Stall {
 		for c := range f.conns {
 			if c.local == label && c.closeLater {
 				later = append(later, c)
@@ -97,11 +59,11 @@ func (f *fabric) set(label string, fn func(*rankFault)) {
 	}
 }
 
-// heal ends every fault of a rank.
-func (f *fabric) heal(label string) { f.set(label, func(rf *rankFault) { *rf = rankFault{} }) }
+// Heal ends every fault of a rank.
+func (f *Fabric) Heal(label string) { f.Set(label, func(rf *RankFault) { *rf = RankFault{} }) }
 
 // state returns, under f.mu, the faults of the connection's two ends.
-func (f *fabric) state(c *faultConn) (l, r rankFault) {
+func (f *Fabric) state(c *faultConn) (l, r RankFault) {
 	if p := f.faults[c.local]; p != nil {
 		l = *p
 	}
@@ -114,7 +76,7 @@ func (f *fabric) state(c *faultConn) (l, r rankFault) {
 }
 
 // of lists the connections the rank is an end of.
-func (f *fabric) of(label string) []*faultConn {
+func (f *Fabric) of(label string) []*faultConn {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []*faultConn
@@ -126,15 +88,15 @@ func (f *fabric) of(label string) []*faultConn {
 	return out
 }
 
-// reset closes every connection of the rank once (close-control): both
+// Reset closes every connection of the rank once (close-control): both
 // ends see the connection gone.
-func (f *fabric) reset(label string) {
+func (f *Fabric) Reset(label string) {
 	for _, c := range f.of(label) {
 		c.closeNow()
 	}
 }
 
-// goodbye ends every session of the rank in order, as its idle eviction
+// Goodbye ends every session of the rank in order, as its idle eviction
 // would (goodbye-idle): where the rank accepted the connection, a
 // Goodbye(idle) is written to the peer at the next frame boundary and the
 // connection closed; where the rank dialed it, the Goodbye is handed to
@@ -144,7 +106,7 @@ func (f *fabric) reset(label string) {
 // Goodbye: there is no API to make a Node evict its sessions. In the demo
 // the evicting rank is a source, which never dials, so that only changes
 // what the source's policy believes of the consumer.
-func (f *fabric) goodbye(label string) {
+func (f *Fabric) Goodbye(label string) {
 	var data []*faultConn
 	for _, c := range f.of(label) {
 		f.mu.Lock()
@@ -169,29 +131,29 @@ func (f *fabric) goodbye(label string) {
 	}
 }
 
-// faultListener wraps a rank's listener.
-type faultListener struct {
+// Listener wraps a rank's listener.
+type Listener struct {
 	net.Listener
-	fab   *fabric
+	fab   *Fabric
 	label string
 }
 
-func newFaultListener(ln net.Listener, fab *fabric, label string) *faultListener {
-	return &faultListener{Listener: ln, fab: fab, label: label}
+func NewListener(ln net.Listener, fab *Fabric, label string) *Listener {
+	return &Listener{Listener: ln, fab: fab, label: label}
 }
 
-func (l *faultListener) Accept() (net.Conn, error) {
+func (l *Listener) Accept() (net.Conn, error) {
 	nc, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
 	}
-	return l.fab.wrap(nc, l.label), nil
+	return l.fab.Wrap(nc, l.label), nil
 }
 
-// wrap makes nc, accepted by rank label, a faultConn. On a TLS fleet the
+// Wrap makes nc, accepted by rank label, a faultConn. On a TLS fleet the
 // node calls it after the handshake (Config.WrapAccepted), so that the
 // frames it parses are plaintext.
-func (f *fabric) wrap(nc net.Conn, label string) net.Conn {
+func (f *Fabric) Wrap(nc net.Conn, label string) net.Conn {
 	c := &faultConn{Conn: nc, fab: f, local: label, closed: make(chan struct{})}
 	c.rf.first, c.wf.first = true, true
 	f.mu.Lock()
@@ -203,7 +165,7 @@ func (f *fabric) wrap(nc net.Conn, label string) net.Conn {
 // faultConn is one accepted connection; see the file comment.
 type faultConn struct {
 	net.Conn
-	fab        *fabric
+	fab        *Fabric
 	local      string
 	remote     string // from the first frame; guarded by fab.mu
 	isData     bool   // guarded by fab.mu
@@ -262,11 +224,11 @@ func (c *faultConn) hold(deadline *atomic.Int64) error {
 		l, r := c.fab.state(c)
 		ch := c.fab.change
 		c.fab.mu.Unlock()
-		if !l.stall && !r.stall {
+		if !l.Stall && !r.Stall {
 			return nil
 		}
 		var tc <-chan time.Time
-		if !l.stall {
+		if !l.Stall {
 			if d := deadline.Load(); d != 0 {
 				t := time.NewTimer(time.Until(time.Unix(0, d)))
 				defer t.Stop()
@@ -333,7 +295,7 @@ func (c *faultConn) Write(p []byte) (int, error) {
 	c.fab.mu.Lock()
 	l, r := c.fab.state(c)
 	c.fab.mu.Unlock()
-	if d := max(l.delay, r.delay); d > 0 {
+	if d := max(l.Delay, r.Delay); d > 0 {
 		time.Sleep(d)
 	}
 	var bufs [][]byte
@@ -358,7 +320,7 @@ func (c *faultConn) Write(p []byte) (int, error) {
 func (c *faultConn) writeOut(bufs [][]byte) error {
 	c.fab.mu.Lock()
 	l, _ := c.fab.state(c)
-	slow := c.isData && l.slowBps > 0
+	slow := c.isData && l.SlowBps > 0
 	c.fab.mu.Unlock()
 	if !slow {
 		nb := net.Buffers(bufs)
@@ -385,9 +347,9 @@ func (c *faultConn) pace(next *time.Time, n int, read bool) {
 	l, r := c.fab.state(c)
 	isData := c.isData
 	c.fab.mu.Unlock()
-	bps := l.slowBps
+	bps := l.SlowBps
 	if read {
-		bps = r.slowBps
+		bps = r.SlowBps
 	}
 	if !isData || bps <= 0 {
 		return
@@ -478,7 +440,7 @@ func (c *faultConn) refuseHello(head []byte) []byte {
 	c.fab.mu.Lock()
 	l, r := c.fab.state(c)
 	c.fab.mu.Unlock()
-	if !l.refuse && !r.refuse {
+	if !l.Refuse && !r.Refuse {
 		return nil
 	}
 	m, err := wire.Decode(wire.TypeHello, head[6:], wire.DefaultLimits())
@@ -504,7 +466,7 @@ func (c *faultConn) fullBlack() bool {
 	c.fab.mu.Lock()
 	defer c.fab.mu.Unlock()
 	l, r := c.fab.state(c)
-	return l.black || r.black
+	return l.Black || r.Black
 }
 
 // decide drops a frame while a blackhole covers it, and every later frame
@@ -514,7 +476,7 @@ func (c *faultConn) decide(head []byte, cut map[uint64]bool) ([]byte, bool) {
 	l, r := c.fab.state(c)
 	isData := c.isData
 	c.fab.mu.Unlock()
-	black := l.black || r.black || (isData && (l.dataBlack || r.dataBlack))
+	black := l.Black || r.Black || (isData && (l.DataBlack || r.DataBlack))
 	if isData && len(head) >= 14 && dataJob(wire.Type(head[5])) {
 		job := binary.BigEndian.Uint64(head[6:14])
 		if black {
@@ -530,7 +492,7 @@ func (c *faultConn) decide(head []byte, cut map[uint64]bool) ([]byte, bool) {
 // process closes nothing; the close happens when it resumes.
 func (c *faultConn) Close() error {
 	c.fab.mu.Lock()
-	if p := c.fab.faults[c.local]; p != nil && p.stall {
+	if p := c.fab.faults[c.local]; p != nil && p.Stall {
 		c.closeLater = true
 		c.fab.mu.Unlock()
 		return nil

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/bench"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 )
 
@@ -16,8 +17,8 @@ import (
 // or the harness is the limit, not the nodes), and how the blocks of the
 // loads reported OK read back.
 
-// demoResult is one run's records and report, and the harness's figures.
-type demoResult struct {
+// Result is one run's records and report, and the harness's figures.
+type Result struct {
 	scenario.Run
 	stats demoStats
 }
@@ -73,21 +74,6 @@ func (rb *readBack) add(c blockCheck) {
 	}
 }
 
-// quantiles returns the p50, p99 and max of ds in milliseconds (nearest
-// rank), zero when empty.
-func quantiles(ds []time.Duration) (p50, p99, mx float64) {
-	if len(ds) == 0 {
-		return 0, 0, 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	at := func(p float64) float64 {
-		k := int(p/100*float64(len(s))+0.999999) - 1
-		return ms(s[min(max(k, 0), len(s)-1)])
-	}
-	return at(50), at(99), ms(s[len(s)-1])
-}
-
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // timeToHit is, for every hit, the time from its arrival to its
@@ -102,9 +88,9 @@ func timeToHit(reqs []scenario.Request) []time.Duration {
 	return out
 }
 
-// printDemoStats prints a line per run: time to hit, the step loop's
+// PrintStats prints a line per run: time to hit, the step loop's
 // lateness, and the read-back of loaded blocks.
-func printDemoStats(w io.Writer, rs []demoResult) {
+func PrintStats(w io.Writer, rs []Result) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "time to hit (arrival to loaded); the machine: the harness's step loop lateness (how long after")
 	fmt.Fprintln(w, "its due time a 5 ms step started), the nodes' loops' (longest stretch without a tick, excluded")
@@ -113,15 +99,15 @@ func printDemoStats(w io.Writer, rs []demoResult) {
 	fmt.Fprintln(w, "block of every load reported OK (missing: evicted before it was read; wrong: corrupt); loads")
 	fmt.Fprintln(w, "failed early for queueing past load_start_budget:")
 	for _, r := range rs {
-		t50, t99, tmx := quantiles(timeToHit(r.Requests))
-		l50, l99, lmx := quantiles(r.stats.late)
+		t50, t99, tmx := bench.Quantiles(timeToHit(r.Requests))
+		l50, l99, lmx := bench.Quantiles(r.stats.late)
 		c := r.stats.check
 		wait := "n/a"
 		if r.stats.cpuWaitOK {
 			wait = fmt.Sprintf("%.0f%%", 100*r.stats.cpuWait)
 		}
 		fmt.Fprintf(w, "  %-18s %-10s tth p50 %s p99 %s max %s ms | step late p50 %s p99 %s max %s ms, node loop late max %s ms, cpu wait %s | blocks intact %d missing %d wrong %d | over budget %d\n",
-			r.Report.Scenario, r.Policy, fmtMs(t50), fmtMs(t99), fmtMs(tmx), fmtMs(l50), fmtMs(l99), fmtMs(lmx), fmtMs(ms(r.stats.nodeLateMax)), wait,
+			r.Report.Scenario, r.Policy, bench.FormatMs(t50), bench.FormatMs(t99), bench.FormatMs(tmx), bench.FormatMs(l50), bench.FormatMs(l99), bench.FormatMs(lmx), bench.FormatMs(ms(r.stats.nodeLateMax)), wait,
 			c.intact, c.missing, c.wrong, r.stats.overBudget)
 		if len(r.stats.failed) > 0 {
 			reasons := slices.Sorted(maps.Keys(r.stats.failed))
@@ -132,11 +118,4 @@ func printDemoStats(w io.Writer, rs []demoResult) {
 			fmt.Fprintf(w, "  %-18s %-10s failed loads by reason: %s\n", "", r.Policy, strings.Join(parts, ", "))
 		}
 	}
-}
-
-func fmtMs(v float64) string {
-	if v >= 100 {
-		return fmt.Sprintf("%.0f", v)
-	}
-	return fmt.Sprintf("%.1f", v)
 }

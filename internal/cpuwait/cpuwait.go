@@ -1,4 +1,4 @@
-package main
+package cpuwait
 
 import (
 	"bytes"
@@ -7,26 +7,22 @@ import (
 	"time"
 )
 
-// cpuWait tells when the machine, not kvp2p, is the limit: Linux's
-// pressure stall information (/proc/pressure/cpu) counts the time during
-// which at least one runnable task waited for a CPU. Over a run, its share
-// of the wall time is how often something, ours or another process's,
-// could not run when it was ready to.
-type cpuWait struct {
+// Meter is a sample of the counter; see the package comment.
+type Meter struct {
 	ok    bool
 	total time.Duration // "some" total at the start
 	at    time.Time
 }
 
-// startCPUWait samples the counter now; ok is false where there is none.
-func startCPUWait() cpuWait {
+// Start samples the counter now; ok is false where there is none.
+func Start() Meter {
 	t, ok := readCPUSome()
-	return cpuWait{ok: ok, total: t, at: time.Now()}
+	return Meter{ok: ok, total: t, at: time.Now()}
 }
 
-// share is the fraction of the wall time since start during which some
+// Share is the fraction of the wall time since start during which some
 // task waited for a CPU; ok is false where the kernel does not say.
-func (c cpuWait) share() (float64, bool) {
+func (c Meter) Share() (float64, bool) {
 	t, ok := readCPUSome()
 	el := time.Since(c.at)
 	if !c.ok || !ok || el <= 0 {

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/bench"
 	"github.com/kvp2p/kvp2p/internal/health"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 )
@@ -14,7 +15,7 @@ import (
 // TestDemoVerdicts is issue 14's check of the real-socket verdicts, opt-in
 // because each run takes about 50 s of the machine:
 //
-//	KVP2P_DEMO_CHECK=5 go test ./cmd/kvp2p -run TestDemoVerdicts -timeout 30m -v
+//	KVP2P_DEMO_CHECK=5 go test ./internal/demo -run TestDemoVerdicts -timeout 30m -v
 //
 // runs the built-in pod-partial scenario under domain that many times at
 // KVP2P_DEMO_RATE requests per second (default 20, inside the two-core
@@ -41,13 +42,13 @@ func TestDemoVerdicts(t *testing.T) {
 		}
 		sc.Workload.Rate = rate
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		r, err := runDemoScenario(ctx, sc, health.Domain, 0, false, nil)
+		r, err := RunScenario(ctx, sc, health.Domain, 0, false, nil)
 		cancel()
 		if err != nil {
 			t.Fatal(err)
 		}
 		rep := r.Report
-		_, t99, _ := quantiles(timeToHit(r.Requests))
+		_, t99, _ := bench.Quantiles(timeToHit(r.Requests))
 		t.Logf("run %d at %v/s: requests %d hits %d fallbacks %d false %d stuck %d ttf p50 %.0f p99 %.0f max %.0f ms corrupt %d leaked %d; tth p99 %.0f ms, cpu wait %.0f%%, over budget %d",
 			i+1, rate, rep.Requests, rep.Hits, rep.Fallbacks, rep.FalseFallbacks, rep.Stuck, rep.TTFms.P50, rep.TTFms.P99, rep.TTFms.Max,
 			rep.CorruptLoads, rep.LeakedSlots, t99, 100*r.stats.cpuWait, r.stats.overBudget)

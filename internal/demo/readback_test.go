@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -34,7 +34,7 @@ func TestReadBackClassifies(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	r := &demoRun{f: f, sc: sc, want: make([]byte, bb)}
+	r := &Run{f: f, sc: sc, want: make([]byte, bb)}
 	d := demoNode{r: r, rk: f.cons[0], node: f.cons[0].node, m: f.cons[0].m}
 
 	intact, wrong, missing := workload.Key(1, 0, 1, 0), workload.Key(1, 0, 1, 1), workload.Key(1, 0, 1, 2)
@@ -69,7 +69,7 @@ func TestReadBackClassifies(t *testing.T) {
 
 	// The report line says what was found.
 	var b strings.Builder
-	printDemoStats(&b, []demoResult{{Run: scenario.Run{Policy: health.Domain, Report: scenario.Report{Scenario: "tiny"}}, stats: r.stats}})
+	PrintStats(&b, []Result{{Run: scenario.Run{Policy: health.Domain, Report: scenario.Report{Scenario: "tiny"}}, stats: r.stats}})
 	if !strings.Contains(b.String(), "intact 2 missing 2 wrong 1") {
 		t.Errorf("stats line lacks the read-back: %q", b.String())
 	}

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -7,12 +7,14 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/kvp2p/kvp2p"
+	"github.com/kvp2p/kvp2p/internal/faultnet"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 )
 
@@ -41,7 +43,7 @@ type demoFleet struct {
 	sc         *scenario.Scenario
 	policy     string
 	blockBytes int
-	fab        *fabric
+	fab        *faultnet.Fabric
 	ranks      []*demoRank
 	byID       map[string]*demoRank
 	byLabel    map[string]*demoRank
@@ -59,7 +61,7 @@ const (
 )
 
 func newDemoFleet(sc *scenario.Scenario, policy string, blockBytes int, log *slog.Logger, tc *demoTLS) (*demoFleet, error) {
-	f := &demoFleet{sc: sc, policy: policy, blockBytes: blockBytes, fab: newFabric(),
+	f := &demoFleet{sc: sc, policy: policy, blockBytes: blockBytes, fab: faultnet.NewFabric(),
 		byID: map[string]*demoRank{}, byLabel: map[string]*demoRank{}, log: log, tls: tc}
 	isSrc, isCons := map[string]bool{}, map[string]bool{}
 	for _, p := range sc.Workload.Sources {
@@ -111,7 +113,7 @@ func (f *demoFleet) wrapAccepted(rk *demoRank) func(net.Conn) net.Conn {
 	if f.tls == nil {
 		return nil
 	}
-	return func(nc net.Conn) net.Conn { return f.fab.wrap(nc, rk.label) }
+	return func(nc net.Conn) net.Conn { return f.fab.Wrap(nc, rk.label) }
 }
 
 func (f *demoFleet) dial(peer string) string {
@@ -148,7 +150,7 @@ func (f *demoFleet) start(rk *demoRank, ln net.Listener) error {
 	rk.node, rk.m, rk.serve = n, n.Manager(), make(chan error, 1)
 	var sl net.Listener = ln
 	if f.tls == nil {
-		sl = newFaultListener(ln, f.fab, rk.label) // else wrapped after TLS: wrapAccepted
+		sl = faultnet.NewListener(ln, f.fab, rk.label) // else wrapped after TLS: wrapAccepted
 	}
 	go func(n *kvp2p.Node, ch chan error) { ch <- n.Serve(sl) }(n, rk.serve)
 	return nil
@@ -176,7 +178,7 @@ func (f *demoFleet) restart(rk *demoRank) error {
 // closeAll closes every node at once (errors, cancellation).
 func (f *demoFleet) closeAll() {
 	for _, rk := range f.ranks {
-		f.fab.heal(rk.label)
+		f.fab.Heal(rk.label)
 	}
 	for _, rk := range f.ranks {
 		f.crash(rk)
@@ -255,3 +257,21 @@ func relisten(addr string) (net.Listener, error) {
 }
 
 func discardLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// MemEstimate is what one fleet's arenas come to hold: every block
+// written stays cached until its slot is reused.
+func MemEstimate(sc *scenario.Scenario, bb int) int {
+	w := sc.Workload
+	cons, srcs := 0, 0
+	for _, p := range sc.Pods {
+		if slices.Contains(w.Consumers, p.Name) {
+			cons += p.Ranks
+		} else if slices.Contains(w.Sources, p.Name) {
+			srcs += p.Ranks
+		}
+	}
+	total := int(w.Rate * float64(cons) * (w.Stop - w.Start).Seconds() * float64(w.Blocks) * float64(bb))
+	cArena := cons * min(16384, max(256, consumerArenaCap/bb)) * bb
+	sArena := srcs * min(4096, max(64, sourceArenaCap/bb)) * bb
+	return min(total, cArena) + min(total, sArena)
+}

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/kvp2p/kvp2p"
+	"github.com/kvp2p/kvp2p/internal/cpuwait"
+	"github.com/kvp2p/kvp2p/internal/faultnet"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 	"github.com/kvp2p/kvp2p/internal/session"
 	"github.com/kvp2p/kvp2p/internal/workload"
@@ -29,8 +31,8 @@ const (
 	demoWarmup       = time.Second
 )
 
-// demoRun is one (scenario, policy) run on real sockets.
-type demoRun struct {
+// Run is one (scenario, policy) run on real sockets.
+type Run struct {
 	f      *demoFleet
 	sc     *scenario.Scenario
 	zero   time.Time
@@ -43,9 +45,9 @@ type demoRun struct {
 	nreq, nres atomic.Int64 // progress
 }
 
-// runDemoScenario runs sc under policy on real sockets and reports it.
+// RunScenario runs sc under policy on real sockets and reports it.
 // blockBytes overrides the workload's block size when positive.
-func runDemoScenario(ctx context.Context, sc *scenario.Scenario, policy string, blockBytes int, useTLS bool, progress func(*demoRun)) (demoResult, error) {
+func RunScenario(ctx context.Context, sc *scenario.Scenario, policy string, blockBytes int, useTLS bool, progress func(*Run)) (Result, error) {
 	if blockBytes <= 0 {
 		blockBytes = sc.Workload.BlockBytes
 	}
@@ -53,15 +55,15 @@ func runDemoScenario(ctx context.Context, sc *scenario.Scenario, policy string, 
 	if useTLS {
 		var err error
 		if tc, err = newDemoTLS(); err != nil {
-			return demoResult{}, err
+			return Result{}, err
 		}
 		defer tc.close()
 	}
 	f, err := newDemoFleet(sc, policy, blockBytes, discardLog(), tc)
 	if err != nil {
-		return demoResult{}, err
+		return Result{}, err
 	}
-	r := &demoRun{f: f, sc: sc, faults: slices.Clone(sc.Faults), want: make([]byte, blockBytes)}
+	r := &Run{f: f, sc: sc, faults: slices.Clone(sc.Faults), want: make([]byte, blockBytes)}
 	cfg := workload.Config{Workload: sc.Workload, Seed: uint64(sc.Seed), PrefillDelay: demoPrefillDelay, BlockBytes: blockBytes}
 	for _, rk := range f.cons {
 		cfg.Consumers = append(cfg.Consumers, rk.id)
@@ -71,7 +73,7 @@ func runDemoScenario(ctx context.Context, sc *scenario.Scenario, policy string, 
 	}
 	if r.eng, err = workload.New(cfg, r); err != nil {
 		f.closeAll()
-		return demoResult{}, err
+		return Result{}, err
 	}
 	slices.SortStableFunc(r.faults, func(a, b scenario.Fault) int { return int(a.At - b.At) })
 	if progress != nil {
@@ -79,15 +81,15 @@ func runDemoScenario(ctx context.Context, sc *scenario.Scenario, policy string, 
 	}
 	if err := r.warm(ctx); err != nil {
 		f.closeAll()
-		return demoResult{}, err
+		return Result{}, err
 	}
 	r.zero = time.Now()
-	cw := startCPUWait()
+	cw := cpuwait.Start()
 	if err := r.loop(ctx); err != nil {
 		f.closeAll()
-		return demoResult{}, err
+		return Result{}, err
 	}
-	r.stats.cpuWait, r.stats.cpuWaitOK = cw.share()
+	r.stats.cpuWait, r.stats.cpuWaitOK = cw.Share()
 	for _, rk := range f.ranks {
 		if rk.node != nil {
 			l := rk.node.LoopLateness()
@@ -96,18 +98,18 @@ func runDemoScenario(ctx context.Context, sc *scenario.Scenario, policy string, 
 	}
 	leaked, err := r.finish(ctx)
 	if err != nil {
-		return demoResult{}, err
+		return Result{}, err
 	}
 	recs := r.eng.Requests()
 	rep := scenario.Compute(sc, policy, recs, leaked)
-	return demoResult{Run: scenario.Run{Policy: policy, Requests: recs, Report: rep}, stats: r.stats}, nil
+	return Result{Run: scenario.Run{Policy: policy, Requests: recs, Report: rep}, stats: r.stats}, nil
 }
 
-func (r *demoRun) now() time.Duration { return time.Since(r.zero) }
+func (r *Run) now() time.Duration { return time.Since(r.zero) }
 
 // warm opens a session from every consumer to every source before time 0,
 // as a fleet that has been running has them (the simulator does the same).
-func (r *demoRun) warm(ctx context.Context) error {
+func (r *Run) warm(ctx context.Context) error {
 	deadline := time.Now().Add(5 * time.Second)
 	for _, c := range r.f.cons {
 		for _, s := range r.f.srcs {
@@ -138,7 +140,7 @@ func (rk *demoRank) target() workload.Source {
 	return workload.Source{ID: rk.id, Host: rk.pod.Host, Port: rk.pod.BasePort + rk.r, Domain: rk.pod.Domain}
 }
 
-func (r *demoRun) loop(ctx context.Context) error {
+func (r *Run) loop(ctx context.Context) error {
 	next := time.Now()
 	for {
 		if err := ctx.Err(); err != nil {
@@ -167,7 +169,7 @@ func (r *demoRun) loop(ctx context.Context) error {
 }
 
 // fault applies one timeline entry to every rank it targets.
-func (r *demoRun) fault(ft scenario.Fault) error {
+func (r *Run) fault(ft scenario.Fault) error {
 	for _, id := range r.sc.Ranks(ft.Target) {
 		rk := r.f.byID[id]
 		if rk == nil {
@@ -176,38 +178,38 @@ func (r *demoRun) fault(ft scenario.Fault) error {
 		fab := r.f.fab
 		switch ft.Kind {
 		case scenario.Crash:
-			fab.heal(rk.label) // a crashed process holds nothing back
+			fab.Heal(rk.label) // a crashed process holds nothing back
 			rk.stalled = false
 			r.f.crash(rk)
 		case scenario.CloseControl:
 			if rk.node != nil {
-				fab.reset(rk.label)
+				fab.Reset(rk.label)
 			}
 		case scenario.Blackhole:
-			fab.set(rk.label, func(f *rankFault) { f.black = true })
+			fab.Set(rk.label, func(f *faultnet.RankFault) { f.Black = true })
 		case scenario.BlackholeData:
-			fab.set(rk.label, func(f *rankFault) { f.dataBlack = true })
+			fab.Set(rk.label, func(f *faultnet.RankFault) { f.DataBlack = true })
 		case scenario.Stall:
 			rk.stalled = true
-			fab.set(rk.label, func(f *rankFault) { f.stall = true })
+			fab.Set(rk.label, func(f *faultnet.RankFault) { f.Stall = true })
 		case scenario.Slow:
-			fab.set(rk.label, func(f *rankFault) { f.slowBps = ft.BytesPerSec })
+			fab.Set(rk.label, func(f *faultnet.RankFault) { f.SlowBps = ft.BytesPerSec })
 		case scenario.Delay:
-			fab.set(rk.label, func(f *rankFault) { f.delay = ft.Latency })
+			fab.Set(rk.label, func(f *faultnet.RankFault) { f.Delay = ft.Latency })
 		case scenario.GoodbyeIdle:
 			if rk.node != nil {
-				fab.goodbye(rk.label)
+				fab.Goodbye(rk.label)
 			}
 		case scenario.RefuseHandshake:
-			fab.set(rk.label, func(f *rankFault) { f.refuse = true })
+			fab.Set(rk.label, func(f *faultnet.RankFault) { f.Refuse = true })
 		case scenario.Restart:
-			fab.heal(rk.label)
+			fab.Heal(rk.label)
 			rk.stalled = false
 			if err := r.f.restart(rk); err != nil {
 				return err
 			}
 		case scenario.Heal:
-			fab.heal(rk.label)
+			fab.Heal(rk.label)
 			rk.stalled = false
 			if rk.node == nil {
 				if err := r.f.restart(rk); err != nil {
@@ -220,7 +222,7 @@ func (r *demoRun) fault(ft scenario.Fault) error {
 }
 
 // step is one engine step of every engine.
-func (r *demoRun) step() {
+func (r *Run) step() {
 	r.eng.Step(r.now())
 	n, res := r.eng.Counts()
 	r.nreq.Store(int64(n))
@@ -228,10 +230,10 @@ func (r *demoRun) step() {
 }
 
 // Consumer and Source make the run the engines' workload.Fleet.
-func (r *demoRun) Consumer(i int) workload.Node { return r.nodeOf(r.f.cons[i]) }
-func (r *demoRun) Source(j int) workload.Node   { return r.nodeOf(r.f.srcs[j]) }
+func (r *Run) Consumer(i int) workload.Node { return r.nodeOf(r.f.cons[i]) }
+func (r *Run) Source(j int) workload.Node   { return r.nodeOf(r.f.srcs[j]) }
 
-func (r *demoRun) nodeOf(rk *demoRank) workload.Node {
+func (r *Run) nodeOf(rk *demoRank) workload.Node {
 	if rk.node == nil {
 		return nil
 	}
@@ -241,7 +243,7 @@ func (r *demoRun) nodeOf(rk *demoRank) workload.Node {
 // demoNode is one incarnation of a rank as a workload.Node: its calls go
 // to the node's Manager, which stamps them with wall time.
 type demoNode struct {
-	r    *demoRun
+	r    *Run
 	rk   *demoRank
 	node *kvp2p.Node // the incarnation
 	m    *kvp2p.Manager
@@ -334,9 +336,9 @@ func (d demoNode) Busy(bool) {}
 // finish ends the run: what is unresolved is stuck; then every fault is
 // healed, every request finished, every node shut down gracefully, and
 // the slots still held are counted.
-func (r *demoRun) finish(ctx context.Context) (int, error) {
+func (r *Run) finish(ctx context.Context) (int, error) {
 	for _, rk := range r.f.ranks {
-		r.f.fab.heal(rk.label)
+		r.f.fab.Heal(rk.label)
 		rk.stalled = false
 	}
 	r.eng.Abandon()
@@ -347,7 +349,7 @@ func (r *demoRun) finish(ctx context.Context) (int, error) {
 // must find: a pattern of the key, with the offset stamped every 4 KiB so
 // that a misplaced chunk shows. Built with copies, at memmove speed. The
 // returned slice is scratch, valid until the next call.
-func (r *demoRun) content(k kvp2p.Key) []byte {
+func (r *Run) content(k kvp2p.Key) []byte {
 	b := r.want
 	n := min(len(b), 64)
 	for i := range n {
@@ -373,3 +375,10 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 }
+
+// FirstConsumer is the fleet's first consumer node (nil while crashed),
+// whose status page the demo serves.
+func (r *Run) FirstConsumer() *kvp2p.Node { return r.f.cons[0].node }
+
+// Progress is how many requests the run has made and resolved so far.
+func (r *Run) Progress() (resolved, requests int64) { return r.nres.Load(), r.nreq.Load() }

@@ -1,0 +1,463 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kvp2p/kvp2p"
+)
+
+// Options are what kvp2p bench measures; its flags fill them.
+type Options struct {
+	Bytes   int64 // of one load; rounded up to whole blocks
+	Block   int   // bytes per block
+	Runs    int   // interleaved runs of each measurement
+	Lookups int   // lookup round trips per run
+	TLS     bool  // also load between two nodes with mutual TLS (tls.go)
+}
+
+// Report is what bench prints; with --json, one object.
+type Report struct {
+	Bytes       int64   `json:"bytes"` // per load, rounded up to whole blocks
+	BlockBytes  int     `json:"block_bytes"`
+	Runs        int     `json:"runs"`
+	KVP2PMBps   float64 `json:"kvp2p_mb_s"` // medians over the runs
+	RawMBps     float64 `json:"raw_mb_s"`
+	Ratio       float64 `json:"ratio"` // median of the runs' kvp2p/raw
+	LookupP50us float64 `json:"lookup_p50_us"`
+	LookupP99us float64 `json:"lookup_p99_us"`       // over every round trip of every run
+	LookupsPerS float64 `json:"lookups_per_s"`       // median over the runs, one lookup at a time
+	TLSMBps     float64 `json:"tls_mb_s,omitempty"`  // --tls: kvp2p load over mutual TLS
+	TLSRatio    float64 `json:"tls_ratio,omitempty"` // --tls: median of the runs' TLS/plain kvp2p
+	// A plain TCP ping-pong of 64 bytes on the same loopback, interleaved
+	// with the lookups (as many round trips per run), and the lookup's
+	// quantiles over the ping-pong's.
+	PingP50us      float64 `json:"ping_p50_us"`
+	PingP99us      float64 `json:"ping_p99_us"`
+	LookupPerPing  float64 `json:"lookup_per_ping_p50"`
+	LookupPerPing9 float64 `json:"lookup_per_ping_p99"`
+	PerRun         []RunMs `json:"per_run"`
+}
+
+type RunMs struct {
+	KVP2PMBps   float64 `json:"kvp2p_mb_s"`
+	RawMBps     float64 `json:"raw_mb_s"`
+	Ratio       float64 `json:"ratio"`
+	LookupP50us float64 `json:"lookup_p50_us"`
+	LookupsPerS float64 `json:"lookups_per_s"`
+	TLSMBps     float64 `json:"tls_mb_s,omitempty"`
+	TLSRatio    float64 `json:"tls_ratio,omitempty"`
+}
+
+type benchNode struct {
+	n      *kvp2p.Node
+	m      *kvp2p.Manager
+	served chan error
+}
+
+func startBenchNode(block, slots int, tc kvp2p.TLSConfig) (*benchNode, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	n, err := kvp2p.NewNode(kvp2p.Config{PeerID: ln.Addr().String(), BlockBytes: block, Slots: slots, HashSeed: "bench", TLS: tc})
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	b := &benchNode{n: n, m: n.Manager(), served: make(chan error, 1)}
+	go func() { b.served <- n.Serve(ln) }()
+	return b, nil
+}
+
+func (b *benchNode) stop() error {
+	b.n.Close()
+	return <-b.served
+}
+
+func benchBlock(k kvp2p.Key, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = k[i%len(k)] ^ byte(i>>8)
+	}
+	return b
+}
+
+func benchKey(prefix string, i int) kvp2p.Key {
+	var k kvp2p.Key
+	copy(k[:], fmt.Sprintf("%s/%d", prefix, i))
+	return k
+}
+
+func remoteOf(n *benchNode, kv string) *kvp2p.Remote {
+	host, port, _ := net.SplitHostPort(n.n.PeerID())
+	p, _ := strconv.Atoi(port)
+	return &kvp2p.Remote{KVRequestID: kv, RemoteHost: host, RemotePort: p}
+}
+
+// Run runs the interleaved measurements.
+func Run(ctx context.Context, o Options, stderr io.Writer) (*Report, error) {
+	blocks := int((o.Bytes + int64(o.Block) - 1) / int64(o.Block))
+	size := int64(blocks) * int64(o.Block)
+	prod, err := startBenchNode(o.Block, max(blocks, 16), kvp2p.TLSConfig{})
+	if err != nil {
+		return nil, err
+	}
+	defer prod.stop()
+	cons, err := startBenchNode(o.Block, max(blocks, 16), kvp2p.TLSConfig{})
+	if err != nil {
+		return nil, err
+	}
+	defer cons.stop()
+	keys := make([]kvp2p.Key, blocks)
+	for i := range keys {
+		keys[i] = benchKey("bench", i)
+		if err := prod.m.PutBlock(keys[i], benchBlock(keys[i], o.Block)); err != nil {
+			return nil, err
+		}
+	}
+	if err := warmSession(ctx, cons, prod); err != nil {
+		return nil, err
+	}
+	raw, err := newRawPair(size)
+	if err != nil {
+		return nil, err
+	}
+	defer raw.close()
+	ping, err := newRawPing()
+	if err != nil {
+		return nil, err
+	}
+	defer ping.close()
+
+	// One untimed round first: the arenas and buffers get their pages, the
+	// connections their windows.
+	if _, err := loadOnce(ctx, prod, cons, keys, "warm"); err != nil {
+		return nil, err
+	}
+	if _, err := raw.copyOnce(); err != nil {
+		return nil, err
+	}
+	var tp *tlsPair
+	if o.TLS {
+		if tp, err = newTLSPair(ctx, o.Block, keys); err != nil {
+			return nil, err
+		}
+		defer tp.close()
+	}
+
+	rep := &Report{Bytes: size, BlockBytes: o.Block, Runs: o.Runs}
+	var kv, rw, ratios, rates, allRTT, allPing, tlsMB, tlsRatios []float64
+	for run := range o.Runs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		t, err := loadOnce(ctx, prod, cons, keys, fmt.Sprintf("r%d", run))
+		if err != nil {
+			return nil, err
+		}
+		k := float64(size) / t.Seconds() / 1e6
+		t, err = raw.copyOnce()
+		if err != nil {
+			return nil, err
+		}
+		r := float64(size) / t.Seconds() / 1e6
+		rtts, el, err := lookupRuns(ctx, prod, cons, keys, o.Lookups, run)
+		if err != nil {
+			return nil, err
+		}
+		rate := float64(o.Lookups) / el.Seconds()
+		pings, err := ping.rounds(o.Lookups)
+		if err != nil {
+			return nil, err
+		}
+		allPing = append(allPing, pings...)
+		allRTT = append(allRTT, rtts...)
+		kv, rw, ratios, rates = append(kv, k), append(rw, r), append(ratios, k/r), append(rates, rate)
+		pr := RunMs{KVP2PMBps: k, RawMBps: r, Ratio: k / r, LookupP50us: quantile(rtts, 0.5), LookupsPerS: rate}
+		if tp != nil {
+			t, err := loadOnce(ctx, tp.prod, tp.cons, keys, fmt.Sprintf("r%d", run))
+			if err != nil {
+				return nil, fmt.Errorf("tls: %w", err)
+			}
+			pr.TLSMBps = float64(size) / t.Seconds() / 1e6
+			pr.TLSRatio = pr.TLSMBps / k
+			tlsMB, tlsRatios = append(tlsMB, pr.TLSMBps), append(tlsRatios, pr.TLSRatio)
+		}
+		rep.PerRun = append(rep.PerRun, pr)
+	}
+	if tp != nil {
+		rep.TLSMBps, rep.TLSRatio = quantile(tlsMB, 0.5), quantile(tlsRatios, 0.5)
+	}
+	// The bytes of the last load are the blocks' own.
+	for _, k := range []kvp2p.Key{keys[0], keys[len(keys)-1]} {
+		if got, ok := cons.m.ReadBlock(k); !ok || !bytes.Equal(got, benchBlock(k, o.Block)) {
+			return nil, fmt.Errorf("block %x was not loaded intact", k[:4])
+		}
+	}
+	rep.KVP2PMBps, rep.RawMBps, rep.Ratio = quantile(kv, 0.5), quantile(rw, 0.5), quantile(ratios, 0.5)
+	rep.LookupP50us, rep.LookupP99us = quantile(allRTT, 0.5), quantile(allRTT, 0.99)
+	rep.LookupsPerS = quantile(rates, 0.5)
+	rep.PingP50us, rep.PingP99us = quantile(allPing, 0.5), quantile(allPing, 0.99)
+	rep.LookupPerPing, rep.LookupPerPing9 = rep.LookupP50us/rep.PingP50us, rep.LookupP99us/rep.PingP99us
+	return rep, nil
+}
+
+// warmSession opens the consumer's session to the producer: a PD lookup is
+// HIT once it is ready.
+func warmSession(ctx context.Context, cons, prod *benchNode) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; ; i++ {
+		id := fmt.Sprintf("warm-%d", i)
+		if err := cons.m.NewRequest(id, kvp2p.TransferParams{RemotePrefiller: remoteOf(prod, id)}); err != nil {
+			return err
+		}
+		v := cons.m.Lookup(id, benchKey("warm", 0))
+		cons.m.RequestFinished(id)
+		if v == kvp2p.Hit {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.New("no session between the bench nodes within 10 s")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// waitJob polls m until job's result.
+func waitJob(ctx context.Context, m *kvp2p.Manager, job uint64) (kvp2p.JobResult, error) {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		for _, r := range m.PollFinished() {
+			if r.Job == job {
+				return r, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return kvp2p.JobResult{}, fmt.Errorf("job %d: no result within 60 s", job)
+		}
+		select {
+		case <-ctx.Done():
+			return kvp2p.JobResult{}, ctx.Err()
+		case <-time.After(200 * time.Microsecond):
+		}
+	}
+}
+
+// loadOnce times one PD load of keys: SubmitStore and SubmitLoad to both
+// results.
+func loadOnce(ctx context.Context, prod, cons *benchNode, keys []kvp2p.Key, kv string) (time.Duration, error) {
+	start := time.Now()
+	prod.m.NewRequest("p"+kv, kvp2p.TransferParams{RemoteDecoder: &kvp2p.Remote{KVRequestID: kv}})
+	sj, err := prod.m.SubmitStore("p"+kv, keys)
+	if err != nil {
+		return 0, err
+	}
+	cons.m.NewRequest("d"+kv, kvp2p.TransferParams{RemotePrefiller: remoteOf(prod, kv)})
+	lj, err := cons.m.SubmitLoad("d"+kv, keys)
+	if err != nil {
+		return 0, err
+	}
+	r, err := waitJob(ctx, cons.m, lj)
+	if err != nil {
+		return 0, err
+	}
+	if !r.OK {
+		return 0, fmt.Errorf("load failed: %s", r.Reason)
+	}
+	if r, err = waitJob(ctx, prod.m, sj); err != nil {
+		return 0, err
+	} else if !r.OK {
+		return 0, fmt.Errorf("store failed: %s", r.Reason)
+	}
+	el := time.Since(start)
+	cons.m.RequestFinished("d" + kv)
+	prod.m.RequestFinished("p" + kv)
+	return el, nil
+}
+
+// lookupRuns times n symmetric lookup round trips, one at a time: Lookup
+// (RETRY), EndStep, Lookup polled until HIT. It returns each round trip in
+// µs and the time for all n, request setup and teardown included.
+func lookupRuns(ctx context.Context, prod, cons *benchNode, keys []kvp2p.Key, n, run int) ([]float64, time.Duration, error) {
+	rtts := make([]float64, 0, n)
+	start := time.Now()
+	for i := range n {
+		if i%64 == 0 && ctx.Err() != nil {
+			return nil, 0, ctx.Err()
+		}
+		id := fmt.Sprintf("l%d-%d", run, i)
+		k := keys[i%len(keys)]
+		if err := cons.m.NewRequest(id, kvp2p.TransferParams{RemoteKVSource: remoteOf(prod, id)}); err != nil {
+			return nil, 0, err
+		}
+		t0 := time.Now()
+		v := cons.m.Lookup(id, k)
+		cons.m.EndStep()
+		for deadline := t0.Add(10 * time.Second); v == kvp2p.Retry; v = cons.m.Lookup(id, k) {
+			if time.Now().After(deadline) {
+				return nil, 0, errors.New("lookup still RETRY after 10 s")
+			}
+		}
+		if v != kvp2p.Hit {
+			return nil, 0, fmt.Errorf("lookup of a held block: %v", v)
+		}
+		rtts = append(rtts, float64(time.Since(t0).Nanoseconds())/1e3)
+		cons.m.RequestFinished(id)
+	}
+	return rtts, time.Since(start), nil
+}
+
+// rawPair copies size bytes over one plain TCP connection on 127.0.0.1.
+type rawPair struct {
+	ln       net.Listener
+	wc       net.Conn
+	src, dst []byte
+	next     chan struct{} // a round starts: the reader may fill dst
+	got      chan error    // a round ended (dst is the writer's again)
+	chunk    int
+}
+
+func newRawPair(size int64) (*rawPair, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &rawPair{ln: ln, src: make([]byte, size), dst: make([]byte, size), next: make(chan struct{}), got: make(chan error), chunk: 256 << 10}
+	for i := range p.src {
+		p.src[i] = byte(i >> 8)
+	}
+	go p.read()
+	if p.wc, err = net.Dial("tcp", ln.Addr().String()); err != nil {
+		close(p.next)
+		ln.Close()
+		for range p.got {
+		}
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *rawPair) read() {
+	defer close(p.got)
+	rc, err := p.ln.Accept()
+	if err != nil {
+		p.got <- err
+		return
+	}
+	defer rc.Close()
+	for range p.next {
+		_, err := io.ReadFull(rc, p.dst)
+		p.got <- err
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *rawPair) copyOnce() (time.Duration, error) {
+	start := time.Now()
+	p.next <- struct{}{}
+	for off := 0; off < len(p.src); off += p.chunk {
+		if _, err := p.wc.Write(p.src[off:min(off+p.chunk, len(p.src))]); err != nil {
+			return 0, err
+		}
+	}
+	if err, ok := <-p.got; !ok || err != nil {
+		return 0, fmt.Errorf("raw copy: %v", err)
+	}
+	el := time.Since(start)
+	if !bytes.Equal(p.src[:4096], p.dst[:4096]) {
+		return 0, errors.New("raw copy: bytes differ")
+	}
+	return el, nil
+}
+
+func (p *rawPair) close() {
+	close(p.next)
+	p.wc.Close()
+	p.ln.Close()
+	for range p.got {
+	}
+}
+
+// quantile is the nearest-rank quantile of xs; it sorts a copy.
+func quantile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(xs))
+	i := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+func Print(w io.Writer, r *Report) {
+	fmt.Fprintf(w, "kvp2p bench: %s per load in %d blocks of %d bytes, 127.0.0.1, %d interleaved runs\n\n",
+		sizeString(r.Bytes), r.Bytes/int64(r.BlockBytes), r.BlockBytes, r.Runs)
+	fmt.Fprintf(w, "%-6s %12s %12s %10s %15s %12s\n", "run", "kvp2p_MB/s", "raw_MB/s", "kvp2p/raw", "lookup_p50_us", "lookups/s")
+	for i, x := range r.PerRun {
+		fmt.Fprintf(w, "%-6d %12.1f %12.1f %10.3f %15.1f %12.0f\n", i+1, x.KVP2PMBps, x.RawMBps, x.Ratio, x.LookupP50us, x.LookupsPerS)
+	}
+	fmt.Fprintf(w, "%-6s %12.1f %12.1f %10.3f %15.1f %12.0f\n\n", "median", r.KVP2PMBps, r.RawMBps, r.Ratio, r.LookupP50us, r.LookupsPerS)
+	fmt.Fprintf(w, "load:   kvp2p %.1f MB/s, raw TCP %.1f MB/s, kvp2p/raw %.3f (median of per-run ratios)\n", r.KVP2PMBps, r.RawMBps, r.Ratio)
+	fmt.Fprintf(w, "lookup: p50 %.1f µs, p99 %.1f µs round trip, %.0f lookups/s one at a time\n", r.LookupP50us, r.LookupP99us, r.LookupsPerS)
+	fmt.Fprintf(w, "ping:   raw TCP %d-byte ping-pong p50 %.1f µs, p99 %.1f µs; lookup/ping p50 %.1fx, p99 %.1fx\n",
+		pingBytes, r.PingP50us, r.PingP99us, r.LookupPerPing, r.LookupPerPing9)
+	if r.TLSMBps > 0 {
+		var per []string
+		for _, x := range r.PerRun {
+			per = append(per, fmt.Sprintf("%.3f", x.TLSRatio))
+		}
+		fmt.Fprintf(w, "tls:    kvp2p over mutual TLS %.1f MB/s, TLS/plain %.3f (median; runs %s)\n", r.TLSMBps, r.TLSRatio, strings.Join(per, " "))
+	}
+}
+
+func sizeString(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// Quantiles returns the p50, p99 and max of ds in milliseconds (nearest
+// rank), zero when empty.
+func Quantiles(ds []time.Duration) (p50, p99, mx float64) {
+	if len(ds) == 0 {
+		return 0, 0, 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	at := func(p float64) float64 {
+		k := int(p/100*float64(len(s))+0.999999) - 1
+		return toMs(s[min(max(k, 0), len(s)-1)])
+	}
+	return at(50), at(99), toMs(s[len(s)-1])
+}
+
+func toMs(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// FormatMs prints milliseconds with one decimal below 100, none above.
+func FormatMs(v float64) string {
+	if v >= 100 {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.1f", v)
+}
