@@ -44,14 +44,7 @@ func (n *Node) GoodbyeIdle() (int, error) {
 
 // adminCall runs f in the loop and waits; ErrClosed once the node stopped.
 func (n *Node) adminCall(f func(now time.Time)) error {
-	done := make(chan struct{})
-	select {
-	case n.calls <- func() { f(n.clk.now(time.Now())); close(done) }:
-	case <-n.done:
-		return ErrClosed
-	}
-	<-done
-	return nil
+	return n.Manager().do(f)
 }
 
 // helloIn is the Hello the session sees: while the node refuses

@@ -61,15 +61,15 @@ func (l countLn) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return countConn{nc, l.writes}, nil
+	return writeCountConn{nc, l.writes}, nil
 }
 
-type countConn struct {
+type writeCountConn struct {
 	net.Conn
 	writes *atomic.Int64
 }
 
-func (c countConn) Write(p []byte) (int, error) {
+func (c writeCountConn) Write(p []byte) (int, error) {
 	c.writes.Add(1)
 	return c.Conn.Write(p)
 }
