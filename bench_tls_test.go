@@ -2,7 +2,6 @@ package kvp2p
 
 import (
 	"testing"
-	"time"
 )
 
 // BenchmarkLoadTLSVsPlain alternates a PD load between two nodes with
@@ -15,20 +14,8 @@ func BenchmarkLoadTLSVsPlain(b *testing.B) {
 	tp, tc := benchPair(b, keys, func() TLSConfig { return f.node(b, "127.0.0.1") })
 	tr := &loadRig{p: tp, c: tc, keys: keys}
 	pr := newLoadRig(b)
-	tr.load(b)
-	pr.load(b)
-	b.ResetTimer()
-	var tt, tpl time.Duration
-	for range b.N {
-		tt += tr.load(b)
-		tpl += pr.load(b)
-	}
-	b.StopTimer()
+	interleave(b, "tls", tr.load, "plain", pr.load, "x_plain")
 	tr.check(b)
-	mb := float64(b.N) * benchLoadBytes / 1e6
-	b.ReportMetric(mb/tt.Seconds(), "tls_MB/s")
-	b.ReportMetric(mb/tpl.Seconds(), "plain_MB/s")
-	b.ReportMetric(tpl.Seconds()/tt.Seconds(), "x_plain")
 }
 
 // BenchmarkLoadTLS is the TLS half alone, for a profile of only that path.

@@ -92,20 +92,8 @@ func (r *engineRig) check(b *testing.B) {
 // TCP's (x_raw), measured in the same run.
 func BenchmarkEngineLoadVsRaw(b *testing.B) {
 	er, rr := newEngineRig(b), newRawRig(b)
-	er.load(b) // untimed: handshakes, page faults
-	rr.copy(b)
-	b.ResetTimer()
-	var te, tr time.Duration
-	for range b.N {
-		te += er.load(b)
-		tr += rr.copy(b)
-	}
-	b.StopTimer()
+	interleave(b, "engine", er.load, "raw", rr.copy, "x_raw")
 	er.check(b)
-	mb := float64(b.N) * benchLoadBytes / 1e6
-	b.ReportMetric(mb/te.Seconds(), "engine_MB/s")
-	b.ReportMetric(mb/tr.Seconds(), "raw_MB/s")
-	b.ReportMetric(tr.Seconds()/te.Seconds(), "x_raw")
 }
 
 // BenchmarkEngineStep: one Step over the Unix socket from a Go client,

@@ -15,35 +15,15 @@ import (
 	"github.com/kvp2p/kvp2p/internal/sim"
 )
 
-// tinyScenario: two source ranks, one consumer, 3 s of mixed requests, one
-// source rank crashes at 1 s.
-const tinyScenario = `name: tiny
-duration: 3s
-seed: 7
-pods:
-  - {name: src, host: 10.0.0.1, ranks: 2, base_port: 7777, domain: pod-s}
-  - {name: dst, host: 10.0.0.2, ranks: 1, base_port: 7777}
-workload:
-  mode: mixed
-  rate: 20
-  blocks: 4
-  block_bytes: 16384
-  sources: [src]
-  consumers: [dst]
-  start: 0s
-  stop: 2s
-faults:
-  - {at: 1s, kind: crash, target: src/1}
-`
+// tinyScenario is internal/demo's test scenario: two source ranks, one
+// consumer, 3 s of mixed requests, one source rank crashes at 1 s.
+const tinyScenario = "../../internal/demo/testdata/tiny.yaml"
 
 // TestDemoScenarioRealSockets runs a tiny scenario file on real sockets
 // through the command line and checks the report's shape and invariants,
 // and that it made the very requests the simulator makes.
 func TestDemoScenarioRealSockets(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "tiny.yaml")
-	if err := os.WriteFile(path, []byte(tinyScenario), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path := tinyScenario
 	svg := filepath.Join(t.TempDir(), "tiny.svg")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

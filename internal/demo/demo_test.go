@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -11,29 +12,18 @@ import (
 )
 
 // tinyScenario: two source ranks, one consumer, 3 s of mixed requests, one
-// source rank crashes at 1 s.
-const tinyScenario = `name: tiny
-duration: 3s
-seed: 7
-pods:
-  - {name: src, host: 10.0.0.1, ranks: 2, base_port: 7777, domain: pod-s}
-  - {name: dst, host: 10.0.0.2, ranks: 1, base_port: 7777}
-workload:
-  mode: mixed
-  rate: 20
-  blocks: 4
-  block_bytes: 16384
-  sources: [src]
-  consumers: [dst]
-  start: 0s
-  stop: 2s
-faults:
-  - {at: 1s, kind: crash, target: src/1}
-`
+// source rank crashes at 1 s (testdata/tiny.yaml, which cmd/kvp2p's demo
+// test runs through the command line).
+var tinyScenario = mustRead("testdata/tiny.yaml")
 
-// TestDemoScenarioRealSockets runs a tiny scenario file on real sockets
-// through the command line and checks the report's shape and invariants,
-// and that it made the very requests the simulator makes.
+func mustRead(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
 // TestDemoScenarioRecords checks the request records of a run: every
 // request resolved after it arrived, hits carry their bytes.
 func TestDemoScenarioRecords(t *testing.T) {
