@@ -408,7 +408,7 @@ func (e *engine) unread(n *Node, g *grant) bool {
 
 // collect turns the table's results into the engine's.
 func (e *engine) collect(n *Node, now time.Time) {
-	for _, r := range n.tb.PollFinished() {
+	for _, r := range n.takeResults() {
 		j := e.byCore[r.Job]
 		if j == nil {
 			continue

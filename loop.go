@@ -284,17 +284,27 @@ func (n *Node) dataClosed(now time.Time, c *ctlConn) {
 	}
 }
 
-// perform carries out every action the table decided.
+// perform carries out the table's effects: every action, in order (an
+// action may report back to the table, which decides more), and the jobs'
+// results, kept for the engine's next poll (takeResults).
 func (n *Node) perform() {
 	for {
-		acts := n.tb.TakeActions()
-		if len(acts) == 0 {
+		eff := n.tb.TakeEffects()
+		if eff.Empty() {
 			return
 		}
-		for _, a := range acts {
+		n.results = append(n.results, eff.Results...)
+		for _, a := range eff.Actions {
 			n.act(a)
 		}
 	}
+}
+
+// takeResults returns the job results settled since the last call.
+func (n *Node) takeResults() []JobResult {
+	r := n.results
+	n.results = nil
+	return r
 }
 
 func (n *Node) act(a loads.Action) {

@@ -115,7 +115,7 @@ func (m *Manager) SubmitStore(reqID string, keys []Key) (uint64, error) {
 func (m *Manager) PollFinished() []JobResult {
 	var r []JobResult
 	err := m.do(func(time.Time) {
-		r = m.n.tb.PollFinished()
+		r = m.n.takeResults()
 		for _, x := range r {
 			delete(m.n.open, x.Job)
 		}

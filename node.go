@@ -59,6 +59,7 @@ type Node struct {
 	heldHellos  map[attachKey]evAccepted // inbound Hellos waiting for their data connection
 	pendingData map[attachKey]pendingData
 	open        map[uint64]JobResult // jobs submitted and not yet polled: a failed result each
+	results     []JobResult          // settled by the table, not yet polled (takeResults)
 	clk         loopClock            // the decisions' time: wall time less the loop's own lateness
 	waiters     []*lookupWaiter      // LookupWait callers whose verdict is still RETRY
 
@@ -517,7 +518,8 @@ func (n *Node) finalResults() []JobResult {
 	<-n.done
 	n.finalMu.Lock()
 	defer n.finalMu.Unlock()
-	rs := n.tb.PollFinished()
+	n.results = append(n.results, n.tb.TakeEffects().Results...)
+	rs := n.takeResults()
 	for _, r := range rs {
 		delete(n.open, r.Job)
 	}

@@ -37,7 +37,7 @@ func (t *Table) NewRequest(now time.Time, id string, p TransferParams) error {
 			t.markFailed(src.kvID)
 		}
 	}
-	t.flushActions(now)
+	t.settle(now)
 	return nil
 }
 
@@ -84,7 +84,7 @@ func (t *Table) lookup(now time.Time, id string, k wire.Key) session.Verdict {
 	}
 	switch t.policy.Gate(now, t.peerOf(c)) {
 	case health.GateWait:
-		t.applyDecisions(now)
+		t.askPolicy = true // the probe it holds the lookup for
 		if !t.mayWait(now, r) {
 			t.markFailed(r.src.kvID)
 			return session.Miss
@@ -114,9 +114,10 @@ func (t *Table) EndStep(now time.Time) {
 		c.flush = false
 		if !c.reaped && !c.gone {
 			c.s.FlushLookups(now)
-			t.drain(now, c)
+			t.touch(c)
 		}
 	}
+	t.settle(now)
 }
 
 func (t *Table) newJob(kind JobKind, req, kvID string) *job {
@@ -134,7 +135,9 @@ func (t *Table) failNow(j *job, why string) uint64 {
 // slots. It always returns a job id; a load that cannot start fails at once
 // (its result is in the next PollFinished) and the request is marked failed.
 func (t *Table) SubmitLoad(now time.Time, id string, keys []wire.Key) uint64 {
-	return t.submitLoad(now, id, keys, nil)
+	j := t.submitLoad(now, id, keys, nil)
+	t.settle(now)
+	return j
 }
 
 // SubmitLoadInto is SubmitLoad into the slots the engine names, block i
@@ -143,7 +146,9 @@ func (t *Table) SubmitLoadInto(now time.Time, id string, keys []wire.Key, into [
 	if len(into) != len(keys) {
 		return t.failNow(t.newJob(JobLoad, id, ""), "keys and slots differ in length")
 	}
-	return t.submitLoad(now, id, keys, into)
+	j := t.submitLoad(now, id, keys, into)
+	t.settle(now)
+	return j
 }
 
 // Holds reports whether a job still holds slots: a failed load keeps its
@@ -204,7 +209,7 @@ func (t *Table) submitLoad(now time.Time, id string, keys []wire.Key, into []sto
 		t.filling[k]++
 	}
 	t.jobs[j.id] = j
-	t.drain(now, c)
+	t.touch(c)
 	return j.id
 }
 
@@ -212,6 +217,12 @@ func (t *Table) submitLoad(now time.Time, id string, keys []wire.Key, into []sto
 // the engine, to the decoder of request id. They stay pinned until the
 // store job's result.
 func (t *Table) SubmitStore(now time.Time, id string, keys []wire.Key) uint64 {
+	j := t.submitStore(now, id, keys)
+	t.settle(now)
+	return j
+}
+
+func (t *Table) submitStore(now time.Time, id string, keys []wire.Key) uint64 {
 	r := t.reqs[id]
 	if r == nil || r.dst == nil {
 		j := t.newJob(JobStore, id, "")
@@ -250,7 +261,7 @@ func (t *Table) SubmitStore(now time.Time, id string, keys []wire.Key) uint64 {
 	if c := bound; c != nil {
 		j.conn = c.id
 		c.s.AddStoredBlocks(now, r.dst.kvID, keys, slots, j.id)
-		t.drain(now, c)
+		t.touch(c)
 		return j.id
 	}
 	t.log.Debug("parked submit_store", "req", r.dst.kvID, "job_id", j.id)
@@ -273,7 +284,7 @@ func (t *Table) RequestFinished(now time.Time, id string) {
 		t.forgetSrc(r.src.kvID)
 		if c := t.byPeer[r.src.peer]; c != nil {
 			c.s.FinishConsumer(now, r.src.kvID)
-			t.drain(now, c)
+			t.touch(c)
 		}
 		if t.liveSrc[r.src.kvID] == 0 {
 			delete(t.failed, r.src.kvID)
@@ -283,11 +294,12 @@ func (t *Table) RequestFinished(now time.Time, id string) {
 		if c := t.bound[r.dst.kvID]; c != nil {
 			delete(t.bound, r.dst.kvID)
 			c.s.FinishProducer(now, r.dst.kvID)
-			t.drain(now, c)
+			t.touch(c)
 		} else if len(t.unbound[r.dst.kvID]) > 0 {
 			t.finished[r.dst.kvID] = true // the reaper or a late fetch settles it
 		}
 	}
+	t.settle(now)
 }
 
 func (t *Table) forgetSrc(kvID string) {
@@ -311,14 +323,6 @@ func (t *Table) Shutdown(now time.Time) {
 // its data path quiet, every job settled.
 func (t *Table) Drained() bool {
 	return t.shutdownClose && len(t.conns) == 0 && len(t.jobs) == 0
-}
-
-// flushActions drains every session that may have output.
-func (t *Table) flushActions(now time.Time) {
-	for _, c := range t.conns {
-		t.drain(now, c)
-	}
-	t.reap(now)
 }
 
 // mayWait starts or checks a request's wait budget: however the sessions it

@@ -11,7 +11,7 @@ import (
 // so an idle session costs nothing per tick. Each conn sits in two
 // min-heaps by deadline: qTimer (its session's timers, its linger, and
 // output to drain) and qIdle (idle eviction). Whatever touches a session
-// marks its conn dirty (drain does it); the next settle recomputes its
+// marks its conn dirty (touch and collect do it); the next rescheduleDirty recomputes its
 // deadlines. A tick visits the due conns of a queue in creation order, as
 // the full scan it replaces did, including a conn that falls due during
 // the visit after the cursor (something an earlier conn's timer did to
@@ -145,11 +145,11 @@ func (t *Table) deadline(c *conn, k int) (time.Time, bool) {
 		return c.s.IdleDeadline(t.cfg.IdleTimeout)
 	}
 	if !c.s.OutEmpty() || (!c.up && c.s.Ready() && !c.rejected) {
-		return time.Time{}, true // drain has work at once
+		return time.Time{}, true // collect has work at once
 	}
 	at, ok := c.s.NextDeadline()
 	if !c.closed && !c.linger.IsZero() {
-		// closeIfDone (drain's) ends the linger at its time, or at once
+		// closeIfDone (collect's) ends the linger at its time, or at once
 		// when the last lingering load finished.
 		l := c.linger
 		if !c.s.Lingering() {
@@ -162,8 +162,8 @@ func (t *Table) deadline(c *conn, k int) (time.Time, bool) {
 	return at, ok
 }
 
-// settle recomputes the deadlines of the dirty conns.
-func (t *Table) settle() {
+// rescheduleDirty recomputes the deadlines of the dirty conns.
+func (t *Table) rescheduleDirty() {
 	for len(t.dirty) > 0 {
 		c := t.dirty[len(t.dirty)-1]
 		t.dirty[len(t.dirty)-1] = nil
@@ -201,7 +201,7 @@ func (t *Table) reschedule(c *conn, k int) {
 // visitDue calls fn on every conn whose deadline in queue k is at or
 // before now, in creation order (see the top of this file).
 func (t *Table) visitDue(k int, now time.Time, fn func(*conn)) {
-	t.settle()
+	t.rescheduleDirty()
 	q := &t.queues[k]
 	v := &t.visit
 	v.active, v.k, v.now, v.cursor, v.maxID = true, k, now, 0, t.nextConn
@@ -220,7 +220,7 @@ func (t *Table) visitDue(k int, now time.Time, fn func(*conn)) {
 			fn(c)
 		}
 		t.markDirty(c)
-		t.settle()
+		t.rescheduleDirty()
 	}
 	v.active = false
 	v.due = v.due[:0]

@@ -6,9 +6,13 @@
 // policy.
 //
 // Contract. A Table is owned by one goroutine and never does I/O or reads
-// the clock: every call takes `now`. The node performs the Actions the table
-// returns (dial, send, close, data-path operations) in order, and feeds back
-// what happened (connected, received, lost, data events, DataClosed).
+// the clock: every call takes `now`. Every entry point (the scheduler calls,
+// the node's reports, Tick, Shutdown) ends in settle (settle.go), which runs
+// its consequences to a fixed point; the table's one outbox is then
+// TakeEffects. The node performs the Actions it holds (dial, send, close,
+// data-path operations) in order, hands the Results to the engine, and
+// feeds back what happened (connected, received, lost, data events,
+// DataClosed).
 // Within one batch of actions the data-path operations of a session come
 // before its messages. After a Close action the node must eventually call
 // DataClosed for that connection exactly once, when none of its data-path

@@ -20,11 +20,11 @@ func (t *Table) Accept(now time.Time) ConnID {
 		}
 		c.rejected = true
 		c.s.Goodbye(now, wire.GoodbyeTooManyPeers)
-		t.drain(now, c)
-		return c.id
+	} else {
+		c.s.Start(now)
 	}
-	c.s.Start(now)
-	t.drain(now, c)
+	t.touch(c)
+	t.settle(now)
 	return c.id
 }
 
@@ -35,7 +35,8 @@ func (t *Table) Connected(now time.Time, id ConnID) {
 		return
 	}
 	c.s.Start(now)
-	t.drain(now, c)
+	t.touch(c)
+	t.settle(now)
 }
 
 // ConnLost reports that a dial failed or a control connection ended without
@@ -46,8 +47,8 @@ func (t *Table) ConnLost(now time.Time, id ConnID) {
 		return
 	}
 	c.s.ConnFailed(now)
-	t.drain(now, c)
-	t.reap(now)
+	t.touch(c)
+	t.settle(now)
 }
 
 // Receive dispatches a control message from connection id.
@@ -61,8 +62,8 @@ func (t *Table) Receive(now time.Time, id ConnID, m wire.Message) {
 	if !known && c.s.Identified() {
 		t.identified(now, c)
 	}
-	t.drain(now, c)
-	t.reap(now)
+	t.touch(c)
+	t.settle(now)
 }
 
 // identified settles who owns a peer id once a Hello names it: a new
@@ -84,7 +85,7 @@ func (t *Table) identified(now time.Time, c *conn) {
 			"old_incarnation", oh.Incarnation, "new_incarnation", h.Incarnation)
 		old.restart = true
 		old.s.Close(now, health.CauseConnReset)
-		t.drain(now, old)
+		t.touch(old)
 		t.byPeer[c.peer] = c
 	case !c.s.Outbound() && old.s.Outbound() && t.cfg.Session.LocalID > c.peer:
 		// Simultaneous dial: the lower id's dial wins on both sides, whatever
@@ -93,7 +94,7 @@ func (t *Table) identified(now time.Time, c *conn) {
 		// and ends quietly: not a fault.
 		old.rejected = true
 		old.s.Goodbye(now, wire.GoodbyeDuplicate)
-		t.drain(now, old)
+		t.touch(old)
 		t.byPeer[c.peer] = c
 	default:
 		c.rejected = true
@@ -101,7 +102,10 @@ func (t *Table) identified(now time.Time, c *conn) {
 	}
 }
 
-// DataProgress: bytes landed, or a Progress frame, for a consumer job.
+// DataProgress: bytes landed, or a Progress frame, for a consumer job. It
+// and DataQueued decide nothing and only move the session's deadlines
+// later (a queued deadline that is early costs a harmless visit): there is
+// nothing to settle, and the hot path stays cheap.
 func (t *Table) DataProgress(now time.Time, id ConnID, job, bytes uint64) {
 	if c := t.conns[id]; c != nil {
 		c.s.DataProgress(now, job, bytes)
@@ -120,7 +124,8 @@ func (t *Table) DataQueued(now time.Time, id ConnID, job uint64) {
 func (t *Table) DataCorrupt(now time.Time, id ConnID, job uint64) {
 	if c := t.conns[id]; c != nil {
 		c.s.DataCorrupt(now, job)
-		t.drain(now, c)
+		t.touch(c)
+		t.settle(now)
 	}
 }
 
@@ -128,8 +133,8 @@ func (t *Table) DataCorrupt(now time.Time, id ConnID, job uint64) {
 func (t *Table) DataEnd(now time.Time, id ConnID, job uint64, ok bool, bytes uint64) {
 	if c := t.conns[id]; c != nil {
 		c.s.DataEnd(now, job, ok, bytes)
-		t.drain(now, c)
-		t.reap(now)
+		t.touch(c)
+		t.settle(now)
 	}
 }
 
@@ -137,7 +142,8 @@ func (t *Table) DataEnd(now time.Time, id ConnID, job uint64, ok bool, bytes uin
 func (t *Table) SendEnd(now time.Time, id ConnID, job uint64, ok bool, bytes uint64) {
 	if c := t.conns[id]; c != nil {
 		c.s.SendEnd(now, job, ok, bytes)
-		t.drain(now, c)
+		t.touch(c)
+		t.settle(now)
 	}
 }
 
@@ -151,11 +157,12 @@ func (t *Table) DataClosed(now time.Time, id ConnID) {
 	if c.s.Ended() == health.CauseNone {
 		// The node lost the data path on its own: the session is over.
 		c.s.ConnFailed(now)
-		t.drain(now, c)
-		t.reap(now)
+		t.touch(c)
+		t.settle(now)
 	}
 	c.s.DataClosed(now)
-	t.drain(now, c)
+	t.touch(c)
+	t.settle(now)
 	if !c.closed {
 		// Its data path ended while it lingered: the node still holds the
 		// control connection.
@@ -175,20 +182,20 @@ func (t *Table) Tick(now time.Time) {
 	if len(t.list) > 2*len(t.conns)+16 {
 		t.compact()
 	}
-	t.settle()
+	t.rescheduleDirty()
 	if t.cfg.CheckTimers {
 		t.checkTimers()
 	}
 	t.visitDue(qTimer, now, func(c *conn) {
 		c.s.Tick(now)
-		t.drain(now, c)
+		t.touch(c)
 	})
-	t.policy.Tick(now)
-	t.applyDecisions(now)
+	t.policyTick = true
+	t.settle(now)
 	t.evictIdle(now)
 	t.reapUnbound(now)
 	t.shutdownStep(now)
-	t.reap(now)
+	t.settle(now)
 }
 
 // EvictAll says goodbye to every live session with reason, as an idle
@@ -197,8 +204,8 @@ func (t *Table) EvictAll(now time.Time, reason wire.GoodbyeReason) {
 	for _, c := range t.list {
 		if !c.gone && c.s.Ended() == health.CauseNone {
 			c.s.Goodbye(now, reason)
-			t.drain(now, c)
+			t.touch(c)
 		}
 	}
-	t.reap(now)
+	t.settle(now)
 }

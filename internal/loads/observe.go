@@ -25,7 +25,9 @@ type Observer interface {
 func (t *Table) Lookup(now time.Time, id string, k wire.Key) session.Verdict {
 	r := t.reqs[id]
 	if t.cfg.Observer == nil || r == nil || r.src == nil {
-		return t.lookup(now, id, k)
+		v := t.lookup(now, id, k)
+		t.settle(now)
+		return v
 	}
 	_, wasFailed := t.failed[r.src.kvID]
 	from := r.waitFrom
@@ -37,6 +39,7 @@ func (t *Table) Lookup(now time.Time, id string, k wire.Key) session.Verdict {
 		}
 		t.cfg.Observer.LookupFellBack(id, waited)
 	}
+	t.settle(now)
 	return v
 }
 

@@ -19,9 +19,10 @@ func (t *Table) EndOutboundIdle(now time.Time) int {
 			continue
 		}
 		c.s.Goodbye(now, wire.GoodbyeIdle)
-		t.drain(now, c)
+		t.touch(c)
 		n++
 	}
+	t.settle(now)
 	return n
 }
 
@@ -41,5 +42,6 @@ func (t *Table) FailUnboundStores(now time.Time, reason string) int {
 		t.markFailed(id)
 		t.reaped[id] = now
 	}
+	t.settle(now)
 	return n
 }

@@ -14,41 +14,38 @@ func (t *Table) ProbeAck(now time.Time, id ConnID, seq uint64) {
 	if c == nil || c.s.Ended() != 0 {
 		return
 	}
-	t.probeAnswered(now, c, seq)
-}
-
-func (t *Table) probeAnswered(now time.Time, c *conn, seq uint64) {
 	t.policy.ProbeAck(now, t.peerOf(c), seq)
-	t.applyDecisions(now)
+	t.askPolicy = true
+	t.settle(now)
 }
 
-// applyDecisions performs what the policy decided on its own: probes of
-// live siblings' data paths, and closing the ones that did not answer.
-func (t *Table) applyDecisions(now time.Time) {
-	for {
-		ds := t.policy.TakeDecisions()
-		if len(ds) == 0 {
-			return
+// decide performs what the policy decided on its own (settle calls it):
+// probes of live siblings' data paths, and closing the ones that did not
+// answer. Having decided something, the policy is asked again once the
+// consequences settled.
+func (t *Table) decide(now time.Time) {
+	ds := t.policy.TakeDecisions()
+	if len(ds) == 0 {
+		return
+	}
+	t.askPolicy = true
+	for _, d := range ds {
+		if d.Kind == health.DecideNote {
+			t.log.Warn("failure policy: "+d.Note, "peer", d.Peer, "policy", t.policy.Name())
+			continue
 		}
-		for _, d := range ds {
-			if d.Kind == health.DecideNote {
-				t.log.Warn("failure policy: "+d.Note, "peer", d.Peer, "policy", t.policy.Name())
-				continue
-			}
-			c := t.byPeer[d.Peer]
-			if c == nil || c.s.Ended() != health.CauseNone {
-				continue
-			}
-			switch d.Kind {
-			case health.DecideProbe:
-				c.s.Probe(now, d.Seq)
-			case health.DecideClose:
-				t.log.Warn("closing a peer whose data path did not answer its probe", "peer", d.Peer, "cause", d.Cause.String())
-				c.byPolicy = true
-				c.s.Abandon(now, d.Cause)
-			}
-			t.drain(now, c)
+		c := t.byPeer[d.Peer]
+		if c == nil || c.s.Ended() != health.CauseNone {
+			continue
 		}
-		t.reap(now)
+		switch d.Kind {
+		case health.DecideProbe:
+			c.s.Probe(now, d.Seq)
+		case health.DecideClose:
+			t.log.Warn("closing a peer whose data path did not answer its probe", "peer", d.Peer, "cause", d.Cause.String())
+			c.byPolicy = true
+			c.s.Abandon(now, d.Cause)
+		}
+		t.touch(c)
 	}
 }

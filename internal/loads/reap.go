@@ -15,54 +15,47 @@ func (t *Table) peerOf(c *conn) health.Peer {
 	return health.Peer{ID: c.peer, Domain: d, Outbound: c.s.Outbound()}
 }
 
-// reap handles every session that ended since the last reap: the policy
-// says what else closes in the same reap (through the same teardown), the
-// ended sessions' request ids go into the failed set so their lookups are
-// MISS, and their producer bindings are purged.
-func (t *Table) reap(now time.Time) {
-	for len(t.ended) > 0 {
-		ended := t.ended
-		t.ended = nil
-		for _, c := range ended {
-			if c.reaped {
-				continue // reaped by a nested reap (applyDecisions)
-			}
-			c.reaped = true
-			cause := c.s.Ended()
-			failedIDs := c.s.FailedRequests()
-			n := t.failLoadsOf(c)
-			for _, id := range failedIDs {
-				t.markFailed(id)
-			}
-			for id, b := range t.bound {
-				if b == c {
-					delete(t.bound, id)
-				}
-			}
-			if c.rejected {
-				continue // never a session: the policy does not see it
-			}
-			t.log.Warn("peer down", "peer", c.peer, "cause", cause.String(), "loads_failed", n, "policy", t.policy.Name())
-			end := health.End{Cause: cause, Restart: c.restart, LoadsFailed: n, ByPolicy: c.byPolicy, WasUp: c.up}
-			for _, p := range t.policy.SessionEnded(now, t.peerOf(c), end) {
-				o := t.byPeer[p.ID]
-				if o == nil || o.reaped || o.s.Ended() != health.CauseNone {
-					continue
-				}
-				t.log.Warn("closing sibling with its dead peer", "peer", o.peer, "dead_peer", c.peer, "policy", t.policy.Name())
-				o.reaped = true // collateral: closed here, not fed back to the policy
-				o.s.Close(now, cause)
-				t.drain(now, o)
-				for _, id := range o.s.FailedRequests() {
-					t.markFailed(id)
-				}
-				for id, b := range t.bound {
-					if b == o {
-						delete(t.bound, id)
-					}
-				}
-			}
-			t.applyDecisions(now)
+// reapOne handles a session's end (settle calls it, once per end, in
+// order): the ended session's request ids go into the failed set so their
+// lookups are MISS, its producer bindings are purged, and the policy hears
+// of it and names the siblings that close with it. A sibling is closed
+// here, as collateral: its own end is not fed back to the policy.
+func (t *Table) reapOne(now time.Time, c *conn) {
+	if c.reaped {
+		return // collateral of an earlier reap
+	}
+	c.reaped = true
+	cause := c.s.Ended()
+	n := t.failLoadsOf(c)
+	t.unbindEnded(c)
+	if c.rejected {
+		return // never a session: the policy does not see it
+	}
+	t.log.Warn("peer down", "peer", c.peer, "cause", cause.String(), "loads_failed", n, "policy", t.policy.Name())
+	end := health.End{Cause: cause, Restart: c.restart, LoadsFailed: n, ByPolicy: c.byPolicy, WasUp: c.up}
+	for _, p := range t.policy.SessionEnded(now, t.peerOf(c), end) {
+		o := t.byPeer[p.ID]
+		if o == nil || o.reaped || o.s.Ended() != health.CauseNone {
+			continue
+		}
+		t.log.Warn("closing sibling with its dead peer", "peer", o.peer, "dead_peer", c.peer, "policy", t.policy.Name())
+		o.reaped = true
+		o.s.Close(now, cause)
+		t.touch(o)
+		t.unbindEnded(o)
+	}
+	t.askPolicy = true
+}
+
+// unbindEnded marks an ended session's requests failed and purges its
+// producer bindings.
+func (t *Table) unbindEnded(c *conn) {
+	for _, id := range c.s.FailedRequests() {
+		t.markFailed(id)
+	}
+	for id, b := range t.bound {
+		if b == c {
+			delete(t.bound, id)
 		}
 	}
 }
@@ -89,7 +82,7 @@ func (t *Table) evictIdle(now time.Time) {
 		if c.s.Ready() && !c.s.Busy() && c.s.IdleFor(now) >= t.cfg.IdleTimeout {
 			t.log.Info("evicting idle session", "peer", c.peer, "idle", c.s.IdleFor(now))
 			c.s.Goodbye(now, wire.GoodbyeIdle)
-			t.drain(now, c)
+			t.touch(c)
 		}
 	})
 }
@@ -156,7 +149,7 @@ func (t *Table) shutdownStep(now time.Time) {
 	for _, c := range t.conns {
 		c.rejected = true // an orderly local stop is nobody's fault
 		c.s.Goodbye(now, wire.GoodbyeShutdown)
-		t.drain(now, c)
+		t.touch(c)
 	}
 	for id, batches := range t.unbound {
 		for _, b := range batches {

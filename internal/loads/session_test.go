@@ -80,7 +80,7 @@ func TestIdleEvictionSaysGoodbye(t *testing.T) {
 	// Drive the last tick by hand to see the actions in order.
 	now := f.net.Now.Add(10 * time.Millisecond)
 	c.T.Tick(now)
-	acts := c.T.TakeActions()
+	acts := c.T.TakeEffects().Actions
 	bye, closed := -1, -1
 	for i, a := range acts {
 		if g, ok := a.Msg.(*wire.Goodbye); a.Kind == loads.ActSend && ok && g.Reason == wire.GoodbyeIdle {

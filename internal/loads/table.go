@@ -23,6 +23,7 @@ type conn struct {
 	up       bool      // the policy was told the session is up
 	gone     bool      // DataClosed: removed from the table
 	flush    bool      // in the table's flush queue (lookups registered this step)
+	touched  bool      // in the table's touched queue (settle collects its output)
 	linger   time.Time // ended in order with loads still draining from its data connection: close then
 	restart  bool      // ended because the peer restarted (a new incarnation)
 	byPolicy bool      // closed on the policy's decision
@@ -65,14 +66,18 @@ type Table struct {
 	policy health.Policy
 	blocks blocksView
 
-	conns     map[ConnID]*conn
-	list      []*conn          // conns in creation order: deterministic iteration
-	ended     []*conn          // sessions that ended since the last reap
-	flushQ    []*conn          // sessions with lookups registered this step
-	lastPrune time.Time        // last pruning of the reaped ids
-	byPeer    map[string]*conn // the live session per peer id
-	nextConn  ConnID
-	nextJob   uint64
+	conns      map[ConnID]*conn
+	list       []*conn          // conns in creation order: deterministic iteration
+	ended      []*conn          // sessions that ended, in order, for settle to reap
+	touched    []*conn          // sessions whose output settle collects, in order
+	touchedAt  int              // settle's position in touched
+	askPolicy  bool             // settle applies the policy's decisions
+	policyTick bool             // settle runs the policy's Tick first
+	flushQ     []*conn          // sessions with lookups registered this step
+	lastPrune  time.Time        // last pruning of the reaped ids
+	byPeer     map[string]*conn // the live session per peer id
+	nextConn   ConnID
+	nextJob    uint64
 
 	reqs     map[string]*request
 	failed   map[string]struct{} // kv request ids whose next lookup is MISS
@@ -156,21 +161,6 @@ func (b blocksView) Pending(k wire.Key) bool {
 	return b.t.cfg.Resolver != nil && b.t.cfg.Resolver.Pending(k)
 }
 
-// TakeActions returns the actions decided since the last call, in order.
-func (t *Table) TakeActions() []Action {
-	a := t.actions
-	t.actions = nil
-	return a
-}
-
-// PollFinished returns the job results since the last call (the engine's
-// get_finished_jobs).
-func (t *Table) PollFinished() []JobResult {
-	r := t.results
-	t.results = nil
-	return r
-}
-
 // markFailed puts a consumer kv request id into the failed set, so that its
 // lookups are MISS until the request finishes. An id no live request names
 // is not recorded: the set would only grow (a load's failure is often
@@ -197,18 +187,6 @@ func (t *Table) newConn(peer string, outbound bool, now time.Time) *conn {
 // lingerFor bounds how long an orderly ended session's data connection
 // stays open for loads its producer reported sent.
 const lingerFor = time.Second
-
-// closeIfDone closes a lingering session once its last loads finished or
-// its linger time ran out.
-func (t *Table) closeIfDone(now time.Time, c *conn) {
-	if c.closed || c.linger.IsZero() || (c.s.Lingering() && now.Before(c.linger)) {
-		return
-	}
-	c.s.StopLinger(now)
-	c.closed = true
-	t.actions = append(t.actions, Action{Kind: ActClose, Conn: c.id, Cause: c.s.Ended()})
-	t.drain(now, c) // the loads StopLinger failed
-}
 
 // compact drops gone conns from the creation-order list.
 func (t *Table) compact() {
@@ -250,7 +228,7 @@ func (t *Table) session(now time.Time, peer, domain string) *conn {
 		t.log.Info("replacing a stale connect attempt", "peer", peer, "pending_for", now.Sub(c.s.PendingSince()))
 		c.rejected = true // never a session: nothing to hold against anyone
 		c.s.Close(now, health.CauseHandshakeFailed)
-		t.drain(now, c)
+		t.touch(c)
 	}
 	if t.shuttingDown {
 		return nil
@@ -268,58 +246,6 @@ func (t *Table) session(now time.Time, peer, domain string) *conn {
 	t.byPeer[peer] = c
 	t.actions = append(t.actions, Action{Kind: ActDial, Conn: c.id, Peer: peer})
 	return c
-}
-
-// drain turns what a session decided into actions, results and slot work.
-func (t *Table) drain(now time.Time, c *conn) {
-	t.markDirty(c)
-	defer t.closeIfDone(now, c)
-	if c.up && c.s.OutEmpty() {
-		return // the common case on a tick: nothing decided
-	}
-	for {
-		if !c.up && c.s.Ready() && !c.rejected {
-			// Checked before anything else: becoming ready may decide nothing.
-			c.up = true
-			t.policy.SessionUp(now, t.peerOf(c))
-		}
-		o := c.s.TakeOut()
-		if o.Empty() {
-			return
-		}
-		for _, op := range o.Data {
-			if !c.closed {
-				t.actions = append(t.actions, Action{Kind: ActData, Conn: c.id, Op: op})
-			}
-		}
-		for _, m := range o.Msgs {
-			if !c.closed {
-				t.actions = append(t.actions, Action{Kind: ActSend, Conn: c.id, Msg: m})
-			}
-		}
-		for _, r := range o.Loads {
-			t.loadDone(now, c, r)
-		}
-		for _, r := range o.Stores {
-			t.storeDone(r)
-		}
-		for _, j := range o.Releases {
-			t.release(j)
-		}
-		for _, id := range o.NewFetch {
-			t.bind(now, c, id)
-		}
-		if o.Ended != health.CauseNone && !c.closed && c.linger.IsZero() {
-			t.ended = append(t.ended, c)
-			if c.s.Lingering() {
-				// The peer said goodbye after sending: let its last bytes land.
-				c.linger = now.Add(lingerFor)
-			} else {
-				c.closed = true
-				t.actions = append(t.actions, Action{Kind: ActClose, Conn: c.id, Cause: o.Ended})
-			}
-		}
-	}
 }
 
 func (t *Table) loadDone(now time.Time, c *conn, r session.LoadResult) {

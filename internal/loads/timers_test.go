@@ -214,7 +214,7 @@ func TestShutdownSaysGoodbye(t *testing.T) {
 	c := f.node("10.0.0.2:7777", sim.NodeOpts{})
 	f.connect(c, "10.0.0.1", 7777)
 	p.T.Shutdown(f.net.Now) // nothing in flight: goodbye at once
-	acts := p.T.TakeActions()
+	acts := p.T.TakeEffects().Actions
 	bye, closed := -1, -1
 	for i, a := range acts {
 		if g, ok := a.Msg.(*wire.Goodbye); a.Kind == loads.ActSend && ok && g.Reason == wire.GoodbyeShutdown {
@@ -229,7 +229,7 @@ func TestShutdownSaysGoodbye(t *testing.T) {
 	}
 	p.T.Accept(f.net.Now)
 	refused := false
-	for _, a := range p.T.TakeActions() {
+	for _, a := range p.T.TakeEffects().Actions {
 		refused = refused || a.Kind == loads.ActClose
 		if _, hello := a.Msg.(*wire.Hello); hello {
 			t.Fatal("inbound connection greeted while shutting down")
@@ -252,7 +252,7 @@ func TestShutdownSaysGoodbye(t *testing.T) {
 		n *sim.Node
 		j uint64
 	}{{p, sj}, {c, lj}} {
-		rs := x.n.T.PollFinished()
+		rs := x.n.T.TakeEffects().Results
 		if len(rs) != 1 || rs[0].Job != x.j || rs[0].OK {
 			t.Fatalf("%s: results %+v, want job %d failed at once", x.n.ID, rs, x.j)
 		}

@@ -259,18 +259,18 @@ func (n *Net) runUntil(t int64) {
 	}
 }
 
-// Flush performs a node's pending actions and collects its results; call
+// Flush carries out a node's effects: its actions, then its results; call
 // it after calling the node's table directly.
 func (n *Net) Flush(nd *Node) {
-	acts := nd.T.TakeActions()
+	eff := nd.T.TakeEffects()
 	if nd.Crashed || nd.gone {
-		nd.T.PollFinished()
 		return
 	}
+	acts := eff.Actions
 	for i := range acts {
 		n.act(nd, &acts[i])
 	}
-	if rs := nd.T.PollFinished(); len(rs) > 0 {
+	if rs := eff.Results; len(rs) > 0 {
 		if n.VLLMTransport {
 			n.faultStalled(nd, rs)
 		}
