@@ -1,11 +1,13 @@
 package kvp2p
 
 import (
+	"fmt"
 	"net"
 	"sync"
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/datapath"
+	"github.com/kvp2p/kvp2p/internal/fsm"
 	"github.com/kvp2p/kvp2p/internal/loads"
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
@@ -14,19 +16,76 @@ import (
 // Fields are owned by the node's loop; the writer and reader goroutines
 // touch only the socket and the writer's queue.
 type ctlConn struct {
-	id       loads.ConnID
-	nc       net.Conn
-	w        *msgWriter
-	data     *datapath.Conn
-	dataDone bool // the data connection's Closed event arrived (or it never existed)
-	closing  bool // ActClose seen
-	reported bool // DataClosed told to the table
-	key      attachKey
-	dialed   bool // we dialed it: its Hello carries key.attempt
+	id     loads.ConnID
+	nc     net.Conn
+	w      *msgWriter
+	data   *datapath.Conn
+	st     ctlState
+	key    attachKey
+	dialed bool // we dialed it: its Hello carries key.attempt
 	// dataLostAt: the peer closed the data connection at this time; the
 	// table is told once the control connection explains, or after
 	// dataLossGrace (zero: not waiting).
 	dataLostAt time.Time
+}
+
+// ctlState is where a connection pair is between the table's ActClose and
+// the DataClosed the node owes it (loads' contract: exactly once, when no
+// data-path goroutine can touch a slot).
+//
+//	state            event                                          next
+//	ctlOpen          data connection ended (Closed event), or       ctlDataDown
+//	                 never was (dial or data start failed)
+//	                 ActClose                                       ctlClosing
+//	ctlDataDown      DataClosed told (dataClosed)                   ctlReported
+//	                 ActClose                                       ctlClosing
+//	ctlReported      ActClose                                       ctlDone
+//	ctlClosing       data path quiet: DataClosed told (dataClosed)   ctlDone
+//
+// ctlDone is terminal: the connection leaves n.conns as it enters it.
+type ctlState uint8
+
+const (
+	ctlOpen     ctlState = iota // both connections up, or being dialed
+	ctlDataDown                 // the data path is quiet; the table not told yet (maybe waiting dataLossGrace)
+	ctlReported                 // the table was told DataClosed; its ActClose is still to come
+	ctlClosing                  // ActClose done; waiting for the data path to go quiet
+	ctlDone                     // closed and reported
+)
+
+var ctlStateNames = [...]string{"open", "data-down", "reported", "closing", "done"}
+
+func (s ctlState) String() string {
+	if int(s) < len(ctlStateNames) {
+		return ctlStateNames[s]
+	}
+	return fmt.Sprintf("ctlState(%d)", s)
+}
+
+func legalCtlMove(from, to ctlState) bool {
+	switch from {
+	case ctlOpen:
+		return to == ctlDataDown || to == ctlClosing
+	case ctlDataDown:
+		return to == ctlReported || to == ctlClosing
+	case ctlReported, ctlClosing:
+		return to == ctlDone
+	}
+	return false
+}
+
+// closing reports whether the table closed it (ActClose seen).
+func (c *ctlConn) closing() bool { return c.st >= ctlClosing }
+
+// moveCtl changes c's state; an illegal move is reported (fsm.Illegal).
+func (n *Node) moveCtl(c *ctlConn, to ctlState) {
+	if !legalCtlMove(c.st, to) {
+		fsm.Illegal(n.log, fmt.Sprintf("node: conn %d", c.id), c.st, to)
+	}
+	c.st = to
+	if to == ctlDone {
+		delete(n.conns, c.id)
+	}
 }
 
 // attachKey matches a data connection to its control connection. The

@@ -25,3 +25,20 @@ func TestMsgBucket(t *testing.T) {
 		t.Fatalf("after a quiet second: waits %v", w)
 	}
 }
+
+// The connection pair's transition table allows exactly the moves its doc
+// lists; every other pair, staying put included, is illegal.
+func TestCtlStateMoves(t *testing.T) {
+	legal := map[[2]ctlState]bool{
+		{ctlOpen, ctlDataDown}: true, {ctlOpen, ctlClosing}: true,
+		{ctlDataDown, ctlReported}: true, {ctlDataDown, ctlClosing}: true,
+		{ctlReported, ctlDone}: true, {ctlClosing, ctlDone}: true,
+	}
+	for from := ctlOpen; from <= ctlDone; from++ {
+		for to := ctlOpen; to <= ctlDone; to++ {
+			if got := legalCtlMove(from, to); got != legal[[2]ctlState{from, to}] {
+				t.Errorf("legalCtlMove(%v, %v) = %v", from, to, got)
+			}
+		}
+	}
+}

@@ -90,7 +90,7 @@ func (n *Node) handle(ev event) {
 		n.accepted(now, ev)
 	case evDialed:
 		c := n.conns[ev.id]
-		if c == nil || c.closing {
+		if c == nil || c.closing() {
 			if ev.err == nil {
 				ev.ctl.Close()
 				ev.data.Close()
@@ -102,7 +102,7 @@ func (n *Node) handle(ev event) {
 		}
 		if ev.err != nil {
 			n.log.Info("dial failed", "peer", c.key.peer, "err", ev.err)
-			c.dataDone = true
+			n.moveCtl(c, ctlDataDown) // there is no data connection
 			n.tb.ConnLost(now, ev.id)
 			return
 		}
@@ -114,13 +114,13 @@ func (n *Node) handle(ev event) {
 		n.tb.Connected(now, ev.id)
 	case evCtlMsg:
 		c := n.conns[ev.id]
-		if c == nil || c.closing {
+		if c == nil || c.closing() {
 			return
 		}
 		n.obs.received(now, ev.id, ev.msg)
 		n.tb.Receive(now, ev.id, n.helloIn(ev.msg))
 	case evCtlLost:
-		if c := n.conns[ev.id]; c != nil && !c.closing {
+		if c := n.conns[ev.id]; c != nil && !c.closing() {
 			n.tb.ConnLost(now, ev.id)
 		}
 	case evData:
@@ -180,7 +180,7 @@ func (n *Node) admit(now time.Time, ctl evAccepted, h *wire.Hello, data pendingD
 	n.wg.Add(1)
 	go n.readCtl(id, ctl.rd)
 	n.perform() // the table may refuse it (peer cap) before the Hello
-	if c.closing {
+	if c.closing() {
 		data.nc.Close()
 		return
 	}
@@ -233,8 +233,8 @@ func (n *Node) dataEvent(now time.Time, ev evData) {
 	case datapath.ProbeAck:
 		n.tb.ProbeAck(now, ev.id, e.Seq)
 	case datapath.Closed:
-		c.dataDone = true
-		if !c.closing {
+		if c.st == ctlOpen {
+			n.moveCtl(c, ctlDataDown)
 			n.log.Info("data connection closed", "conn", ev.id, "err", e.Err)
 			if c.nc != nil && peerClosed(e.Err) {
 				// A peer that ends the session in order (Goodbye: shutdown,
@@ -266,22 +266,24 @@ func peerClosed(err error) bool {
 // while their control connection stayed silent for dataLossGrace.
 func (n *Node) expireDataLoss(now time.Time) {
 	for _, c := range n.conns {
-		if !c.dataLostAt.IsZero() && !c.closing && now.Sub(c.dataLostAt) >= dataLossGrace {
+		if !c.dataLostAt.IsZero() && c.st == ctlDataDown && now.Sub(c.dataLostAt) >= dataLossGrace {
 			n.dataClosed(now, c)
 		}
 	}
 }
 
-// dataClosed tells the table, once, that the session's data path is quiet.
+// dataClosed tells the table, once, that the session's data path is
+// quiet. Callers know it is: the data connection ended or never was.
 func (n *Node) dataClosed(now time.Time, c *ctlConn) {
-	if c.reported || !c.dataDone {
-		return
+	switch c.st {
+	case ctlDataDown:
+		n.moveCtl(c, ctlReported)
+	case ctlClosing:
+		n.moveCtl(c, ctlDone)
+	default:
+		return // told already
 	}
-	c.reported = true
 	n.tb.DataClosed(now, c.id)
-	if c.closing {
-		delete(n.conns, c.id)
-	}
 }
 
 // perform carries out the table's effects: every action, in order (an
@@ -322,33 +324,34 @@ func (n *Node) act(a loads.Action) {
 	}
 	switch a.Kind {
 	case loads.ActSend:
-		if c.w != nil && !c.closing {
+		if c.w != nil && !c.closing() {
 			c.w.send(stampAttempt(a.Msg, c))
 		}
 	case loads.ActData:
-		if c.data == nil || c.closing {
+		if c.data == nil || c.closing() {
 			n.log.Error("data operation without a data connection", "conn", a.Conn, "op", a.Op.Kind)
 			return
 		}
 		n.dataOp(c.data, a.Op)
 	case loads.ActClose:
-		if c.closing {
+		if c.closing() {
 			return
 		}
-		c.closing = true
 		if c.w != nil {
 			c.w.close()
 		}
+		quiet := c.st != ctlOpen || c.data == nil // its data path ended, or never was
 		if c.data != nil {
 			c.data.Close()
-		} else {
-			c.dataDone = true
 		}
-		if c.reported {
-			delete(n.conns, c.id)
+		if c.st == ctlReported {
+			n.moveCtl(c, ctlDone)
 			return
 		}
-		n.dataClosed(n.clk.now(time.Now()), c)
+		n.moveCtl(c, ctlClosing)
+		if quiet {
+			n.dataClosed(n.clk.now(time.Now()), c)
+		}
 	}
 }
 

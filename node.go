@@ -502,7 +502,7 @@ func (n *Node) startData(c *ctlConn, nc net.Conn, rd *wire.Reader) {
 	if err != nil {
 		n.log.Error("data connection refused", "err", err)
 		nc.Close()
-		c.dataDone = true
+		n.moveCtl(c, ctlDataDown)
 		return
 	}
 	c.data = dc

@@ -112,7 +112,7 @@ func (t *Table) EndStep(now time.Time) {
 	t.flushQ = nil
 	for _, c := range q {
 		c.flush = false
-		if !c.reaped && !c.gone {
+		if c.rep != reaped && c.st != connGone {
 			c.s.FlushLookups(now)
 			t.touch(c)
 		}
@@ -265,6 +265,7 @@ func (t *Table) submitStore(now time.Time, id string, keys []wire.Key) uint64 {
 		return j.id
 	}
 	t.log.Debug("parked submit_store", "req", r.dst.kvID, "job_id", j.id)
+	t.moveJob(j, jobParked)
 	t.unbound[r.dst.kvID] = append(t.unbound[r.dst.kvID], unboundBatch{job: j.id, keys: keys, slots: slots, at: now})
 	return j.id
 }

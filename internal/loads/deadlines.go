@@ -138,17 +138,17 @@ func (t *Table) markDirty(c *conn) {
 
 // deadline is c's deadline in queue k.
 func (t *Table) deadline(c *conn, k int) (time.Time, bool) {
-	if c.gone {
+	if c.st == connGone {
 		return time.Time{}, false
 	}
 	if k == qIdle {
 		return c.s.IdleDeadline(t.cfg.IdleTimeout)
 	}
-	if !c.s.OutEmpty() || (!c.up && c.s.Ready() && !c.rejected) {
+	if !c.s.OutEmpty() || (c.rep == unreported && c.s.Ready() && !c.rejected) {
 		return time.Time{}, true // collect has work at once
 	}
 	at, ok := c.s.NextDeadline()
-	if !c.closed && !c.linger.IsZero() {
+	if c.st == connLingering {
 		// closeIfDone (collect's) ends the linger at its time, or at once
 		// when the last lingering load finished.
 		l := c.linger
@@ -216,7 +216,7 @@ func (t *Table) visitDue(k int, now time.Time, fn func(*conn)) {
 		v.pos++
 		v.cursor = c.id
 		c.tm.inDue[k] = false
-		if !c.gone {
+		if c.st != connGone {
 			fn(c)
 		}
 		t.markDirty(c)

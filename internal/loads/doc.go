@@ -19,6 +19,12 @@
 // goroutines can touch a slot: failed loads' destination slots and the
 // producer's pins are freed only then.
 //
+// States. A conn's connections (connState: live, lingering, closed, gone),
+// what the policy heard of it (reportState: unreported, up, reaped) and a
+// job's life (jobState: running, parked, holding, done) each have their
+// legal moves written in one function (conn_state.go, job_state.go); an
+// illegal move panics in tests and is logged in production (internal/fsm).
+//
 // Timers. Tick visits only the sessions with a timer due: each session
 // reports its next deadline (session.NextDeadline) and the table keeps
 // them in heaps (deadlines.go), so an idle session costs nothing per tick

@@ -83,7 +83,7 @@ func (t *Table) identified(now time.Time, c *conn) {
 	case old.s.Identified() && oh.Incarnation != h.Incarnation:
 		t.log.Warn("peer restarted: failing what the old incarnation owed", "peer", c.peer,
 			"old_incarnation", oh.Incarnation, "new_incarnation", h.Incarnation)
-		old.restart = true
+		old.endedBy = endedByRestart
 		old.s.Close(now, health.CauseConnReset)
 		t.touch(old)
 		t.byPeer[c.peer] = c
@@ -158,19 +158,21 @@ func (t *Table) DataClosed(now time.Time, id ConnID) {
 		// The node lost the data path on its own: the session is over.
 		c.s.ConnFailed(now)
 		t.touch(c)
+		// Settled before the slots go: the reap counts the loads the end
+		// failed (LoadsFailed), which the release then forgets.
 		t.settle(now)
 	}
 	c.s.DataClosed(now)
 	t.touch(c)
 	t.settle(now)
-	if !c.closed {
+	if c.st < connClosed {
 		// Its data path ended while it lingered: the node still holds the
 		// control connection.
-		c.closed = true
+		t.move(c, connClosed)
 		t.actions = append(t.actions, Action{Kind: ActClose, Conn: c.id, Cause: c.s.Ended()})
 	}
 	delete(t.conns, id)
-	c.gone = true
+	t.move(c, connGone)
 	t.markDirty(c) // out of the timer queues
 	if t.byPeer[c.peer] == c {
 		delete(t.byPeer, c.peer)
@@ -191,6 +193,8 @@ func (t *Table) Tick(now time.Time) {
 		t.touch(c)
 	})
 	t.policyTick = true
+	// The sessions' timers and the policy's settle before the table's own:
+	// a session the policy closes is not evicted as idle too.
 	t.settle(now)
 	t.evictIdle(now)
 	t.reapUnbound(now)
@@ -202,7 +206,7 @@ func (t *Table) Tick(now time.Time) {
 // eviction (or an operator's drain) would: orderly ends, never evidence.
 func (t *Table) EvictAll(now time.Time, reason wire.GoodbyeReason) {
 	for _, c := range t.list {
-		if !c.gone && c.s.Ended() == health.CauseNone {
+		if c.st != connGone && c.s.Ended() == health.CauseNone {
 			c.s.Goodbye(now, reason)
 			t.touch(c)
 		}

@@ -15,7 +15,7 @@ import (
 func (t *Table) EndOutboundIdle(now time.Time) int {
 	n := 0
 	for _, c := range t.list {
-		if c.gone || !c.s.Outbound() || !c.s.Ready() || c.s.Busy() || c.s.Ended() != health.CauseNone {
+		if c.st == connGone || !c.s.Outbound() || !c.s.Ready() || c.s.Busy() || c.s.Ended() != health.CauseNone {
 			continue
 		}
 		c.s.Goodbye(now, wire.GoodbyeIdle)

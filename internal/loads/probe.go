@@ -43,7 +43,7 @@ func (t *Table) decide(now time.Time) {
 			c.s.Probe(now, d.Seq)
 		case health.DecideClose:
 			t.log.Warn("closing a peer whose data path did not answer its probe", "peer", d.Peer, "cause", d.Cause.String())
-			c.byPolicy = true
+			c.endedBy = endedByPolicy
 			c.s.Abandon(now, d.Cause)
 		}
 		t.touch(c)

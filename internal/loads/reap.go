@@ -21,10 +21,11 @@ func (t *Table) peerOf(c *conn) health.Peer {
 // of it and names the siblings that close with it. A sibling is closed
 // here, as collateral: its own end is not fed back to the policy.
 func (t *Table) reapOne(now time.Time, c *conn) {
-	if c.reaped {
+	if c.rep == reaped {
 		return // collateral of an earlier reap
 	}
-	c.reaped = true
+	wasUp := c.rep == reportedUp
+	t.report(c, reaped)
 	cause := c.s.Ended()
 	n := t.failLoadsOf(c)
 	t.unbindEnded(c)
@@ -32,14 +33,14 @@ func (t *Table) reapOne(now time.Time, c *conn) {
 		return // never a session: the policy does not see it
 	}
 	t.log.Warn("peer down", "peer", c.peer, "cause", cause.String(), "loads_failed", n, "policy", t.policy.Name())
-	end := health.End{Cause: cause, Restart: c.restart, LoadsFailed: n, ByPolicy: c.byPolicy, WasUp: c.up}
+	end := health.End{Cause: cause, Restart: c.endedBy == endedByRestart, LoadsFailed: n, ByPolicy: c.endedBy == endedByPolicy, WasUp: wasUp}
 	for _, p := range t.policy.SessionEnded(now, t.peerOf(c), end) {
 		o := t.byPeer[p.ID]
-		if o == nil || o.reaped || o.s.Ended() != health.CauseNone {
+		if o == nil || o.rep == reaped || o.s.Ended() != health.CauseNone {
 			continue
 		}
 		t.log.Warn("closing sibling with its dead peer", "peer", o.peer, "dead_peer", c.peer, "policy", t.policy.Name())
-		o.reaped = true
+		t.report(o, reaped)
 		o.s.Close(now, cause)
 		t.touch(o)
 		t.unbindEnded(o)
@@ -123,7 +124,7 @@ func (t *Table) storeDoneJob(jobID uint64, ok bool, reason string) {
 	if j == nil {
 		return
 	}
-	delete(t.jobs, jobID)
+	t.moveJob(j, jobDone)
 	for _, sl := range j.slots {
 		_ = t.store.Unpin(sl)
 	}

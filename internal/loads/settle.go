@@ -102,13 +102,13 @@ func (t *Table) collect(now time.Time, c *conn) {
 }
 
 func (t *Table) collectOut(now time.Time, c *conn) {
-	if c.up && c.s.OutEmpty() {
+	if c.rep == reportedUp && c.s.OutEmpty() {
 		return // the common case on a tick: nothing decided
 	}
 	for {
-		if !c.up && c.s.Ready() && !c.rejected {
+		if c.rep == unreported && c.s.Ready() && !c.rejected {
 			// Checked before anything else: becoming ready may decide nothing.
-			c.up = true
+			t.report(c, reportedUp)
 			t.policy.SessionUp(now, t.peerOf(c))
 		}
 		o := c.s.TakeOut()
@@ -116,12 +116,12 @@ func (t *Table) collectOut(now time.Time, c *conn) {
 			return
 		}
 		for _, op := range o.Data {
-			if !c.closed {
+			if c.st < connClosed {
 				t.actions = append(t.actions, Action{Kind: ActData, Conn: c.id, Op: op})
 			}
 		}
 		for _, m := range o.Msgs {
-			if !c.closed {
+			if c.st < connClosed {
 				t.actions = append(t.actions, Action{Kind: ActSend, Conn: c.id, Msg: m})
 			}
 		}
@@ -137,13 +137,14 @@ func (t *Table) collectOut(now time.Time, c *conn) {
 		for _, id := range o.NewFetch {
 			t.bind(now, c, id)
 		}
-		if o.Ended != health.CauseNone && !c.closed && c.linger.IsZero() {
+		if o.Ended != health.CauseNone && c.st == connLive {
 			t.ended = append(t.ended, c)
 			if c.s.Lingering() {
 				// The peer said goodbye after sending: let its last bytes land.
 				c.linger = now.Add(lingerFor)
+				t.move(c, connLingering)
 			} else {
-				c.closed = true
+				t.move(c, connClosed)
 				t.actions = append(t.actions, Action{Kind: ActClose, Conn: c.id, Cause: o.Ended})
 			}
 		}
@@ -154,11 +155,11 @@ func (t *Table) collectOut(now time.Time, c *conn) {
 // its linger time ran out; true if it did (StopLinger may have failed
 // loads: collect again).
 func (t *Table) closeIfDone(now time.Time, c *conn) bool {
-	if c.closed || c.linger.IsZero() || (c.s.Lingering() && now.Before(c.linger)) {
+	if c.st != connLingering || (c.s.Lingering() && now.Before(c.linger)) {
 		return false
 	}
 	c.s.StopLinger(now)
-	c.closed = true
+	t.move(c, connClosed)
 	t.actions = append(t.actions, Action{Kind: ActClose, Conn: c.id, Cause: c.s.Ended()})
 	return true
 }

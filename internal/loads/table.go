@@ -13,20 +13,19 @@ import (
 
 // conn is one session and what the table knows of it.
 type conn struct {
-	id       ConnID
-	s        *session.Session
-	peer     string // as dialed, or as the peer's Hello named it
-	domain   string // router-named domain (wins over the advertised one)
-	rejected bool   // refused before it became a session (duplicate, over cap): the policy never sees it
-	reaped   bool
-	closed   bool      // ActClose emitted
-	up       bool      // the policy was told the session is up
-	gone     bool      // DataClosed: removed from the table
+	id     ConnID
+	s      *session.Session
+	peer   string      // as dialed, or as the peer's Hello named it
+	domain string      // router-named domain (wins over the advertised one)
+	st     connState   // its connections, as the node was told (conn_state.go)
+	rep    reportState // what the policy heard of it (conn_state.go)
+	// rejected: refused before it became a session (duplicate, over cap),
+	// or ended by an orderly local stop: the policy never hears of it.
+	rejected bool
+	endedBy  endedBy   // why the table ended it, if it did
+	linger   time.Time // connLingering: close at this time at the latest
 	flush    bool      // in the table's flush queue (lookups registered this step)
 	touched  bool      // in the table's touched queue (settle collects its output)
-	linger   time.Time // ended in order with loads still draining from its data connection: close then
-	restart  bool      // ended because the peer restarted (a new incarnation)
-	byPolicy bool      // closed on the policy's decision
 	tm       timerState
 }
 
@@ -49,6 +48,7 @@ type job struct {
 	conn  ConnID
 	keys  []wire.Key
 	at    time.Time // submitted; zero for a job that failed at submission
+	st    jobState  // see job_state.go; a job in t.jobs is never jobDone
 }
 
 type unboundBatch struct {
@@ -192,7 +192,7 @@ const lingerFor = time.Second
 func (t *Table) compact() {
 	kept := t.list[:0]
 	for _, c := range t.list {
-		if !c.gone {
+		if c.st != connGone {
 			kept = append(kept, c)
 		}
 	}
@@ -204,7 +204,7 @@ func (t *Table) compact() {
 func (t *Table) liveCount() int {
 	n := 0
 	for _, c := range t.conns {
-		if !c.reaped && !c.rejected {
+		if c.rep != reaped && !c.rejected {
 			n++
 		}
 	}
@@ -270,8 +270,9 @@ func (t *Table) loadDone(now time.Time, c *conn, r session.LoadResult) {
 			}
 		}
 		t.unfill(j)
-		delete(t.jobs, j.id)
+		t.moveJob(j, jobDone)
 	} else {
+		t.moveJob(j, jobHolding)
 		t.markFailed(j.kvID)
 	}
 	t.publish(JobResult{Job: r.Job, Kind: JobLoad, ReqID: j.req, OK: r.OK, Bytes: r.Bytes, Reason: r.Reason}, j.at)
@@ -289,7 +290,7 @@ func (t *Table) release(jobID uint64) {
 		}
 	}
 	t.unfill(j)
-	delete(t.jobs, jobID)
+	t.moveJob(j, jobDone)
 }
 
 func (t *Table) unfill(j *job) {
@@ -305,7 +306,7 @@ func (t *Table) storeDone(r session.StoreResult) {
 	if j == nil || j.kind != JobStore {
 		return
 	}
-	delete(t.jobs, r.Job)
+	t.moveJob(j, jobDone)
 	for _, sl := range j.slots {
 		if err := t.store.Unpin(sl); err != nil {
 			t.log.Error("unpin of a store job's slot failed", "job_id", j.id, "err", err)
@@ -325,6 +326,9 @@ func (t *Table) bind(now time.Time, c *conn, kvID string) {
 	}
 	t.bound[kvID] = c
 	for _, b := range t.unbound[kvID] {
+		if j := t.jobs[b.job]; j != nil {
+			t.moveJob(j, jobRunning)
+		}
 		c.s.AddStoredBlocks(now, kvID, b.keys, b.slots, b.job)
 	}
 	delete(t.unbound, kvID)

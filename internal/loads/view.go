@@ -50,7 +50,7 @@ type View struct {
 func (t *Table) View(now time.Time) View {
 	v := View{Requests: len(t.reqs)}
 	for _, c := range t.list {
-		if c.gone || c.rejected {
+		if c.st == connGone || c.rejected {
 			continue
 		}
 		sv := SessionView{
@@ -80,5 +80,5 @@ func (t *Table) View(now time.Time) View {
 // went unanswered); false once the table no longer holds it.
 func (t *Table) ClosedByPolicy(id ConnID) bool {
 	c := t.conns[id]
-	return c != nil && c.byPolicy
+	return c != nil && c.endedBy == endedByPolicy
 }

@@ -104,7 +104,7 @@ func (c *client) req(id string) *clientReq {
 // RegisterLookup registers interest in key for request id and returns what
 // is known of it. Idempotent; a resolved value is kept until the next fetch.
 func (s *Session) RegisterLookup(id string, k wire.Key) Verdict {
-	if s.phase == ended {
+	if s.phase >= ended {
 		return Miss
 	}
 	r := s.client.req(id)
@@ -394,7 +394,7 @@ func (s *Session) DataEnd(now time.Time, job uint64, ok bool, bytes uint64) {
 			why = fmt.Sprintf("short transfer: %d of %d bytes", bytes, l.expected)
 		}
 		c.fail(s, now, l, why)
-		if s.phase != ended {
+		if s.phase < ended {
 			c.abort(s, now, l)
 		}
 	}
@@ -488,7 +488,7 @@ func (l *load) lingers() bool { return l.ctlOK && !l.dataEnded && !l.reported }
 // finish from its data connection (see close); the owner keeps the data
 // connection open for them, at most for a short time, then StopLinger.
 func (s *Session) Lingering() bool {
-	if s.phase != ended {
+	if s.phase < ended {
 		return false
 	}
 	for _, l := range s.client.loads {

@@ -28,7 +28,7 @@ func (d *deadline) at(t time.Time) {
 func (s *Session) NextDeadline() (time.Time, bool) {
 	var d deadline
 	switch s.phase {
-	case ended:
+	case ended, closed:
 		return time.Time{}, false
 	case connecting, handshaking:
 		d.at(s.created.Add(s.cfg.HandshakeTimeout))

@@ -11,9 +11,12 @@
 // messages of the same batch (an Expect must be registered before the Fetch
 // that causes data to flow).
 //
-// Lifecycle: New (connecting) -> Start (connection up, Hello sent) -> ready
-// (peer's Hello accepted and our Hello acknowledged) -> ended, with exactly
-// one health.Cause. After the end the owner closes the connections and
+// Lifecycle (the phases and their one transition function, legalMove, are
+// in session.go): New (connecting; handshaking for an inbound session) ->
+// Start (connection up, Hello sent: handshaking) -> ready (peer's Hello
+// accepted and our Hello acknowledged) -> ended, with exactly one
+// health.Cause -> closed (DataClosed). An illegal move panics in tests and
+// is logged in production (internal/fsm). After the end the owner closes the connections and
 // reports DataClosed once no data-path goroutine can touch a slot any more;
 // only then are failed loads' destination slots released and the producer's
 // pins dropped. Failures are published at once; slots wait for proof: the

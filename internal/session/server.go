@@ -129,7 +129,7 @@ func (sv *server) peerRound(id string, num uint64, now time.Time) *round {
 // id (round 0). The caller pinned slots; a StoreResult for job tells it to
 // unpin them.
 func (s *Session) AddStoredBlocks(now time.Time, id string, keys []wire.Key, slots []store.Slot, job uint64) {
-	if s.phase == ended {
+	if s.phase >= ended {
 		s.out.Stores = append(s.out.Stores, StoreResult{Job: job})
 		return
 	}
@@ -524,7 +524,7 @@ func (sv *server) dataClosed(s *Session) {
 // flight is aborted (results now, slots later) and an open lookup is closed
 // with the terminal empty fetch.
 func (s *Session) FinishConsumer(now time.Time, id string) {
-	if s.phase == ended {
+	if s.phase >= ended {
 		return
 	}
 	s.client.finish(s, now, id)
@@ -533,7 +533,7 @@ func (s *Session) FinishConsumer(now time.Time, id string) {
 // FinishProducer is the local request's end on the producer side: no more
 // supply will come, so demand that cannot be met fails now.
 func (s *Session) FinishProducer(now time.Time, id string) {
-	if s.phase == ended {
+	if s.phase >= ended {
 		return
 	}
 	s.server.finishLocal(s, now, id)

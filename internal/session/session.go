@@ -5,18 +5,59 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/fsm"
 	"github.com/kvp2p/kvp2p/internal/health"
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
+// phase is a session's state. The phases are ordered: a session only moves
+// forward (legalMove), and ended or later means over.
 type phase uint8
 
 const (
-	connecting phase = iota // outbound, dial in progress
-	handshaking
-	ready
-	ended
+	connecting  phase = iota // outbound, dial in progress
+	handshaking              // connection up (or accepted), Hellos under way
+	ready                    // the peer's Hello accepted and ours acknowledged
+	ended                    // over, with one cause; its data path may still run
+	closed                   // ended and its data path closed (DataClosed): slots released
 )
+
+var phaseNames = [...]string{"connecting", "handshaking", "ready", "ended", "closed"}
+
+func (p phase) String() string {
+	if int(p) < len(phaseNames) {
+		return phaseNames[p]
+	}
+	return fmt.Sprintf("phase(%d)", p)
+}
+
+// legalMove is the session's transition table:
+//
+//	connecting  -> handshaking (Start), ended (dial failed, handshake timeout, Close)
+//	handshaking -> ready (both Hellos done), ended
+//	ready       -> ended
+//	ended       -> closed (DataClosed)
+func legalMove(from, to phase) bool {
+	switch from {
+	case connecting:
+		return to == handshaking || to == ended
+	case handshaking:
+		return to == ready || to == ended
+	case ready:
+		return to == ended
+	case ended:
+		return to == closed
+	}
+	return false
+}
+
+// moveTo changes phase; an illegal move is reported (fsm.Illegal).
+func (s *Session) moveTo(to phase) {
+	if !legalMove(s.phase, to) {
+		fsm.Illegal(s.log, "session "+s.peer, s.phase, to)
+	}
+	s.phase = to
+}
 
 // Session is the state of one peer. See the package doc for the contract.
 type Session struct {
@@ -37,7 +78,6 @@ type Session struct {
 	lastSend   time.Time
 	lastActive time.Time // last message in either direction, for idle eviction
 	pingSeq    uint64
-	dataClosed bool
 
 	client client
 	server server
@@ -108,11 +148,11 @@ func (s *Session) logger() *slog.Logger { return s.log.With("peer", s.peer) }
 
 // Start is called when the connection is up: it sends our Hello.
 func (s *Session) Start(now time.Time) {
-	if s.phase == ended {
+	if s.phase >= ended {
 		return
 	}
 	if s.phase == connecting {
-		s.phase = handshaking
+		s.moveTo(handshaking)
 	}
 	s.sendNow(now, &wire.Hello{
 		Version: wire.Version, PeerID: s.cfg.LocalID, Incarnation: s.cfg.Incarnation,
@@ -123,7 +163,7 @@ func (s *Session) Start(now time.Time) {
 
 // send queues m behind the handshake, or sends it when ready.
 func (s *Session) send(now time.Time, m wire.Message) {
-	if s.phase == ended {
+	if s.phase >= ended {
 		return
 	}
 	if s.phase != ready {
@@ -140,7 +180,7 @@ func (s *Session) sendNow(now time.Time, m wire.Message) {
 }
 
 func (s *Session) data(op DataOp) {
-	if s.phase == ended {
+	if s.phase >= ended {
 		return
 	}
 	s.out.Data = append(s.out.Data, op)
@@ -148,7 +188,7 @@ func (s *Session) data(op DataOp) {
 
 // Receive dispatches one control message from the peer.
 func (s *Session) Receive(now time.Time, m wire.Message) {
-	if s.phase == ended {
+	if s.phase >= ended {
 		return // messages behind a death in the same batch are dropped
 	}
 	s.lastRecv = now
@@ -253,7 +293,7 @@ func (s *Session) maybeReady(now time.Time) {
 	if s.phase != handshaking || !s.helloRecv || !s.ackRecv {
 		return
 	}
-	s.phase = ready
+	s.moveTo(ready)
 	q := s.queued
 	s.queued = nil
 	for _, m := range q {
@@ -272,7 +312,7 @@ func (s *Session) protocolError(now time.Time, why string) {
 // first (Goodbye{Fault}): for the peer it is an orderly end, not evidence
 // against it or its domain; for us the cause is the fault.
 func (s *Session) Abandon(now time.Time, cause health.Cause) {
-	if s.phase == ended {
+	if s.phase >= ended {
 		return
 	}
 	if s.phase != connecting {
@@ -283,7 +323,7 @@ func (s *Session) Abandon(now time.Time, cause health.Cause) {
 
 // Goodbye ends the session in order (idle eviction, shutdown, peer cap).
 func (s *Session) Goodbye(now time.Time, reason wire.GoodbyeReason) {
-	if s.phase == ended {
+	if s.phase >= ended {
 		return
 	}
 	if s.phase != connecting {
@@ -295,7 +335,7 @@ func (s *Session) Goodbye(now time.Time, reason wire.GoodbyeReason) {
 // Tick runs the session's timers.
 func (s *Session) Tick(now time.Time) {
 	switch s.phase {
-	case ended:
+	case ended, closed:
 		return
 	case connecting, handshaking:
 		if now.Sub(s.created) >= s.cfg.HandshakeTimeout {
@@ -316,7 +356,7 @@ func (s *Session) Tick(now time.Time) {
 		}
 	}
 	s.client.tick(s, now)
-	if s.phase == ended {
+	if s.phase >= ended {
 		return
 	}
 	s.server.tick(s, now)
@@ -335,10 +375,10 @@ func (s *Session) ConnFailed(now time.Time) {
 // Close ends the session with cause (the first cause wins). Loads fail at
 // once; slots wait for DataClosed.
 func (s *Session) Close(now time.Time, cause health.Cause) {
-	if s.phase == ended {
+	if s.phase >= ended {
 		return
 	}
-	s.phase = ended
+	s.moveTo(ended)
 	s.cause = cause
 	s.queued = nil
 	s.out.Ended = cause
@@ -350,13 +390,13 @@ func (s *Session) Close(now time.Time, cause health.Cause) {
 // a slot any more. Call it once, after the session ended and its
 // connections are closed.
 func (s *Session) DataClosed(now time.Time) {
-	if s.dataClosed {
+	if s.phase == closed {
 		return
 	}
-	if s.phase != ended {
+	if s.phase < ended {
 		s.ConnFailed(now) // the data path is gone: so is the session
 	}
-	s.dataClosed = true
+	s.moveTo(closed)
 	s.client.dataClosed(s)
 	s.server.dataClosed(s)
 }
