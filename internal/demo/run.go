@@ -341,7 +341,7 @@ func (r *Run) finish(ctx context.Context) (int, error) {
 		r.f.fab.Heal(rk.label)
 		rk.stalled = false
 	}
-	r.eng.Abandon()
+	r.eng.EndRun()
 	return r.f.shutdown(ctx)
 }
 

@@ -141,21 +141,23 @@ func New(name string, opt Options) (Policy, error) {
 	return nil, fmt.Errorf("health: unknown policy %q (want %s, %s or %s)", name, Domain, PerPeer, HostGroup)
 }
 
-// quiet is the no-op part shared by the vLLM policies.
-type quiet struct{}
+// vllmBase is what the two vLLM policies share: they never probe, gate or
+// hold a lookup, and dial whenever asked; each adds its own SessionEnded
+// (and host-group its own MayDial).
+type vllmBase struct{}
 
-func (quiet) HandshakeWait() time.Duration       { return 0 }
-func (quiet) WaitBudget() time.Duration          { return 0 }
-func (quiet) Gate(time.Time, Peer) Gate          { return GateOpen }
-func (quiet) LoadDone(time.Time, Peer, bool)     {}
-func (quiet) ProbeAck(time.Time, Peer, uint64)   {}
-func (quiet) Tick(time.Time)                     {}
-func (quiet) TakeDecisions() []Decision          { return nil }
-func (quiet) SessionUp(time.Time, Peer)          {}
-func (quiet) MayDial(now time.Time, p Peer) bool { return true }
+func (vllmBase) HandshakeWait() time.Duration       { return 0 }
+func (vllmBase) WaitBudget() time.Duration          { return 0 }
+func (vllmBase) Gate(time.Time, Peer) Gate          { return GateOpen }
+func (vllmBase) LoadDone(time.Time, Peer, bool)     {}
+func (vllmBase) ProbeAck(time.Time, Peer, uint64)   {}
+func (vllmBase) Tick(time.Time)                     {}
+func (vllmBase) TakeDecisions() []Decision          { return nil }
+func (vllmBase) SessionUp(time.Time, Peer)          {}
+func (vllmBase) MayDial(now time.Time, p Peer) bool { return true }
 
 // perPeer is vLLM main: a dead session is reaped alone; nothing else changes.
-type perPeer struct{ quiet }
+type perPeer struct{ vllmBase }
 
 func (*perPeer) Name() string                             { return PerPeer }
 func (*perPeer) SessionEnded(time.Time, Peer, End) []Peer { return nil }
@@ -167,7 +169,7 @@ func (*perPeer) SessionEnded(time.Time, Peer, End) []Peer { return nil }
 // sessions are still accepted: a sibling that is control-alive could
 // reconnect at once.
 type hostGroup struct {
-	quiet
+	vllmBase
 	quarantine time.Duration
 	until      map[string]time.Time       // host -> end of quarantine
 	hosts      map[string]map[string]Peer // host -> live sessions

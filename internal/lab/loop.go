@@ -261,7 +261,7 @@ func (r *run) finish(ctx context.Context) int {
 		}
 	}
 	_ = applyNets(touched)
-	r.wl.Abandon()
+	r.wl.EndRun()
 	deadline := time.Now().Add(drainMax)
 	for {
 		busy, held := false, 0

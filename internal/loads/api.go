@@ -190,7 +190,7 @@ func (t *Table) submitLoad(now time.Time, id string, keys []wire.Key, into []sto
 		}
 		if err != nil {
 			for _, s := range slots {
-				_ = t.store.Abandon(s)
+				_ = t.store.CancelFill(s)
 			}
 			t.markFailed(r.src.kvID)
 			return t.failNow(j, fmt.Sprintf("no destination slot: %v", err))
@@ -199,7 +199,7 @@ func (t *Table) submitLoad(now time.Time, id string, keys []wire.Key, into []sto
 	}
 	if err := c.s.RequestBlocks(now, j.id, r.src.kvID, keys, slots, r.src.pd); err != nil {
 		for _, s := range slots {
-			_ = t.store.Abandon(s)
+			_ = t.store.CancelFill(s)
 		}
 		t.markFailed(r.src.kvID)
 		return t.failNow(j, err.Error())

@@ -10,7 +10,7 @@ import (
 // Timers by deadline. Tick visits only the sessions whose timers are due,
 // so an idle session costs nothing per tick. Each conn sits in two
 // min-heaps by deadline: qTimer (its session's timers, its linger, and
-// output to drain) and qIdle (idle eviction). Whatever touches a session
+// output to collect) and qIdle (idle eviction). Whatever touches a session
 // marks its conn dirty (touch and collect do it); the next rescheduleDirty recomputes its
 // deadlines. A tick visits the due conns of a queue in creation order, as
 // the full scan it replaces did, including a conn that falls due during

@@ -44,7 +44,7 @@ func (t *Table) decide(now time.Time) {
 		case health.DecideClose:
 			t.log.Warn("closing a peer whose data path did not answer its probe", "peer", d.Peer, "cause", d.Cause.String())
 			c.endedBy = endedByPolicy
-			c.s.Abandon(now, d.Cause)
+			c.s.EndOnFault(now, d.Cause)
 		}
 		t.touch(c)
 	}

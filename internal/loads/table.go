@@ -260,7 +260,7 @@ func (t *Table) loadDone(now time.Time, c *conn, r session.LoadResult) {
 				// The bytes are in the engine's chunk; the chunk is the
 				// engine's again, and kvp2p serves it only if the engine
 				// pins it for a peer later.
-				if err := t.store.Abandon(sl); err != nil {
+				if err := t.store.CancelFill(sl); err != nil {
 					t.log.Error("release of a loaded chunk failed", "job_id", j.id, "err", err)
 				}
 				continue
@@ -285,8 +285,8 @@ func (t *Table) release(jobID uint64) {
 		return
 	}
 	for _, sl := range j.slots {
-		if err := t.store.Abandon(sl); err != nil {
-			t.log.Error("abandon of a failed load's slot failed", "job_id", j.id, "err", err)
+		if err := t.store.CancelFill(sl); err != nil {
+			t.log.Error("cancelling the fill of a failed load's slot failed", "job_id", j.id, "err", err)
 		}
 	}
 	t.unfill(j)

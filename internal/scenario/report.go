@@ -45,17 +45,18 @@ func Windows(sc *Scenario) []Window {
 	return out
 }
 
-// judge classifies requests against the windows; shared by Compute and SVG
+// faultIndex holds the fault windows by rank and by domain, and classifies
+// requests against them (affected, collateral); shared by Compute and SVG
 // so that the picture and the numbers can never disagree.
-type judge struct {
+type faultIndex struct {
 	byRank   map[string][]Window // each ordered by From
 	byDomain map[string][]Window // windows of the ranks of each named domain, ordered by From
 	domainOf map[string]string   // rank -> its pod's domain ("" : its own)
 	end      time.Duration       // a stuck request lives until here
 }
 
-func newJudge(sc *Scenario) judge {
-	j := judge{byRank: map[string][]Window{}, byDomain: map[string][]Window{}, domainOf: map[string]string{}, end: sc.Duration}
+func newFaultIndex(sc *Scenario) faultIndex {
+	j := faultIndex{byRank: map[string][]Window{}, byDomain: map[string][]Window{}, domainOf: map[string]string{}, end: sc.Duration}
 	for _, p := range sc.Pods {
 		for r := range p.Ranks {
 			j.domainOf[RankID(p.Name, r)] = p.Domain
@@ -76,7 +77,7 @@ func newJudge(sc *Scenario) judge {
 }
 
 // lifeEnd is when a request stopped depending on its source.
-func (j judge) lifeEnd(r Request) time.Duration {
+func (j faultIndex) lifeEnd(r Request) time.Duration {
 	if r.Outcome == Stuck {
 		return max(j.end, r.Arrived)
 	}
@@ -85,7 +86,7 @@ func (j judge) lifeEnd(r Request) time.Duration {
 
 // overlaps returns the earliest of ws (ordered by From) that overlaps r's
 // life [Arrived, end], bounds included, skipping the windows of skip.
-func (j judge) overlaps(r Request, ws []Window, skip string) (Window, bool) {
+func (j faultIndex) overlaps(r Request, ws []Window, skip string) (Window, bool) {
 	end := j.lifeEnd(r)
 	for _, w := range ws {
 		if w.From > end {
@@ -102,11 +103,11 @@ func (j judge) overlaps(r Request, ws []Window, skip string) (Window, bool) {
 // [Arrived, end], bounds included: a fault at the very instant a request
 // arrives, or an instant fault at the moment it resolves, counts. It also
 // returns the earliest such window, from which time to fallback is taken.
-func (j judge) affected(r Request) (Window, bool) { return j.overlaps(r, j.byRank[r.Source], "") }
+func (j faultIndex) affected(r Request) (Window, bool) { return j.overlaps(r, j.byRank[r.Source], "") }
 
 // collateral reports whether another rank of r's source's failure domain
 // had a fault while r was alive. A rank without a domain has no siblings.
-func (j judge) collateral(r Request) bool {
+func (j faultIndex) collateral(r Request) bool {
 	d := j.domainOf[r.Source]
 	if d == "" {
 		return false
@@ -135,7 +136,7 @@ type sample struct {
 func Compute(sc *Scenario, policy string, reqs []Request, leakedSlots int) Report {
 	rep := Report{Scenario: sc.Name, Policy: policy, Requests: len(reqs), LeakedSlots: leakedSlots,
 		PeakSlots: -1, OrphanSlots: -1} // until the driver measures them
-	j := newJudge(sc)
+	j := newFaultIndex(sc)
 	var ttf, tth, tthDom []sample
 	for _, r := range reqs {
 		w, hit := j.affected(r)

@@ -62,7 +62,7 @@ func SVG(w io.Writer, sc *Scenario, runs []Run) error {
 	if sc.Duration <= 0 {
 		return fmt.Errorf("scenario %q: no duration to draw", sc.Name)
 	}
-	t := &timeline{sc: sc, j: newJudge(sc)}
+	t := &timeline{sc: sc, j: newFaultIndex(sc)}
 	t.layout(runs)
 	var b bytes.Buffer
 	height := headerH + len(runs)*(panelTitleH+axisH+panelGap)
@@ -84,7 +84,7 @@ func SVG(w io.Writer, sc *Scenario, runs []Run) error {
 
 type timeline struct {
 	sc    *Scenario
-	j     judge
+	j     faultIndex
 	bands []*band
 }
 

@@ -443,17 +443,17 @@ func (c *client) tick(s *Session, now time.Time) {
 		case !l.reported && !l.dataEnded && s.cfg.StallTimeout > 0 && now.Sub(l.lastData) >= s.cfg.StallTimeout:
 			s.logger().Warn("data path stalled", "req", l.req, "round", l.round, "job_id", l.job,
 				"silent_for", now.Sub(l.lastData), "bytes", l.bytes)
-			s.Abandon(now, health.CauseProgressStall)
+			s.EndOnFault(now, health.CauseProgressStall)
 			return
 		case l.reported && now.Sub(l.failedAt) >= s.cfg.AbortAckTimeout:
 			// A failed load whose writers are not both proven stopped: only
 			// the end of the session (then DataClosed) can free its slots.
 			if !l.producerDone {
 				s.logger().Warn("abort-ack timed out", "req", l.req, "round", l.round, "job_id", l.job)
-				s.Abandon(now, health.CauseProtocolError)
+				s.EndOnFault(now, health.CauseProtocolError)
 			} else {
 				s.logger().Warn("data path never ended a failed load", "req", l.req, "round", l.round, "job_id", l.job)
-				s.Abandon(now, health.CauseProgressStall)
+				s.EndOnFault(now, health.CauseProgressStall)
 			}
 			return
 		}

@@ -5,7 +5,7 @@
 // Contract. A Session is sans-I/O and single-owner: it never touches a socket
 // and never reads the clock. The owner feeds it events (Receive, Tick, the
 // data-path events, calls from the manager) with the current time, then
-// drains what it decided with TakeOut: control messages to send in order,
+// collects what it decided with TakeOut: control messages to send in order,
 // data-path operations, load and store results, slot releases. The owner
 // must perform the data-path operations before it sends the control
 // messages of the same batch (an Expect must be registered before the Fetch

@@ -308,10 +308,10 @@ func (s *Session) protocolError(now time.Time, why string) {
 	s.Close(now, health.CauseProtocolError)
 }
 
-// Abandon ends the session on a fault this side detected, telling the peer
+// EndOnFault ends the session on a fault this side detected, telling the peer
 // first (Goodbye{Fault}): for the peer it is an orderly end, not evidence
 // against it or its domain; for us the cause is the fault.
-func (s *Session) Abandon(now time.Time, cause health.Cause) {
+func (s *Session) EndOnFault(now time.Time, cause health.Cause) {
 	if s.phase >= ended {
 		return
 	}
@@ -346,7 +346,7 @@ func (s *Session) Tick(now time.Time) {
 	case ready:
 		if now.Sub(s.lastRecv) >= s.cfg.HeartbeatTimeout {
 			s.logger().Warn("heartbeat timed out", "silent_for", now.Sub(s.lastRecv))
-			s.Abandon(now, health.CauseHeartbeatTimeout)
+			s.EndOnFault(now, health.CauseHeartbeatTimeout)
 			return
 		}
 		if now.Sub(s.lastSend) >= s.cfg.HeartbeatInterval {

@@ -119,7 +119,7 @@ func (r *runner) finish() Result {
 			r.mustNode(n.heal(nd))
 		}
 	}
-	r.eng.Abandon()
+	r.eng.EndRun()
 	for _, nd := range n.order {
 		nd.T.Shutdown(n.Now)
 	}

@@ -29,9 +29,9 @@ func TestZeroAllocs(t *testing.T) {
 			_ = s.Commit(slot)
 			last, next = next, next+1
 		}},
-		{"Reserve+Abandon", func() {
+		{"Reserve+CancelFill", func() {
 			slot, _ := s.Reserve(key(next))
-			_ = s.Abandon(slot)
+			_ = s.CancelFill(slot)
 			next++
 		}},
 		{"Put", func() {

@@ -17,7 +17,7 @@
 //	         Reserve                 Commit
 //	Free ─────────────▶ Filling ─────────────▶ Ready ──┐
 //	 ▲                    │                      │     │ Pin / Unpin
-//	 └──── Abandon ───────┘                      │ ◀───┘
+//	 └─── CancelFill ─────┘                      │ ◀───┘
 //	 ▲                                           │
 //	 └──── evicted by Reserve, Remove, or ───────┘
 //	       superseded by a Commit of the same key (when unpinned)
@@ -27,7 +27,7 @@
 // Filling is the write fence. A writer outside the loop may be storing bytes
 // into the slot, so the slot is invisible to Lookup, Contains and PinKey,
 // cannot be pinned, is never evicted and is never handed out again. The only
-// ways out are Commit (the fill succeeded) and Abandon (the fill failed and
+// ways out are Commit (the fill succeeded) and CancelFill (the fill failed and
 // the owner knows the writer has stopped: e.g. after AbortAck, or after the
 // data connection is closed and its goroutine has returned). There is
 // deliberately no other way to free a Filling slot, because freeing it while
@@ -57,7 +57,7 @@
 //
 // All state lives in slices indexed by slot, allocated by New or NewOn; the
 // LRU list is intrusive (int32 links in one slice). Lookup, Pin, Unpin,
-// Reserve, Commit, Abandon, Put and Remove allocate nothing except on their
+// Reserve, Commit, CancelFill, Put and Remove allocate nothing except on their
 // error paths (ErrFull is returned unwrapped, so a full store allocates
 // nothing either).
 package store

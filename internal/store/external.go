@@ -17,7 +17,7 @@ import (
 //
 //   - ReserveAt(slot, key): the engine gave this chunk for a load. Free ->
 //     Filling, exactly as Reserve, but at the named slot; the fence rules
-//     are unchanged (Commit or Abandon end it, Abandon only once the writer
+//     are unchanged (Commit or CancelFill end it, CancelFill only once the writer
 //     has provably stopped).
 //   - Adopt(slot, key): the engine pinned this chunk, which holds key, for
 //     kvp2p to serve. Free -> Ready, indexed and pinned once; a slot that is

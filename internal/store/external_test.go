@@ -68,7 +68,7 @@ func TestIndexOnlyLifecycle(t *testing.T) {
 	if err := s.ReserveAt(3, k); !errors.Is(err, ErrState) {
 		t.Fatalf("ReserveAt twice: %v", err)
 	}
-	if err := s.Abandon(3); err != nil {
+	if err := s.CancelFill(3); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Check(); err != nil {

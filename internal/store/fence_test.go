@@ -8,7 +8,7 @@ import (
 
 // A Filling slot is fenced: whatever else happens, it is not found, not
 // pinned, not removed, not evicted and not handed out again until its own
-// Commit or Abandon.
+// Commit or CancelFill.
 
 func TestFenceInvisible(t *testing.T) {
 	s := newStore(t, 2, 8)
@@ -68,8 +68,8 @@ func TestFenceFullWhenPinnedOrFilling(t *testing.T) {
 	if _, err := s.Reserve(key(5)); !errors.Is(err, ErrFull) {
 		t.Fatalf("Reserve = %v; want ErrFull", err)
 	}
-	// Abandon returns a fenced slot, and only then is it reused.
-	mustNil(t, "Abandon", s.Abandon(filling[0]))
+	// CancelFill returns a fenced slot, and only then is it reused.
+	mustNil(t, "CancelFill", s.CancelFill(filling[0]))
 	if got := mustReserve(t, s, key(5)); got != filling[0] {
 		t.Fatalf("Reserve = %d, want the abandoned %d", got, filling[0])
 	}
@@ -100,7 +100,7 @@ func TestFenceUnderPressure(t *testing.T) {
 			if other == fenced {
 				t.Fatal("Reserve handed out a Filling slot")
 			}
-			mustNil(t, "Abandon", s.Abandon(other))
+			mustNil(t, "CancelFill", s.CancelFill(other))
 		}
 	}
 	if s.State(fenced) != StateFilling || !bytes.Equal(s.Bytes(fenced), want) {

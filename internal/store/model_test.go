@@ -216,8 +216,8 @@ func (h *harness) step(op, arg int) error {
 		desc = fmt.Sprintf("Commit(%d)", slot)
 		err = sameErr(s.Commit(slot), m.commit(slot))
 	case 3:
-		desc = fmt.Sprintf("Abandon(%d)", slot)
-		err = sameErr(s.Abandon(slot), m.abandon(slot))
+		desc = fmt.Sprintf("CancelFill(%d)", slot)
+		err = sameErr(s.CancelFill(slot), m.abandon(slot))
 	case 4:
 		desc = fmt.Sprintf("Put(%d)", arg%h.keys)
 		h.seq++

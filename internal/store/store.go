@@ -302,10 +302,10 @@ func (s *Store) Commit(slot Slot) error {
 	return nil
 }
 
-// Abandon ends a failed fill: Filling -> Free. Call it only once the writer
+// CancelFill ends a failed fill: Filling -> Free. Call it only once the writer
 // has provably stopped; until then the slot must stay Filling.
-func (s *Store) Abandon(slot Slot) error {
-	if err := s.want(slot, StateFilling, "abandon"); err != nil {
+func (s *Store) CancelFill(slot Slot) error {
+	if err := s.want(slot, StateFilling, "cancel fill"); err != nil {
 		return err
 	}
 	s.filling--

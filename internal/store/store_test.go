@@ -129,9 +129,9 @@ func TestStateErrors(t *testing.T) {
 		{"Commit ready", s.Commit(ready)},
 		{"Commit out of range", s.Commit(3)},
 		{"Commit NoSlot", s.Commit(NoSlot)},
-		{"Abandon free", s.Abandon(free)},
-		{"Abandon ready", s.Abandon(ready)},
-		{"Abandon out of range", s.Abandon(3)},
+		{"CancelFill free", s.CancelFill(free)},
+		{"CancelFill ready", s.CancelFill(ready)},
+		{"CancelFill out of range", s.CancelFill(3)},
 		{"Pin free", s.Pin(free)},
 		{"Pin filling", s.Pin(filling)},
 		{"Pin out of range", s.Pin(NoSlot)},
@@ -151,10 +151,10 @@ func TestStateErrors(t *testing.T) {
 	wantStats(t, s, Stats{Free: 1, Filling: 1, Ready: 1})
 }
 
-func TestAbandon(t *testing.T) {
+func TestCancelFill(t *testing.T) {
 	s := newStore(t, 1, 8)
 	slot := mustReserve(t, s, key(1))
-	mustNil(t, "Abandon", s.Abandon(slot))
+	mustNil(t, "CancelFill", s.CancelFill(slot))
 	if s.State(slot) != StateFree || s.Contains(key(1)) {
 		t.Fatal("abandoned slot still holds its key")
 	}
@@ -162,7 +162,7 @@ func TestAbandon(t *testing.T) {
 		t.Fatal("Key on an abandoned slot")
 	}
 	wantStats(t, s, Stats{Free: 1})
-	mustIs(t, "second Abandon", s.Abandon(slot), ErrState)
+	mustIs(t, "second CancelFill", s.CancelFill(slot), ErrState)
 }
 
 func TestLRUOrder(t *testing.T) {
@@ -250,7 +250,7 @@ func TestRemove(t *testing.T) {
 	if s.Remove(key(2)) || s.State(filling) != StateFilling {
 		t.Fatal("Remove touched a Filling slot")
 	}
-	mustNil(t, "Abandon", s.Abandon(filling))
+	mustNil(t, "CancelFill", s.CancelFill(filling))
 }
 
 func TestRemovePinnedOrphans(t *testing.T) {

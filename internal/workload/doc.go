@@ -25,7 +25,7 @@
 //     the node publishes it (from within Node.Flush, even while a Step is
 //     running) or from Node.Poll, which Step calls before acting on the
 //     results. A load reported OK is checked with Node.Verify at once.
-//  4. At the end, call Abandon (what is unresolved stays Stuck and is
+//  4. At the end, call EndRun (what is unresolved stays Stuck and is
 //     finished on its consumer's current node), then Requests for the
 //     records.
 //

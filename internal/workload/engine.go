@@ -52,7 +52,7 @@ type Node interface {
 	// driver that does not deliver them itself (nil otherwise). Step
 	// calls it on each consumer before acting on the results.
 	Poll() []loads.JobResult
-	// Busy reports, after each engine step and at Abandon, whether the
+	// Busy reports, after each engine step and at EndRun, whether the
 	// consumer has requests in flight.
 	Busy(bool)
 }
@@ -362,10 +362,10 @@ func (e *Engine) resolve(now time.Duration, nd Node, c *consumer, q *req, o scen
 	nd.RequestFinished(q.rec.ID)
 }
 
-// Abandon ends the run's lifecycle: what is unresolved stays Stuck and is
+// EndRun ends the run's lifecycle: what is unresolved stays Stuck and is
 // finished on its consumer's current node; pending prefills are dropped.
 // Call it after the driver healed its faults.
-func (e *Engine) Abandon() {
+func (e *Engine) EndRun() {
 	for i, c := range e.cons {
 		nd := e.fleet.Consumer(i)
 		for _, q := range c.pending {

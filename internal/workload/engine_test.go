@@ -437,7 +437,7 @@ func TestMixedRetryThenMiss(t *testing.T) {
 }
 
 // TestDownConsumerAndAbandon: a paused or missing consumer takes no step
-// (its arrivals wait); Abandon leaves the unresolved Stuck, finishes them
+// (its arrivals wait); EndRun leaves the unresolved Stuck, finishes them
 // on the current node, and drops the prefills.
 func TestDownConsumerAndAbandon(t *testing.T) {
 	r := newRig(t, scenario.ModePD)
@@ -454,15 +454,15 @@ func TestDownConsumerAndAbandon(t *testing.T) {
 	c.verdict = session.Retry
 	r.e.Step(at)
 	r.expect("dst/0 new dst/0#1", "dst/0 flush", "dst/0 lookup dst/0#1")
-	r.e.Abandon()
+	r.e.EndRun()
 	r.expect("dst/0 finished dst/0#1")
 	if c.busy {
-		t.Error("busy after Abandon")
+		t.Error("busy after EndRun")
 	}
 	r.e.Step(time.Hour) // no prefill left; arrivals stop at Stop
 	got := r.take()
 	if slices.ContainsFunc(got, func(s string) bool { return strings.HasPrefix(s, "src/0") }) {
-		t.Fatalf("a prefill ran after Abandon: %q", got)
+		t.Fatalf("a prefill ran after EndRun: %q", got)
 	}
 	if q := r.e.Requests()[0]; q.Outcome != scenario.Stuck {
 		t.Fatalf("record %+v", q)
