@@ -12,7 +12,7 @@ import (
 // startEngineAPI serves the engine API on the configured Unix socket and
 // TCP address, if any. The listeners close when the node stops; the
 // returned function closes them on the paths that never reach that.
-func startEngineAPI(cfg kvp2p.Config, node *kvp2p.Node, log *slog.Logger) (func(), error) {
+func startEngineAPI(cfg kvp2p.Config, serve func(net.Listener) error, log *slog.Logger) (func(), error) {
 	var lns []net.Listener
 	closeAll := func() {
 		for _, ln := range lns {
@@ -36,7 +36,7 @@ func startEngineAPI(cfg kvp2p.Config, node *kvp2p.Node, log *slog.Logger) (func(
 	}
 	for _, ln := range lns {
 		go func() {
-			if err := node.ServeEngine(ln); err != nil {
+			if err := serve(ln); err != nil {
 				log.Error("engine API stopped", "addr", ln.Addr().String(), "err", err)
 			}
 		}()

@@ -221,7 +221,7 @@ def test_own_sidecar_killed_noticed_within_a_second(sidecars: Make, engines: Cal
 
 
 def test_mismatched_region_is_refused(sidecars: Make) -> None:
-    sc = sidecars("A", num_chunks=8)
+    sc = sidecars("A", num_chunks=8, configure_geometry=True)
     e = FakeEngine(sc, register_chunks=16)  # the sidecar is configured for 8
     try:
         assert not e.core.client.wait_attached(1.0)
@@ -230,6 +230,23 @@ def test_mismatched_region_is_refused(sidecars: Make) -> None:
         e.core.submit_load(1, "r", [key(1)], [0])
         e.until(lambda: e.job(1) is not None, timeout=3)
         assert not e.job(1).success  # type: ignore[union-attr]
+    finally:
+        e.close()
+
+
+def test_geometry_comes_from_the_first_register(sidecars: Make) -> None:
+    sc = sidecars("A", num_chunks=8)  # slots, block_bytes not configured
+    e = FakeEngine(sc)
+    try:
+        assert e.core.client.wait_attached(5.0), e.core.client.last_error
+    finally:
+        e.close()
+    # A restarted engine must bring the geometry the sidecar took.
+    e = FakeEngine(sc, register_chunks=4)
+    try:
+        assert not e.core.client.wait_attached(1.0)
+        assert "FAILED_PRECONDITION" in e.core.client.last_error
+        assert "restart the sidecar" in e.core.client.last_error
     finally:
         e.close()
 
