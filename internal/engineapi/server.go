@@ -172,28 +172,73 @@ func (s *Server) Attach(st pb.Engine_AttachServer) error {
 			}
 		}
 	}()
-	// This goroutine is the stream's one writer.
+	// The sender below is the stream's one writer; this goroutine only
+	// decides. Send blocks while the engine does not read (HTTP/2 flow
+	// control), so it runs apart: the silence timer, the outbox bound and
+	// the stall timer fire however long a Send blocks. Returning ends the
+	// stream, which unblocks that Send (gRPC cancels the stream).
+	batches := make(chan []*pb.SidecarMessage, 1) // handed only when the sender is idle
+	sent := make(chan error, 1)                   // one per batch: nil, or the error that ended the sender
+	go func() {
+		for {
+			select {
+			case batch := <-batches:
+				var err error
+				for _, m := range batch {
+					if err = st.Send(m); err != nil {
+						break
+					}
+				}
+				sent <- err
+				if err != nil {
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	ping := time.NewTicker(s.opt.PingInterval)
 	defer ping.Stop()
 	silent := time.NewTimer(s.opt.EngineTimeout)
 	defer silent.Stop()
+	stall := time.NewTimer(s.opt.EngineTimeout)
+	stall.Stop()
+	defer stall.Stop()
+	busy := false // a batch is with the sender
+	hand := func(batch []*pb.SidecarMessage) {
+		batches <- batch // never blocks: the sender is idle and the buffer empty
+		busy = true
+		stall.Reset(s.opt.EngineTimeout)
+	}
 	var seq uint64
 	for {
-		msgs, err := q.take()
-		if err != nil {
-			return err
-		}
-		for _, m := range msgs {
-			if err := st.Send(m); err != nil {
+		switch {
+		case !busy:
+			msgs, err := q.take()
+			if err != nil {
 				return err
 			}
+			if len(msgs) > 0 {
+				hand(msgs)
+			}
+		case q.overflowed():
+			return q.overflowErr()
 		}
 		select {
 		case <-q.wake:
-		case <-ping.C:
-			seq++
-			if err := st.Send(&pb.SidecarMessage{Msg: &pb.SidecarMessage_Ping{Ping: &pb.Ping{Seq: seq}}}); err != nil {
+		case err := <-sent:
+			if err != nil {
 				return err
+			}
+			busy = false
+			stall.Stop()
+		case <-stall.C:
+			return status.Errorf(codes.ResourceExhausted, "engine has not read its stream for %v", s.opt.EngineTimeout)
+		case <-ping.C:
+			if !busy { // a ping behind a blocked Send would tell nothing
+				seq++
+				hand([]*pb.SidecarMessage{{Msg: &pb.SidecarMessage_Ping{Ping: &pb.Ping{Seq: seq}}}})
 			}
 		case <-heard:
 			silent.Reset(s.opt.EngineTimeout)
@@ -268,9 +313,20 @@ func (q *queue) take() ([]*pb.SidecarMessage, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.overflow {
-		return nil, status.Errorf(codes.ResourceExhausted, "engine does not read its stream: %d messages queued", maxQueued)
+		return nil, q.overflowErr()
 	}
 	m := q.msgs
 	q.msgs = nil
 	return m, nil
+}
+
+// overflowed reports whether messages were dropped.
+func (q *queue) overflowed() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.overflow
+}
+
+func (q *queue) overflowErr() error {
+	return status.Errorf(codes.ResourceExhausted, "engine does not read its stream: %d messages queued", maxQueued)
 }
