@@ -100,6 +100,10 @@ func (s *Sidecar) Built() <-chan struct{} { return s.built }
 // ServeEngine serves the engine API on ln until the sidecar stops.
 func (s *Sidecar) ServeEngine(ln net.Listener) error { return s.srv.Serve(ln) }
 
+// ServeSteps serves the engine API's step socket (Step without gRPC, see
+// engineapi.Server.ServeSteps) on ln until the sidecar stops.
+func (s *Sidecar) ServeSteps(ln net.Listener) error { return s.srv.ServeSteps(ln) }
+
 // Serve waits for the node, then runs it on ln (Node.Serve). Stopped
 // before that, it closes ln and returns nil.
 func (s *Sidecar) Serve(ln net.Listener) error {

@@ -171,7 +171,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if sc.Node() == nil {
 			log.Info("slots and block_bytes not configured: the node starts at the engine's first Register, with its region's geometry")
 		}
-		closeEngine, err := startEngineAPI(cfg, sc.ServeEngine, log)
+		closeEngine, err := startEngineAPI(cfg, sc, log)
 		defer closeEngine()
 		if err != nil {
 			return err

@@ -49,10 +49,18 @@ type Options struct {
 // Server is the engine API on one or more listeners.
 type Server struct {
 	pb.UnimplementedEngineServer
-	b    Backend
-	opt  Options
-	grpc *grpc.Server
-	log  *slog.Logger
+	b      Backend
+	opt    Options
+	grpc   *grpc.Server
+	log    *slog.Logger
+	maxMsg int // the largest request, on gRPC and on the step socket
+	wg     sync.WaitGroup
+
+	mu        sync.Mutex // guards the step socket's state; never held across I/O
+	stopped   bool
+	stepPath  string
+	stepLns   []net.Listener
+	stepConns map[net.Conn]struct{}
 }
 
 // New builds a server over b.
@@ -73,10 +81,10 @@ func New(b Backend, opt Options) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{b: b, opt: opt, log: log}
 	// A step of MaxKeysPerStep 16-byte keys with its framing fits in 4 MiB
 	// (gRPC's default) only up to ~100k keys; size the cap to the limits.
 	maxMsg := 4<<20 + opt.Limits.MaxKeysPerStep*(KeyBytes+8)
+	s := &Server{b: b, opt: opt, log: log, maxMsg: maxMsg, stepConns: map[net.Conn]struct{}{}}
 	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(maxMsg), grpc.MaxSendMsgSize(maxMsg))
 	pb.RegisterEngineServer(s.grpc, s)
 	return s
@@ -91,8 +99,21 @@ func (s *Server) Serve(ln net.Listener) error {
 	return err
 }
 
-// Stop closes every listener and stream at once.
-func (s *Server) Stop() { s.grpc.Stop() }
+// Stop closes every listener, stream and step connection at once, and
+// returns once the step connections' goroutines are gone.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	s.stopped = true
+	for _, ln := range s.stepLns {
+		ln.Close()
+	}
+	for c := range s.stepConns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.grpc.Stop()
+	s.wg.Wait()
+}
 
 // ListenUnix listens on a Unix socket at path, created mode 0600. A stale
 // socket at path is removed first; any other kind of file is an error.
@@ -138,7 +159,11 @@ func (s *Server) Attach(st pb.Engine_AttachServer) error {
 		return err
 	}
 	q := newQueue()
-	ok, err := s.b.Attach(reg, q)
+	var out Outbox = q
+	if path := s.stepPathFor(st.Context()); path != "" {
+		out = stampStepSocket{q, path}
+	}
+	ok, err := s.b.Attach(reg, out)
 	if err != nil {
 		return err
 	}
@@ -275,6 +300,20 @@ func recvWithin(st pb.Engine_AttachServer, d time.Duration) (*pb.EngineMessage, 
 		// Returning ends the stream, which ends the Recv above.
 		return nil, status.Errorf(codes.DeadlineExceeded, "no Register within %v", d)
 	}
+}
+
+// stampStepSocket is the Outbox of an engine that may use the step
+// socket: the Registered the backend posts names it.
+type stampStepSocket struct {
+	*queue
+	path string
+}
+
+func (o stampStepSocket) Post(m *pb.SidecarMessage) {
+	if r := m.GetRegistered(); r != nil && r.StepSocket == "" {
+		r.StepSocket = o.path
+	}
+	o.queue.Post(m)
 }
 
 // maxQueued bounds the messages waiting for an engine that does not read

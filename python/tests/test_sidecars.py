@@ -6,11 +6,14 @@ region move through A's and B's sidecars into B's region, and are compared.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator
 
 import pytest
 
+from kvp2p._pb import engine_pb2 as pb
+from kvp2p.client import StepRefused
 from kvp2p.fake_engine import FakeEngine, block, key
 from kvp2p.testing import Sidecar
 from kvp2p.tier import Kind, Verdict
@@ -249,6 +252,26 @@ def test_geometry_comes_from_the_first_register(sidecars: Make) -> None:
         assert "restart the sidecar" in e.core.client.last_error
     finally:
         e.close()
+
+
+def test_steps_take_the_step_socket_or_fall_back_to_grpc(sidecars: Make, engines: Callable[..., FakeEngine]) -> None:
+    sa, sb = sidecars("A"), sidecars("B")
+    a = engines(sa)
+    c = a.core.client
+    assert c.registered is not None and c.registered.step_socket == sa.socket + ".step"
+    assert c._sess is not None and c._sess.steps is not None  # noqa: SLF001
+    assert c.step(pb.StepRequest(end_step=True)) is not None
+    # Named but unreachable (here: gone): the client steps over gRPC.
+    os.unlink(sb.socket + ".step")
+    b = engines(sb)
+    c = b.core.client
+    assert c._sess is not None and c._sess.steps is None  # noqa: SLF001
+    assert c.step(pb.StepRequest(end_step=True)) is not None
+    # Refusals arrive the same way on both transports.
+    for e in (a, b):
+        bad = pb.StepRequest(lookups=[pb.LookupBatch(req_id="r", keys=[b"short"])])
+        with pytest.raises(StepRefused, match="INVALID_ARGUMENT"):
+            e.core.client.step(bad)
 
 
 def test_preempted_request_registers_again(sidecars: Make, engines: Callable[..., FakeEngine]) -> None:

@@ -286,8 +286,23 @@ type Registered struct {
 	// Limits the sidecar enforces on one Step.
 	MaxKeysPerStep  uint32 `protobuf:"varint,5,opt,name=max_keys_per_step,json=maxKeysPerStep,proto3" json:"max_keys_per_step,omitempty"`
 	MaxJobsInFlight uint32 `protobuf:"varint,6,opt,name=max_jobs_in_flight,json=maxJobsInFlight,proto3" json:"max_jobs_in_flight,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The step socket: a Unix socket (mode 0600) on which the sidecar also
+	// serves Step without gRPC, for an engine attached over the Unix socket;
+	// empty when there is none. A Step there is the same StepRequest and
+	// StepResponse, checked and applied as the RPC is, framed as
+	//
+	//	request:  u32 little-endian n, then n bytes of StepRequest
+	//	response: u32 little-endian n, then one byte of gRPC status code
+	//	          (0: OK), then n-1 bytes: the StepResponse when OK, else
+	//	          the status message (UTF-8)
+	//
+	// one request at a time per connection. A frame longer than the limit
+	// the gRPC service has closes the connection after a RESOURCE_EXHAUSTED
+	// answer. It exists because a gRPC call costs a Python client about ten
+	// times a framed round trip (docs/vllm.md, "Figures").
+	StepSocket    string `protobuf:"bytes,7,opt,name=step_socket,json=stepSocket,proto3" json:"step_socket,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Registered) Reset() {
@@ -360,6 +375,13 @@ func (x *Registered) GetMaxJobsInFlight() uint32 {
 		return x.MaxJobsInFlight
 	}
 	return 0
+}
+
+func (x *Registered) GetStepSocket() string {
+	if x != nil {
+		return x.StepSocket
+	}
+	return ""
 }
 
 type Ping struct {
@@ -1476,7 +1498,7 @@ const file_kvp2p_engine_v1_engine_proto_rawDesc = "" +
 	"\n" +
 	"row_stride\x18\x05 \x01(\x04R\trowStride\x12 \n" +
 	"\vfingerprint\x18\x06 \x01(\fR\vfingerprint\x12\x1b\n" +
-	"\thash_seed\x18\a \x01(\tR\bhashSeed\"\x86\x02\n" +
+	"\thash_seed\x18\a \x01(\tR\bhashSeed\"\xa7\x02\n" +
 	"\n" +
 	"Registered\x12\"\n" +
 	"\fregistration\x18\x01 \x01(\x04R\fregistration\x12<\n" +
@@ -1485,7 +1507,9 @@ const file_kvp2p_engine_v1_engine_proto_rawDesc = "" +
 	"\apeer_id\x18\x03 \x01(\tR\x06peerId\x12%\n" +
 	"\x0efailure_domain\x18\x04 \x01(\tR\rfailureDomain\x12)\n" +
 	"\x11max_keys_per_step\x18\x05 \x01(\rR\x0emaxKeysPerStep\x12+\n" +
-	"\x12max_jobs_in_flight\x18\x06 \x01(\rR\x0fmaxJobsInFlight\"\x18\n" +
+	"\x12max_jobs_in_flight\x18\x06 \x01(\rR\x0fmaxJobsInFlight\x12\x1f\n" +
+	"\vstep_socket\x18\a \x01(\tR\n" +
+	"stepSocket\"\x18\n" +
 	"\x04Ping\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\"\xb1\x01\n" +
 	"\rEngineMessage\x127\n" +
