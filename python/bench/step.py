@@ -50,12 +50,12 @@ def main() -> None:
                 t0 = time.perf_counter_ns()
                 if not keys:
                     lookups = []
-                elif packed:  # what the plugin sends: one field per batch
-                    lookups = [pb.LookupBatch(req_id="r", keys_packed=b"".join(keys))]
+                elif packed:  # what the plugin sends: one field per batch, verdicts one byte each
+                    lookups = [pb.LookupBatch(req_id="r", keys_packed=b"".join(keys), packed_verdicts=True)]
                 else:
                     lookups = [pb.LookupBatch(req_id="r", keys=keys)]
                 resp = client.step(pb.StepRequest(lookups=lookups, end_step=True))
-                _ = [list(x.verdicts) for x in resp.lookups]
+                _ = [list(x.verdicts_packed or x.verdicts) for x in resp.lookups]
                 dt = (time.perf_counter_ns() - t0) / 1e3
                 if i >= 200:  # warm-up excluded
                     times.append(dt)

@@ -157,22 +157,26 @@ class NewRequest(_message.Message):
     def __init__(self, req_id: _Optional[str] = ..., params: _Optional[_Union[TransferParams, _Mapping]] = ...) -> None: ...
 
 class LookupBatch(_message.Message):
-    __slots__ = ("req_id", "keys", "keys_packed")
+    __slots__ = ("req_id", "keys", "keys_packed", "packed_verdicts")
     REQ_ID_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
     KEYS_PACKED_FIELD_NUMBER: _ClassVar[int]
+    PACKED_VERDICTS_FIELD_NUMBER: _ClassVar[int]
     req_id: str
     keys: _containers.RepeatedScalarFieldContainer[bytes]
     keys_packed: bytes
-    def __init__(self, req_id: _Optional[str] = ..., keys: _Optional[_Iterable[bytes]] = ..., keys_packed: _Optional[bytes] = ...) -> None: ...
+    packed_verdicts: bool
+    def __init__(self, req_id: _Optional[str] = ..., keys: _Optional[_Iterable[bytes]] = ..., keys_packed: _Optional[bytes] = ..., packed_verdicts: _Optional[bool] = ...) -> None: ...
 
 class LookupAnswer(_message.Message):
-    __slots__ = ("req_id", "verdicts")
+    __slots__ = ("req_id", "verdicts", "verdicts_packed")
     REQ_ID_FIELD_NUMBER: _ClassVar[int]
     VERDICTS_FIELD_NUMBER: _ClassVar[int]
+    VERDICTS_PACKED_FIELD_NUMBER: _ClassVar[int]
     req_id: str
     verdicts: _containers.RepeatedScalarFieldContainer[Verdict]
-    def __init__(self, req_id: _Optional[str] = ..., verdicts: _Optional[_Iterable[_Union[Verdict, str]]] = ...) -> None: ...
+    verdicts_packed: bytes
+    def __init__(self, req_id: _Optional[str] = ..., verdicts: _Optional[_Iterable[_Union[Verdict, str]]] = ..., verdicts_packed: _Optional[bytes] = ...) -> None: ...
 
 class Job(_message.Message):
     __slots__ = ("job_id", "req_id", "keys", "chunk_ids", "keys_packed")
