@@ -36,8 +36,11 @@ import (
 type engine struct {
 	cfg EngineConfig
 	geo region.Geometry
-	srv *engineapi.Server
-	mem atomic.Pointer[region.Region] // read by data-path goroutines
+	// geoFrom says where geo came from, for a refusal's message: the
+	// config, or the first engine's Register (NewSidecar).
+	geoFrom string
+	srv     *engineapi.Server
+	mem     atomic.Pointer[region.Region] // read by data-path goroutines
 	// memReg is the registration whose region mem is: Detach revokes the
 	// region from the gRPC goroutine, before the loop hears of it.
 	memReg   atomic.Uint64
@@ -97,7 +100,8 @@ const (
 func newEngine(cfg EngineConfig, slots, blockBytes int) *engine {
 	return &engine{
 		cfg: cfg.withDefaults(), geo: region.Geometry{NumChunks: uint64(slots), RowStride: uint64(blockBytes)},
-		jobs: map[jobKey]*engJob{}, byCore: map[uint64]*engJob{}, reqs: map[string]bool{},
+		geoFrom: "slots, block_bytes",
+		jobs:    map[jobKey]*engJob{}, byCore: map[uint64]*engJob{}, reqs: map[string]bool{},
 		asked: map[wire.Key]bool{}, asks: map[uint64]*ask{}, missed: map[wire.Key]time.Time{},
 		grants: map[uint64]*grant{}, grantPins: map[store.Slot]int{},
 	}
@@ -126,24 +130,39 @@ func (b engineBackend) Attach(reg *pb.Register, out engineapi.Outbox) (*pb.Regis
 	geo := region.Geometry{NumChunks: reg.NumChunks, RowStride: reg.RowStride}
 	if geo != e.geo {
 		return nil, status.Errorf(codes.FailedPrecondition,
-			"region of %d chunks of %d bytes; this sidecar is configured for %d of %d (slots, block_bytes)",
-			reg.NumChunks, reg.RowStride, e.geo.NumChunks, e.geo.RowStride)
+			"region of %d chunks of %d bytes; this sidecar's geometry is %d of %d (%s)",
+			reg.NumChunks, reg.RowStride, e.geo.NumChunks, e.geo.RowStride, e.geoFrom)
 	}
-	if fp := b.n.cfg.Fingerprint; fp != "" && len(reg.Fingerprint) > 0 && string(reg.Fingerprint) != fp {
-		return nil, status.Errorf(codes.FailedPrecondition, "layout fingerprint %q, the sidecar's is %q", reg.Fingerprint, fp)
-	}
-	if seed := b.n.cfg.HashSeed; seed != "" && reg.HashSeed != "" && reg.HashSeed != seed {
-		return nil, status.Errorf(codes.FailedPrecondition, "block-hash seed %q, the sidecar's hash_seed is %q: no key would ever hit", reg.HashSeed, seed)
+	if err := checkIdentity(reg, b.n.cfg); err != nil {
+		return nil, err
 	}
 	// Map outside the loop: the loop does no file I/O.
 	r, err := region.Open(reg.RegionPath, e.cfg.RegionDir, geo)
 	if err != nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "%v", err)
 	}
+	return b.attachRegion(r, out)
+}
+
+// checkIdentity refuses an engine whose layout fingerprint or block-hash
+// seed differs from the sidecar's (when both are set).
+func checkIdentity(reg *pb.Register, cfg Config) error {
+	if fp := cfg.Fingerprint; fp != "" && len(reg.Fingerprint) > 0 && string(reg.Fingerprint) != fp {
+		return status.Errorf(codes.FailedPrecondition, "layout fingerprint %q, the sidecar's is %q", reg.Fingerprint, fp)
+	}
+	if seed := cfg.HashSeed; seed != "" && reg.HashSeed != "" && reg.HashSeed != seed {
+		return status.Errorf(codes.FailedPrecondition, "block-hash seed %q, the sidecar's hash_seed is %q: no key would ever hit", reg.HashSeed, seed)
+	}
+	return nil
+}
+
+// attachRegion registers the engine whose region r is (mapped already);
+// r is closed if the registration is refused.
+func (b engineBackend) attachRegion(r *region.Region, out engineapi.Outbox) (*pb.Registered, error) {
 	var ok *pb.Registered
 	var refuse error
 	var old *region.Region
-	err = b.n.Manager().do(func(now time.Time) { ok, old, refuse = b.n.attach(r, out) })
+	err := b.n.Manager().do(func(now time.Time) { ok, old, refuse = b.n.attach(r, out) })
 	if err == nil && refuse == nil {
 		if old != nil {
 			old.Close() // nothing touches it (attach checked); unmapping can take long: not in the loop

@@ -25,7 +25,8 @@ import (
 const engChunks = 16
 
 type sidecar struct {
-	node   *Node
+	sc     *Sidecar
+	node   *Node  // nil until the first Register if the config has no geometry
 	chunks uint64 // region geometry
 	block  int
 	dir    string // the region directory
@@ -63,7 +64,9 @@ func startSidecarOf(t testing.TB, chunks, block int, mut func(*Config)) *sidecar
 	if mut != nil {
 		mut(&cfg)
 	}
-	n, err := NewNode(cfg)
+	// As `kvp2p serve` does: with slots and block_bytes unset the node
+	// is built at the first Register (attach sets s.node then).
+	sc, err := NewSidecar(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,13 +75,13 @@ func startSidecarOf(t testing.TB, chunks, block int, mut func(*Config)) *sidecar
 		t.Fatal(err)
 	}
 	served, engServed := make(chan error, 1), make(chan error, 1)
-	go func() { served <- n.Serve(ln) }()
-	go func() { engServed <- n.ServeEngine(eln) }()
+	go func() { served <- sc.Serve(ln) }()
+	go func() { engServed <- sc.ServeEngine(eln) }()
 	var once sync.Once
-	s := &sidecar{node: n, chunks: uint64(chunks), block: block, dir: dir, socket: sock, region: region}
+	s := &sidecar{sc: sc, node: sc.Node(), chunks: uint64(chunks), block: block, dir: dir, socket: sock, region: region}
 	s.stop = func() {
 		once.Do(func() {
-			n.Close()
+			sc.Close()
 			if err := <-served; err != nil {
 				t.Errorf("serve: %v", err)
 			}
@@ -148,6 +151,9 @@ func tryRegister(t testing.TB, s *sidecar, reg *pb.Register) (*fakeEngine, error
 		return nil, err
 	}
 	e.reg = m.GetRegistered().GetRegistration()
+	if s.node == nil {
+		s.node = s.sc.Node() // built by this Register
+	}
 	var sendMu sync.Mutex
 	send := func(m *pb.EngineMessage) {
 		sendMu.Lock()

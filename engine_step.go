@@ -45,9 +45,17 @@ func (n *Node) step(now time.Time, req *pb.StepRequest) (*pb.StepResponse, error
 	}
 	resp := &pb.StepResponse{Lookups: make([]*pb.LookupAnswer, 0, len(req.Lookups))}
 	for _, b := range req.Lookups {
-		a := &pb.LookupAnswer{ReqId: b.ReqId, Verdicts: make([]pb.Verdict, len(b.Keys))}
-		for i, kb := range b.Keys {
-			a.Verdicts[i] = verdict(n.tb.Lookup(now, b.ReqId, wire.Key(kb)))
+		a := &pb.LookupAnswer{ReqId: b.ReqId}
+		if b.PackedVerdicts {
+			a.VerdictsPacked = make([]byte, len(b.Keys))
+			for i, kb := range b.Keys {
+				a.VerdictsPacked[i] = byte(verdict(n.tb.Lookup(now, b.ReqId, wire.Key(kb))))
+			}
+		} else {
+			a.Verdicts = make([]pb.Verdict, len(b.Keys))
+			for i, kb := range b.Keys {
+				a.Verdicts[i] = verdict(n.tb.Lookup(now, b.ReqId, wire.Key(kb)))
+			}
 		}
 		resp.Lookups = append(resp.Lookups, a)
 	}

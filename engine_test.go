@@ -183,6 +183,13 @@ func TestEngineBadCalls(t *testing.T) {
 	if resp := e.mustStep(packed); len(resp.Lookups[0].Verdicts) != 2 {
 		t.Fatalf("packed lookup: %v", resp.Lookups)
 	}
+	// Packed verdicts: the same answers, one byte each.
+	packed.Lookups[0].PackedVerdicts = true
+	want := e.mustStep(&pb.StepRequest{Lookups: []*pb.LookupBatch{{ReqId: "r", Keys: [][]byte{k[:], k[:]}}}}).Lookups[0].Verdicts
+	if a := e.mustStep(packed).Lookups[0]; len(a.Verdicts) != 0 || len(a.VerdictsPacked) != 2 ||
+		pb.Verdict(a.VerdictsPacked[0]) != want[0] || pb.Verdict(a.VerdictsPacked[1]) != want[1] {
+		t.Fatalf("packed verdicts %v, want %v", a, want)
+	}
 
 	// Registration refusals.
 	if _, err := tryAttach(t, s, engChunks, testBlock, s.region); status.Code(err) != codes.AlreadyExists {

@@ -121,6 +121,16 @@ func newLogger(w io.Writer, format, level string, lookupEnv func(string) (string
 	return nil, configErrorf("log-format: %q: want text or json", format)
 }
 
+// server is what serve runs: a *kvp2p.Node, or a *kvp2p.Sidecar, whose
+// node may be built only when its engine registers.
+type server interface {
+	Serve(net.Listener) error
+	Shutdown(context.Context) error
+	Status(context.Context) (*kvp2p.Snapshot, error)
+	ReloadTLS() error
+	admin
+}
+
 // runServe runs one node until ctx ends (SIGTERM or SIGINT), then shuts it
 // down gracefully. Config errors are *configError (exit 2).
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -149,17 +159,28 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// Serve hands ln to the node, which closes it on the way out; this is for
 	// the paths that never reach Serve.
 	defer ln.Close()
-	node, err := kvp2p.NewNode(cfg)
-	if err != nil {
-		return err
-	}
-	closeEngine, err := startEngineAPI(cfg, node, log)
-	defer closeEngine()
-	if err != nil {
+	var node server
+	if cfg.Engine.Enabled() {
+		// A sidecar: its node is built at the engine's first Register when
+		// the config leaves the geometry (slots, block_bytes) to the engine.
+		sc, err := kvp2p.NewSidecar(cfg)
+		if err != nil {
+			return err
+		}
+		node = sc
+		if sc.Node() == nil {
+			log.Info("slots and block_bytes not configured: the node starts at the engine's first Register, with its region's geometry")
+		}
+		closeEngine, err := startEngineAPI(cfg, sc, log)
+		defer closeEngine()
+		if err != nil {
+			return err
+		}
+	} else if node, err = kvp2p.NewNode(cfg); err != nil {
 		return err
 	}
 	// The status server outlives the node's drain: probes see it not ready.
-	closeMetrics, err := startMetrics(cfg, node, log)
+	closeMetrics, err := startMetrics(cfg, node.Status, log)
 	defer closeMetrics()
 	if err != nil {
 		return err

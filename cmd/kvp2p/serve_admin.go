@@ -4,9 +4,13 @@ import (
 	"log/slog"
 	"os"
 	"syscall"
-
-	"github.com/kvp2p/kvp2p"
 )
+
+// admin is the node's part that the signals drive.
+type admin interface {
+	GoodbyeIdle() (int, error)
+	RefuseHandshakes(on bool) error
+}
 
 // adminSignal performs an operator's signal on node and returns whether
 // the node now refuses handshakes. A signal is the admin channel because
@@ -22,7 +26,7 @@ import (
 // changed what the node does, and the lab's serves log warn and above). The kernel merges a signal sent
 // again before the first was taken, so a script toggling SIGUSR2 waits for
 // the "handshakes" line before sending the next.
-func adminSignal(node *kvp2p.Node, sig os.Signal, refusing bool, log *slog.Logger) bool {
+func adminSignal(node admin, sig os.Signal, refusing bool, log *slog.Logger) bool {
 	switch sig {
 	case syscall.SIGUSR1:
 		n, err := node.GoodbyeIdle()

@@ -12,7 +12,7 @@ import (
 // startEngineAPI serves the engine API on the configured Unix socket and
 // TCP address, if any. The listeners close when the node stops; the
 // returned function closes them on the paths that never reach that.
-func startEngineAPI(cfg kvp2p.Config, node *kvp2p.Node, log *slog.Logger) (func(), error) {
+func startEngineAPI(cfg kvp2p.Config, sc *kvp2p.Sidecar, log *slog.Logger) (func(), error) {
 	var lns []net.Listener
 	closeAll := func() {
 		for _, ln := range lns {
@@ -36,11 +36,28 @@ func startEngineAPI(cfg kvp2p.Config, node *kvp2p.Node, log *slog.Logger) (func(
 	}
 	for _, ln := range lns {
 		go func() {
-			if err := node.ServeEngine(ln); err != nil {
+			if err := sc.ServeEngine(ln); err != nil {
 				log.Error("engine API stopped", "addr", ln.Addr().String(), "err", err)
 			}
 		}()
 		log.Info("engine API", "addr", ln.Addr().String())
+	}
+	if cfg.Engine.Socket != "" {
+		// The step socket: Step without gRPC for the engine on this host.
+		// Without it engines step over gRPC, slower: not fatal.
+		path := engineapi.StepSocketPath(cfg.Engine.Socket)
+		ln, err := engineapi.ListenUnix(path)
+		if err != nil {
+			log.Warn("no step socket: engines step over gRPC", "path", path, "err", err)
+			return closeAll, nil
+		}
+		lns = append(lns, ln)
+		go func() {
+			if err := sc.ServeSteps(ln); err != nil {
+				log.Error("step socket stopped", "addr", path, "err", err)
+			}
+		}()
+		log.Info("engine API step socket", "addr", path)
 	}
 	return closeAll, nil
 }

@@ -15,7 +15,9 @@ import (
 
 // TestServeEngineSocket runs `kvp2p serve --engine-socket` and registers an
 // engine over the socket: the command wires the engine API, and the socket
-// is created mode 0600, replacing a stale one.
+// is created mode 0600, replacing a stale one. The config sets no slots or
+// block_bytes: the sidecar takes the engine's (16 chunks of 4096 bytes, not
+// the defaults) from its Register.
 func TestServeEngineSocket(t *testing.T) {
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "engine.sock")
@@ -29,7 +31,7 @@ func TestServeEngineSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	stale.Close()
-	cfg := writeConfig(t, "peer_id: 127.0.0.1:7600\nslots: 16\nblock_bytes: 4096\nchunk_bytes: 4096\ntimers:\n  shutdown_drain: 100ms\n")
+	cfg := writeConfig(t, "peer_id: 127.0.0.1:7600\nchunk_bytes: 4096\ntimers:\n  shutdown_drain: 100ms\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stderr := &logWatch{want: `"msg":"engine API"`, seen: make(chan string, 1)}

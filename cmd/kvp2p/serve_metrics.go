@@ -9,10 +9,10 @@ import (
 	"github.com/kvp2p/kvp2p/internal/status"
 )
 
-// startMetrics serves the node's metrics, status page and probes on
+// startMetrics serves the node's metrics (from src), status page and probes on
 // cfg.MetricsAddr, if set. The returned func stops the server; call it
 // even on error.
-func startMetrics(cfg kvp2p.Config, node *kvp2p.Node, log *slog.Logger) (func(), error) {
+func startMetrics(cfg kvp2p.Config, src metrics.Source, log *slog.Logger) (func(), error) {
 	if cfg.MetricsAddr == "" {
 		return func() {}, nil
 	}
@@ -20,7 +20,7 @@ func startMetrics(cfg kvp2p.Config, node *kvp2p.Node, log *slog.Logger) (func(),
 	if err != nil {
 		return func() {}, err // net's message names the address
 	}
-	srv := status.Start(ln, status.NewHandler(node.Status, metrics.NewRegistry(node.Status, nil)))
+	srv := status.Start(ln, status.NewHandler(src, metrics.NewRegistry(src, nil)))
 	log.Info("metrics and status", "addr", ln.Addr().String())
 	return func() { _ = srv.Close() }, nil
 }

@@ -289,7 +289,7 @@ func StartWithReader(nc net.Conn, rd *wire.Reader, cfg Config, mem Memory, emit 
 // run runs one of the two goroutines and, if it is the last to exit,
 // emits Closed.
 func (c *Conn) run(f func() error) {
-	err := f()
+	err := guardFaults(f)
 	c.fail(err)
 	if c.live.Add(-1) == 0 {
 		c.emit(Closed{Err: c.err})

@@ -10,10 +10,13 @@
 //     Backend accepts or refuses it with a gRPC status. The stream then
 //     carries the sidecar's asks and releases (Backend posts them to the
 //     Outbox it was given; Post never blocks) and the engine's grants. One
-//     writer goroutine per stream sends, and pings every PingInterval; the
-//     reader detaches the engine when the stream ends or the engine is
-//     silent for EngineTimeout. Detach is called exactly once per accepted
-//     registration.
+//     sender goroutine per stream writes, and pings every PingInterval
+//     while idle; the stream's own goroutine decides, so that a Send
+//     blocked on flow control (an engine that stopped reading) cannot stop
+//     it. The engine is detached when the stream ends, when it is silent
+//     for EngineTimeout, when a Send has not finished after EngineTimeout,
+//     or when its outbox overflows. Detach is called exactly once per
+//     accepted registration.
 //   - Step: checked for shape first (CheckStep: key lengths, counts against
 //     Limits, duplicate job ids and chunks, matching lengths); a bad request
 //     is answered INVALID_ARGUMENT or RESOURCE_EXHAUSTED without reaching

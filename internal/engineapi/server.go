@@ -49,10 +49,18 @@ type Options struct {
 // Server is the engine API on one or more listeners.
 type Server struct {
 	pb.UnimplementedEngineServer
-	b    Backend
-	opt  Options
-	grpc *grpc.Server
-	log  *slog.Logger
+	b      Backend
+	opt    Options
+	grpc   *grpc.Server
+	log    *slog.Logger
+	maxMsg int // the largest request, on gRPC and on the step socket
+	wg     sync.WaitGroup
+
+	mu        sync.Mutex // guards the step socket's state; never held across I/O
+	stopped   bool
+	stepPath  string
+	stepLns   []net.Listener
+	stepConns map[net.Conn]struct{}
 }
 
 // New builds a server over b.
@@ -73,10 +81,10 @@ func New(b Backend, opt Options) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{b: b, opt: opt, log: log}
 	// A step of MaxKeysPerStep 16-byte keys with its framing fits in 4 MiB
 	// (gRPC's default) only up to ~100k keys; size the cap to the limits.
 	maxMsg := 4<<20 + opt.Limits.MaxKeysPerStep*(KeyBytes+8)
+	s := &Server{b: b, opt: opt, log: log, maxMsg: maxMsg, stepConns: map[net.Conn]struct{}{}}
 	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(maxMsg), grpc.MaxSendMsgSize(maxMsg))
 	pb.RegisterEngineServer(s.grpc, s)
 	return s
@@ -91,8 +99,21 @@ func (s *Server) Serve(ln net.Listener) error {
 	return err
 }
 
-// Stop closes every listener and stream at once.
-func (s *Server) Stop() { s.grpc.Stop() }
+// Stop closes every listener, stream and step connection at once, and
+// returns once the step connections' goroutines are gone.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	s.stopped = true
+	for _, ln := range s.stepLns {
+		ln.Close()
+	}
+	for c := range s.stepConns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.grpc.Stop()
+	s.wg.Wait()
+}
 
 // ListenUnix listens on a Unix socket at path, created mode 0600. A stale
 // socket at path is removed first; any other kind of file is an error.
@@ -138,7 +159,11 @@ func (s *Server) Attach(st pb.Engine_AttachServer) error {
 		return err
 	}
 	q := newQueue()
-	ok, err := s.b.Attach(reg, q)
+	var out Outbox = q
+	if path := s.stepPathFor(st.Context()); path != "" {
+		out = stampStepSocket{q, path}
+	}
+	ok, err := s.b.Attach(reg, out)
 	if err != nil {
 		return err
 	}
@@ -172,28 +197,73 @@ func (s *Server) Attach(st pb.Engine_AttachServer) error {
 			}
 		}
 	}()
-	// This goroutine is the stream's one writer.
+	// The sender below is the stream's one writer; this goroutine only
+	// decides. Send blocks while the engine does not read (HTTP/2 flow
+	// control), so it runs apart: the silence timer, the outbox bound and
+	// the stall timer fire however long a Send blocks. Returning ends the
+	// stream, which unblocks that Send (gRPC cancels the stream).
+	batches := make(chan []*pb.SidecarMessage, 1) // handed only when the sender is idle
+	sent := make(chan error, 1)                   // one per batch: nil, or the error that ended the sender
+	go func() {
+		for {
+			select {
+			case batch := <-batches:
+				var err error
+				for _, m := range batch {
+					if err = st.Send(m); err != nil {
+						break
+					}
+				}
+				sent <- err
+				if err != nil {
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	ping := time.NewTicker(s.opt.PingInterval)
 	defer ping.Stop()
 	silent := time.NewTimer(s.opt.EngineTimeout)
 	defer silent.Stop()
+	stall := time.NewTimer(s.opt.EngineTimeout)
+	stall.Stop()
+	defer stall.Stop()
+	busy := false // a batch is with the sender
+	hand := func(batch []*pb.SidecarMessage) {
+		batches <- batch // never blocks: the sender is idle and the buffer empty
+		busy = true
+		stall.Reset(s.opt.EngineTimeout)
+	}
 	var seq uint64
 	for {
-		msgs, err := q.take()
-		if err != nil {
-			return err
-		}
-		for _, m := range msgs {
-			if err := st.Send(m); err != nil {
+		switch {
+		case !busy:
+			msgs, err := q.take()
+			if err != nil {
 				return err
 			}
+			if len(msgs) > 0 {
+				hand(msgs)
+			}
+		case q.overflowed():
+			return q.overflowErr()
 		}
 		select {
 		case <-q.wake:
-		case <-ping.C:
-			seq++
-			if err := st.Send(&pb.SidecarMessage{Msg: &pb.SidecarMessage_Ping{Ping: &pb.Ping{Seq: seq}}}); err != nil {
+		case err := <-sent:
+			if err != nil {
 				return err
+			}
+			busy = false
+			stall.Stop()
+		case <-stall.C:
+			return status.Errorf(codes.ResourceExhausted, "engine has not read its stream for %v", s.opt.EngineTimeout)
+		case <-ping.C:
+			if !busy { // a ping behind a blocked Send would tell nothing
+				seq++
+				hand([]*pb.SidecarMessage{{Msg: &pb.SidecarMessage_Ping{Ping: &pb.Ping{Seq: seq}}}})
 			}
 		case <-heard:
 			silent.Reset(s.opt.EngineTimeout)
@@ -232,6 +302,20 @@ func recvWithin(st pb.Engine_AttachServer, d time.Duration) (*pb.EngineMessage, 
 	}
 }
 
+// stampStepSocket is the Outbox of an engine that may use the step
+// socket: the Registered the backend posts names it.
+type stampStepSocket struct {
+	*queue
+	path string
+}
+
+func (o stampStepSocket) Post(m *pb.SidecarMessage) {
+	if r := m.GetRegistered(); r != nil && r.StepSocket == "" {
+		r.StepSocket = o.path
+	}
+	o.queue.Post(m)
+}
+
 // maxQueued bounds the messages waiting for an engine that does not read
 // its stream; beyond it the engine is treated as gone.
 const maxQueued = 1 << 14
@@ -268,9 +352,20 @@ func (q *queue) take() ([]*pb.SidecarMessage, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.overflow {
-		return nil, status.Errorf(codes.ResourceExhausted, "engine does not read its stream: %d messages queued", maxQueued)
+		return nil, q.overflowErr()
 	}
 	m := q.msgs
 	q.msgs = nil
 	return m, nil
+}
+
+// overflowed reports whether messages were dropped.
+func (q *queue) overflowed() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.overflow
+}
+
+func (q *queue) overflowErr() error {
+	return status.Errorf(codes.ResourceExhausted, "engine does not read its stream: %d messages queued", maxQueued)
 }

@@ -64,7 +64,7 @@ func (f *fakeBackend) Step(req *pb.StepRequest) (*pb.StepResponse, error) {
 
 // serve runs a Server over a Unix socket in a temporary directory and
 // returns a client; everything stops at the end of the test.
-func serve(t *testing.T, b Backend, opt Options) pb.EngineClient {
+func serve(t *testing.T, b Backend, opt Options, dial ...grpc.DialOption) pb.EngineClient {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "engine.sock")
 	ln, err := ListenUnix(path)
@@ -74,7 +74,7 @@ func serve(t *testing.T, b Backend, opt Options) pb.EngineClient {
 	s := New(b, opt)
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ln) }()
-	cc, err := grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient("unix://"+path, append(dial, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,6 +240,77 @@ func TestAttachSilentEngineIsGone(t *testing.T) {
 	if id := <-f.detached; id != 7 {
 		t.Fatalf("detached %d", id)
 	}
+}
+
+// An engine that stays connected, and even keeps talking, but stops
+// reading its stream: the sidecar's Send blocks on flow control, and the
+// stall timer still ends the stream (the backend hears Detach). Before the
+// sender ran apart, Send blocked the writer for good and nothing fired.
+func TestAttachEngineThatStopsReading(t *testing.T) {
+	f := newFake()
+	const timeout = 200 * time.Millisecond
+	// A fixed 64 KiB window (no BDP growth): a few messages fill it.
+	c := serve(t, f, Options{EngineTimeout: timeout, PingInterval: time.Hour},
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	st, err := c.Attach(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(goodRegister()); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := st.Recv(); err != nil || m.GetRegistered() == nil {
+		t.Fatalf("registered: %v %v", m, err)
+	}
+	// The engine keeps pinging, so the silence timer never fires: only
+	// the stall timer can end this stream.
+	pinging := make(chan struct{})
+	go func() {
+		defer close(pinging)
+		tick := time.NewTicker(timeout / 4)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				if st.Send(&pb.EngineMessage{Msg: &pb.EngineMessage_Ping{Ping: &pb.Ping{}}}) != nil {
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	f.mu.Lock()
+	out := f.out
+	f.mu.Unlock()
+	keys := make([][]byte, 4<<10) // 64 KiB of keys per message
+	for i := range keys {
+		keys[i] = make([]byte, KeyBytes)
+	}
+	for i := range 64 {
+		out.Post(&pb.SidecarMessage{Msg: &pb.SidecarMessage_Ask{Ask: &pb.ServeAsk{AskId: uint64(i), Keys: keys}}})
+	}
+	select {
+	case id := <-f.detached:
+		if id != 7 {
+			t.Fatalf("detached %d", id)
+		}
+	case <-time.After(30 * timeout): // a bound for a hang, not a measurement
+		t.Fatal("an engine that does not read its stream was never detached")
+	}
+	// Reading again, the engine finds the stream ended for not reading.
+	for {
+		if _, err := st.Recv(); err != nil {
+			if status.Code(err) != codes.ResourceExhausted {
+				t.Fatalf("stream ended with %v, want ResourceExhausted", err)
+			}
+			break
+		}
+	}
+	cancel()
+	<-pinging
 }
 
 func TestAttachNoRegisterInTime(t *testing.T) {

@@ -96,14 +96,20 @@ func (d *domainPolicy) WaitBudget() time.Duration { return d.opt.ConnectWait + d
 
 func (d *domainPolicy) peer(now time.Time, p Peer) *peerHealth {
 	ph := d.peers[p.ID]
-	dom := DomainOf(p)
-	if ph == nil {
+	var dom string
+	switch {
+	case ph == nil:
 		ph = &peerHealth{peer: p}
 		d.peers[p.ID] = ph
-	} else if p.Domain == "" {
+		dom = DomainOf(p)
+	case p.Domain == "":
 		// A call that names no domain (a dial for a request that named
 		// none, before the hello) keeps the one the peer is known in.
+		// (Not DomainOf: this runs per looked-up key, and DomainOf builds
+		// a string for a peer without a domain.)
 		dom = ph.domain
+	default:
+		dom = p.Domain
 	}
 	if ph.domain != dom {
 		old := d.domains[ph.domain]

@@ -65,18 +65,19 @@ func Open(path, dir string, geo Geometry) (*Region, error) {
 	if err != nil {
 		return nil, fmt.Errorf("region: allowed directory: %w", err)
 	}
-	if rel, err := filepath.Rel(realDir, real); err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+	rel, err := filepath.Rel(realDir, real)
+	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
 		return nil, fmt.Errorf("%w: %s is not inside %s", ErrOutside, path, dir)
 	}
-	f, err := os.OpenFile(real, os.O_RDWR, 0)
+	f, err := openBeneath(realDir, rel)
 	if err != nil {
-		return nil, fmt.Errorf("region: %w", err)
+		return nil, fmt.Errorf("region: %s: %w", path, err)
 	}
 	fail := func(err error) (*Region, error) {
 		f.Close()
 		return nil, err
 	}
-	fi, err := f.Stat()
+	fi, err := f.Stat() // fstat: the file opened, not whatever the path names now
 	if err != nil {
 		return fail(fmt.Errorf("region: %w", err))
 	}
@@ -91,6 +92,38 @@ func Open(path, dir string, geo Geometry) (*Region, error) {
 		return fail(fmt.Errorf("region: mmap %s: %w", path, err))
 	}
 	return &Region{path: path, geo: geo, mem: mem, stride: int(geo.RowStride), f: f}, nil
+}
+
+// openBeneath opens dir/rel read-write without following a symbolic link
+// in rel: each component is opened relative to the one before with
+// O_NOFOLLOW. rel was resolved from the engine's path a moment earlier; a
+// component swapped for a link since (a race in a world-writable /dev/shm)
+// fails here with ELOOP or ENOTDIR instead of leading outside dir.
+func openBeneath(dir, rel string) (*os.File, error) {
+	const flags = syscall.O_CLOEXEC | syscall.O_NOFOLLOW | syscall.O_NOCTTY
+	fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY|flags, 0)
+	if err != nil {
+		return nil, fmt.Errorf("allowed directory: %w", err)
+	}
+	parts := strings.Split(rel, string(filepath.Separator))
+	for i, p := range parts {
+		mode := syscall.O_RDONLY | syscall.O_DIRECTORY
+		if i == len(parts)-1 {
+			// O_NONBLOCK: a FIFO planted at the path does not hang the
+			// open; fstat then refuses it as not a regular file.
+			mode = syscall.O_RDWR | syscall.O_NONBLOCK
+		}
+		next, err := syscall.Openat(fd, p, mode|flags, 0)
+		syscall.Close(fd)
+		if err != nil {
+			if errors.Is(err, syscall.ELOOP) {
+				return nil, fmt.Errorf("%s is a symbolic link now (it was not when resolved): %w", p, err)
+			}
+			return nil, err
+		}
+		fd = next
+	}
+	return os.NewFile(uintptr(fd), filepath.Join(dir, rel)), nil
 }
 
 // Revoke cuts kvp2p's writes off from the engine's memory, at once and

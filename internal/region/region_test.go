@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -115,5 +116,50 @@ func TestRevokeCutsWritesOff(t *testing.T) {
 	}
 	if err := kv.Revoke(); err != nil { // idempotent
 		t.Fatal(err)
+	}
+}
+
+// The open after resolving never follows a link: a component that became a
+// symbolic link since it was resolved (the race a world-writable /dev/shm
+// allows) fails the open instead of leading outside the directory; a FIFO
+// planted at the path is refused without hanging.
+func TestOpenBeneathFollowsNoLink(t *testing.T) {
+	dir, other := t.TempDir(), t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	makeFile(t, filepath.Join(dir, "sub"), 64)
+	f, err := openBeneath(dir, filepath.Join("sub", "r.mmap"))
+	if err != nil {
+		t.Fatalf("plain path: %v", err)
+	}
+	f.Close()
+
+	outside := makeFile(t, other, 64)
+	if err := os.Symlink(outside, filepath.Join(dir, "swapped.mmap")); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := openBeneath(dir, "swapped.mmap"); err == nil {
+		f.Close()
+		t.Fatal("opened a file that is a symbolic link")
+	}
+	// A directory on the way swapped for a link to another directory.
+	if err := os.RemoveAll(filepath.Join(dir, "sub")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(other, filepath.Join(dir, "sub")); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := openBeneath(dir, filepath.Join("sub", "r.mmap")); err == nil {
+		f.Close()
+		t.Fatal("opened through a directory that is a symbolic link")
+	}
+
+	fifo := filepath.Join(dir, "fifo.mmap")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(fifo, dir, Geometry{NumChunks: 1, RowStride: 64}); err == nil {
+		t.Fatal("a FIFO was mapped")
 	}
 }

@@ -19,6 +19,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# This checkout's kvp2p, not a copy installed in the environment.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from _stats import pct, summary  # noqa: E402
 

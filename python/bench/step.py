@@ -16,6 +16,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# This checkout's kvp2p, not a copy installed in the environment.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from _stats import pct, summary  # noqa: E402
 
@@ -37,7 +39,9 @@ def main() -> None:
         client = b.core.client
         params = pb.TransferParams(remote_kv_source=pb.Remote(host="127.0.0.1", port=sa.port, kv_request_id="kv"))
         client.step(pb.StepRequest(new_requests=[pb.NewRequest(req_id="r", params=params)], end_step=True))
-        print(f"Step RPC over {sb.socket}, {args.n} calls each, microseconds")
+        sess = client._sess  # noqa: SLF001 - which transport the steps take
+        via = f"the step socket {sess.steps and client.registered.step_socket}" if sess and sess.steps else f"gRPC on {sb.socket}"
+        print(f"Step over {via}, {args.n} calls each, microseconds")
         worst = {}
         for nkeys, packed in ((0, False), (64, False), (64, True), (1024, False), (1024, True)):
             keys = [key(i) for i in range(nkeys)]
@@ -46,12 +50,12 @@ def main() -> None:
                 t0 = time.perf_counter_ns()
                 if not keys:
                     lookups = []
-                elif packed:  # what the plugin sends: one field per batch
-                    lookups = [pb.LookupBatch(req_id="r", keys_packed=b"".join(keys))]
+                elif packed:  # what the plugin sends: one field per batch, verdicts one byte each
+                    lookups = [pb.LookupBatch(req_id="r", keys_packed=b"".join(keys), packed_verdicts=True)]
                 else:
                     lookups = [pb.LookupBatch(req_id="r", keys=keys)]
                 resp = client.step(pb.StepRequest(lookups=lookups, end_step=True))
-                _ = [list(x.verdicts) for x in resp.lookups]
+                _ = [list(x.verdicts_packed or x.verdicts) for x in resp.lookups]
                 dt = (time.perf_counter_ns() - t0) / 1e3
                 if i >= 200:  # warm-up excluded
                     times.append(dt)

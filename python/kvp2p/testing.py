@@ -44,6 +44,10 @@ class Sidecar:
     # where the region file is created here; otherwise (e.g. /dev/shm for
     # vLLM's own region) the engine creates it.
     region_dir: str | None = None
+    # Configure slots and block_bytes on the sidecar. Default off, as
+    # docs/vllm.md recommends: the sidecar takes them from the engine's
+    # Register. On, a Register of another geometry is refused.
+    configure_geometry: bool = False
     proc: subprocess.Popen[bytes] | None = None
 
     def __post_init__(self) -> None:
@@ -62,8 +66,9 @@ class Sidecar:
     def start(self, wait: float = 10.0) -> "Sidecar":
         args = [kvp2p_binary(), "serve", "--peer-id", f"127.0.0.1:{self.port}",
                 "--engine-socket", self.socket, "--region-dir", self.region_dir,
-                "--set", f"slots={self.num_chunks}", "--set", f"block_bytes={self.row_stride}",
                 "--set", f"chunk_bytes={min(self.row_stride, 262144)}", *self.extra]
+        if self.configure_geometry:
+            args += ["--set", f"slots={self.num_chunks}", "--set", f"block_bytes={self.row_stride}"]
         if os.environ.get("KVP2P_TEST_LOG_LEVEL"):  # e.g. debug, to see why a test failed
             args += ["--log-level", os.environ["KVP2P_TEST_LOG_LEVEL"]]
         logf = open(self.log_path, "ab")

@@ -36,8 +36,12 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from vllm.distributed.kv_transfer.kv_connector.v1.offloading.metrics import OffloadingConnectorStats
 from vllm.v1.kv_offload.base import (
     LookupResult,
+    OffloadingCounterMetadata,
+    OffloadingGaugeMetadata,
+    OffloadingMetricMetadata,
     OffloadKey,
     OffloadPolicy,
     ReqContext,
@@ -56,6 +60,17 @@ if TYPE_CHECKING:
     from vllm.v1.kv_offload.base import OffloadingSpec
 
 log = logging.getLogger("kvp2p.vllm")
+
+# The tier's own metrics, through vLLM's offloading stats (the tiering spec
+# collects build_metric_definitions from every secondary tier; the manager
+# aggregates get_stats). vLLM already counts per tier the lookups, hits,
+# bytes read and failed promotions; these are what only kvp2p knows.
+_M_STEPS = "vllm:kvp2p_steps"
+_M_STEP_FAILURES = "vllm:kvp2p_step_failures"
+_M_SIDECAR_LOST = "vllm:kvp2p_sidecar_lost"
+_M_SERVED_CHUNKS = "vllm:kvp2p_served_chunks"
+_M_ATTACHED = "vllm:kvp2p_sidecar_attached"
+_FAILURE_KINDS = ("unavailable", "refused", "error")
 
 _VERDICT = {Verdict.HIT: LookupResult.HIT, Verdict.MISS: LookupResult.MISS, Verdict.RETRY: LookupResult.RETRY}
 
@@ -110,6 +125,7 @@ class Kvp2pTier(SecondaryTierManager):
         self._book = KeyBook(max(4 * num_chunks, 1024))
         self._serve_wait = serve_wait_s
         self._parked: list[tuple[pb.ServeAsk, float, int]] = []  # asks waiting for a block being written
+        self._attached_reported: int | None = None  # the gauge's last value given to vLLM
         self._core.start()
         if not self._core.client.wait_attached(attach_timeout_s):
             log.warning("Kvp2pTier: sidecar at %s not attached yet (%s); P2P falls back to local "
@@ -172,6 +188,36 @@ class Kvp2pTier(SecondaryTierManager):
                 successful = loaded
         return JobResult(job_id=d.job_id, success=d.success, successful_keys=successful,
                          transfer_time=d.transfer_s, transfer_bytes=d.nbytes)
+
+    @classmethod
+    def build_metric_definitions(cls, extra_config: dict[str, Any]) -> dict[str, OffloadingMetricMetadata]:
+        return {
+            _M_STEPS: OffloadingCounterMetadata("Step calls the kvp2p sidecar answered."),
+            _M_STEP_FAILURES: OffloadingCounterMetadata(
+                "Step calls that failed, by reason: unavailable (no sidecar; the step's loads fail and its "
+                "requests prefill locally), refused (a bad step), error.", labelnames=("reason",)),
+            _M_SIDECAR_LOST: OffloadingCounterMetadata("Times the kvp2p sidecar was lost (crashed, hung or restarted)."),
+            _M_SERVED_CHUNKS: OffloadingCounterMetadata("CPU-tier chunks pinned for peers' loads."),
+            _M_ATTACHED: OffloadingGaugeMetadata("1 while the kvp2p sidecar is attached, else 0."),
+        }
+
+    def get_stats(self) -> OffloadingConnectorStats | None:
+        counts = self._core.take_counts()
+        stats = OffloadingConnectorStats()
+        if n := counts.get("steps"):
+            stats.increase_counter(_M_STEPS, n)
+        for kind in _FAILURE_KINDS:
+            if n := counts.get(f"step_failures_{kind}"):
+                stats.increase_counter(_M_STEP_FAILURES, n, (kind,))
+        if n := counts.get("sidecar_lost"):
+            stats.increase_counter(_M_SIDECAR_LOST, n)
+        if n := counts.get("served_chunks"):
+            stats.increase_counter(_M_SERVED_CHUNKS, n)
+        attached = 1 if self._core.client.registration else 0
+        if attached != self._attached_reported:  # a gauge: its changes are enough
+            stats.set_gauge(_M_ATTACHED, attached)
+            self._attached_reported = attached
+        return None if stats.is_empty() else stats
 
     def has_pending_work(self) -> bool:
         return bool(self._parked) or self._core.has_pending_work()

@@ -216,6 +216,15 @@ class _Engine:
                 "registration": self.tier._core.client.registration,
                 "num_chunks": self.spec.num_chunks, "row_stride": self.spec.kv_bytes_per_chunk}
 
+    def stats(self) -> dict[str, Any]:
+        """What vLLM's metrics path sees of the tier: the kvp2p metrics the
+        tiering spec declares, and the manager's stats since the last call."""
+        defs = type(self.spec).build_metric_definitions(self.spec.extra_config)
+        st = self.mgr.get_stats()
+        values = st.reduce() if st is not None else {}
+        return {"defined": sorted(k for k in defs if "kvp2p" in k),
+                "values": {k: v for k, v in values.items() if "kvp2p" in k}}
+
     def hook_times(self, n: int) -> dict[str, list[float]]:
         """The tier's own time in each scheduler hook with no work, n times."""
         from vllm.v1.kv_offload.base import ReqContext, ScheduleEndContext

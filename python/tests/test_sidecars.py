@@ -6,11 +6,14 @@ region move through A's and B's sidecars into B's region, and are compared.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator
 
 import pytest
 
+from kvp2p._pb import engine_pb2 as pb
+from kvp2p.client import StepRefused
 from kvp2p.fake_engine import FakeEngine, block, key
 from kvp2p.testing import Sidecar
 from kvp2p.tier import Kind, Verdict
@@ -221,7 +224,7 @@ def test_own_sidecar_killed_noticed_within_a_second(sidecars: Make, engines: Cal
 
 
 def test_mismatched_region_is_refused(sidecars: Make) -> None:
-    sc = sidecars("A", num_chunks=8)
+    sc = sidecars("A", num_chunks=8, configure_geometry=True)
     e = FakeEngine(sc, register_chunks=16)  # the sidecar is configured for 8
     try:
         assert not e.core.client.wait_attached(1.0)
@@ -232,6 +235,43 @@ def test_mismatched_region_is_refused(sidecars: Make) -> None:
         assert not e.job(1).success  # type: ignore[union-attr]
     finally:
         e.close()
+
+
+def test_geometry_comes_from_the_first_register(sidecars: Make) -> None:
+    sc = sidecars("A", num_chunks=8)  # slots, block_bytes not configured
+    e = FakeEngine(sc)
+    try:
+        assert e.core.client.wait_attached(5.0), e.core.client.last_error
+    finally:
+        e.close()
+    # A restarted engine must bring the geometry the sidecar took.
+    e = FakeEngine(sc, register_chunks=4)
+    try:
+        assert not e.core.client.wait_attached(1.0)
+        assert "FAILED_PRECONDITION" in e.core.client.last_error
+        assert "restart the sidecar" in e.core.client.last_error
+    finally:
+        e.close()
+
+
+def test_steps_take_the_step_socket_or_fall_back_to_grpc(sidecars: Make, engines: Callable[..., FakeEngine]) -> None:
+    sa, sb = sidecars("A"), sidecars("B")
+    a = engines(sa)
+    c = a.core.client
+    assert c.registered is not None and c.registered.step_socket == sa.socket + ".step"
+    assert c._sess is not None and c._sess.steps is not None  # noqa: SLF001
+    assert c.step(pb.StepRequest(end_step=True)) is not None
+    # Named but unreachable (here: gone): the client steps over gRPC.
+    os.unlink(sb.socket + ".step")
+    b = engines(sb)
+    c = b.core.client
+    assert c._sess is not None and c._sess.steps is None  # noqa: SLF001
+    assert c.step(pb.StepRequest(end_step=True)) is not None
+    # Refusals arrive the same way on both transports.
+    for e in (a, b):
+        bad = pb.StepRequest(lookups=[pb.LookupBatch(req_id="r", keys=[b"short"])])
+        with pytest.raises(StepRefused, match="INVALID_ARGUMENT"):
+            e.core.client.step(bad)
 
 
 def test_preempted_request_registers_again(sidecars: Make, engines: Callable[..., FakeEngine]) -> None:

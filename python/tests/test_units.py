@@ -92,6 +92,7 @@ def test_core_sends_nothing_for_an_idle_step() -> None:
     req, _, asked = taken
     assert [n.req_id for n in req.new_requests] == ["r"] and req.end_step
     assert [b.keys_packed for b in req.lookups] == [b"k" * 16] and asked == {"r": [b"k" * 16]}
+    assert all(b.packed_verdicts for b in req.lookups)  # answered one byte per key
 
 
 def test_lost_sidecar_holds_grants_until_it_registers_again() -> None:

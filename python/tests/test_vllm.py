@@ -187,3 +187,15 @@ def test_own_sidecar_killed_mid_load(pair: Pair) -> None:
     r = b.call("fetch", "b-own2", kv_source(sa, "kv-own2"), [510], 20.0)
     assert r["outcome"] == "hit" and r["data"] == bytes_of([510]), r
     a.call("finish", "a-own2")
+    # vLLM's metrics path: B's loss and its failed steps are counted, A
+    # counts the chunks it pinned for B.
+    vb, va = b.call("stats")["values"], a.call("stats")["values"]
+    assert vb.get("vllm:kvp2p_sidecar_lost", 0) >= 1 and vb.get("vllm:kvp2p_steps", 0) > 0, vb
+    assert va.get("vllm:kvp2p_served_chunks", 0) >= 1, va
+
+
+def test_metrics_declared_through_vllm(pair: Pair) -> None:
+    sa, a, sb, b = pair
+    s = a.call("stats")
+    assert s["defined"] == ["vllm:kvp2p_served_chunks", "vllm:kvp2p_sidecar_attached", "vllm:kvp2p_sidecar_lost",
+                            "vllm:kvp2p_step_failures", "vllm:kvp2p_steps"], s

@@ -286,8 +286,23 @@ type Registered struct {
 	// Limits the sidecar enforces on one Step.
 	MaxKeysPerStep  uint32 `protobuf:"varint,5,opt,name=max_keys_per_step,json=maxKeysPerStep,proto3" json:"max_keys_per_step,omitempty"`
 	MaxJobsInFlight uint32 `protobuf:"varint,6,opt,name=max_jobs_in_flight,json=maxJobsInFlight,proto3" json:"max_jobs_in_flight,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The step socket: a Unix socket (mode 0600) on which the sidecar also
+	// serves Step without gRPC, for an engine attached over the Unix socket;
+	// empty when there is none. A Step there is the same StepRequest and
+	// StepResponse, checked and applied as the RPC is, framed as
+	//
+	//	request:  u32 little-endian n, then n bytes of StepRequest
+	//	response: u32 little-endian n, then one byte of gRPC status code
+	//	          (0: OK), then n-1 bytes: the StepResponse when OK, else
+	//	          the status message (UTF-8)
+	//
+	// one request at a time per connection. A frame longer than the limit
+	// the gRPC service has closes the connection after a RESOURCE_EXHAUSTED
+	// answer. It exists because a gRPC call costs a Python client about ten
+	// times a framed round trip (docs/vllm.md, "Figures").
+	StepSocket    string `protobuf:"bytes,7,opt,name=step_socket,json=stepSocket,proto3" json:"step_socket,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Registered) Reset() {
@@ -360,6 +375,13 @@ func (x *Registered) GetMaxJobsInFlight() uint32 {
 		return x.MaxJobsInFlight
 	}
 	return 0
+}
+
+func (x *Registered) GetStepSocket() string {
+	if x != nil {
+		return x.StepSocket
+	}
+	return ""
 }
 
 type Ping struct {
@@ -995,9 +1017,13 @@ type LookupBatch struct {
 	Keys  [][]byte               `protobuf:"bytes,2,rep,name=keys,proto3" json:"keys,omitempty"` // 16 bytes each
 	// The same keys concatenated (16 bytes each), instead of keys: one field
 	// to encode and decode instead of one per key. Set one or the other.
-	KeysPacked    []byte `protobuf:"bytes,3,opt,name=keys_packed,json=keysPacked,proto3" json:"keys_packed,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	KeysPacked []byte `protobuf:"bytes,3,opt,name=keys_packed,json=keysPacked,proto3" json:"keys_packed,omitempty"`
+	// Answer with verdicts_packed instead of verdicts: one byte per key
+	// instead of one enum value, which a Python client decodes about ten
+	// times faster.
+	PackedVerdicts bool `protobuf:"varint,4,opt,name=packed_verdicts,json=packedVerdicts,proto3" json:"packed_verdicts,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *LookupBatch) Reset() {
@@ -1051,12 +1077,22 @@ func (x *LookupBatch) GetKeysPacked() []byte {
 	return nil
 }
 
+func (x *LookupBatch) GetPackedVerdicts() bool {
+	if x != nil {
+		return x.PackedVerdicts
+	}
+	return false
+}
+
 type LookupAnswer struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ReqId         string                 `protobuf:"bytes,1,opt,name=req_id,json=reqId,proto3" json:"req_id,omitempty"`
-	Verdicts      []Verdict              `protobuf:"varint,2,rep,packed,name=verdicts,proto3,enum=kvp2p.engine.v1.Verdict" json:"verdicts,omitempty"` // one per key, in order
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	ReqId    string                 `protobuf:"bytes,1,opt,name=req_id,json=reqId,proto3" json:"req_id,omitempty"`
+	Verdicts []Verdict              `protobuf:"varint,2,rep,packed,name=verdicts,proto3,enum=kvp2p.engine.v1.Verdict" json:"verdicts,omitempty"` // one per key, in order
+	// The same verdicts, one byte each (the Verdict's number), when the
+	// batch asked for packed_verdicts; verdicts is empty then.
+	VerdictsPacked []byte `protobuf:"bytes,3,opt,name=verdicts_packed,json=verdictsPacked,proto3" json:"verdicts_packed,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *LookupAnswer) Reset() {
@@ -1099,6 +1135,13 @@ func (x *LookupAnswer) GetReqId() string {
 func (x *LookupAnswer) GetVerdicts() []Verdict {
 	if x != nil {
 		return x.Verdicts
+	}
+	return nil
+}
+
+func (x *LookupAnswer) GetVerdictsPacked() []byte {
+	if x != nil {
+		return x.VerdictsPacked
 	}
 	return nil
 }
@@ -1476,7 +1519,7 @@ const file_kvp2p_engine_v1_engine_proto_rawDesc = "" +
 	"\n" +
 	"row_stride\x18\x05 \x01(\x04R\trowStride\x12 \n" +
 	"\vfingerprint\x18\x06 \x01(\fR\vfingerprint\x12\x1b\n" +
-	"\thash_seed\x18\a \x01(\tR\bhashSeed\"\x86\x02\n" +
+	"\thash_seed\x18\a \x01(\tR\bhashSeed\"\xa7\x02\n" +
 	"\n" +
 	"Registered\x12\"\n" +
 	"\fregistration\x18\x01 \x01(\x04R\fregistration\x12<\n" +
@@ -1485,7 +1528,9 @@ const file_kvp2p_engine_v1_engine_proto_rawDesc = "" +
 	"\apeer_id\x18\x03 \x01(\tR\x06peerId\x12%\n" +
 	"\x0efailure_domain\x18\x04 \x01(\tR\rfailureDomain\x12)\n" +
 	"\x11max_keys_per_step\x18\x05 \x01(\rR\x0emaxKeysPerStep\x12+\n" +
-	"\x12max_jobs_in_flight\x18\x06 \x01(\rR\x0fmaxJobsInFlight\"\x18\n" +
+	"\x12max_jobs_in_flight\x18\x06 \x01(\rR\x0fmaxJobsInFlight\x12\x1f\n" +
+	"\vstep_socket\x18\a \x01(\tR\n" +
+	"stepSocket\"\x18\n" +
 	"\x04Ping\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\"\xb1\x01\n" +
 	"\rEngineMessage\x127\n" +
@@ -1525,15 +1570,17 @@ const file_kvp2p_engine_v1_engine_proto_rawDesc = "" +
 	"\n" +
 	"NewRequest\x12\x15\n" +
 	"\x06req_id\x18\x01 \x01(\tR\x05reqId\x127\n" +
-	"\x06params\x18\x02 \x01(\v2\x1f.kvp2p.engine.v1.TransferParamsR\x06params\"Y\n" +
+	"\x06params\x18\x02 \x01(\v2\x1f.kvp2p.engine.v1.TransferParamsR\x06params\"\x82\x01\n" +
 	"\vLookupBatch\x12\x15\n" +
 	"\x06req_id\x18\x01 \x01(\tR\x05reqId\x12\x12\n" +
 	"\x04keys\x18\x02 \x03(\fR\x04keys\x12\x1f\n" +
 	"\vkeys_packed\x18\x03 \x01(\fR\n" +
-	"keysPacked\"[\n" +
+	"keysPacked\x12'\n" +
+	"\x0fpacked_verdicts\x18\x04 \x01(\bR\x0epackedVerdicts\"\x84\x01\n" +
 	"\fLookupAnswer\x12\x15\n" +
 	"\x06req_id\x18\x01 \x01(\tR\x05reqId\x124\n" +
-	"\bverdicts\x18\x02 \x03(\x0e2\x18.kvp2p.engine.v1.VerdictR\bverdicts\"\x85\x01\n" +
+	"\bverdicts\x18\x02 \x03(\x0e2\x18.kvp2p.engine.v1.VerdictR\bverdicts\x12'\n" +
+	"\x0fverdicts_packed\x18\x03 \x01(\fR\x0everdictsPacked\"\x85\x01\n" +
 	"\x03Job\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\x04R\x05jobId\x12\x15\n" +
 	"\x06req_id\x18\x02 \x01(\tR\x05reqId\x12\x12\n" +

@@ -53,20 +53,22 @@ class Register(_message.Message):
     def __init__(self, api_version: _Optional[_Union[ApiVersion, str]] = ..., engine_id: _Optional[str] = ..., region_path: _Optional[str] = ..., num_chunks: _Optional[int] = ..., row_stride: _Optional[int] = ..., fingerprint: _Optional[bytes] = ..., hash_seed: _Optional[str] = ...) -> None: ...
 
 class Registered(_message.Message):
-    __slots__ = ("registration", "api_version", "peer_id", "failure_domain", "max_keys_per_step", "max_jobs_in_flight")
+    __slots__ = ("registration", "api_version", "peer_id", "failure_domain", "max_keys_per_step", "max_jobs_in_flight", "step_socket")
     REGISTRATION_FIELD_NUMBER: _ClassVar[int]
     API_VERSION_FIELD_NUMBER: _ClassVar[int]
     PEER_ID_FIELD_NUMBER: _ClassVar[int]
     FAILURE_DOMAIN_FIELD_NUMBER: _ClassVar[int]
     MAX_KEYS_PER_STEP_FIELD_NUMBER: _ClassVar[int]
     MAX_JOBS_IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    STEP_SOCKET_FIELD_NUMBER: _ClassVar[int]
     registration: int
     api_version: ApiVersion
     peer_id: str
     failure_domain: str
     max_keys_per_step: int
     max_jobs_in_flight: int
-    def __init__(self, registration: _Optional[int] = ..., api_version: _Optional[_Union[ApiVersion, str]] = ..., peer_id: _Optional[str] = ..., failure_domain: _Optional[str] = ..., max_keys_per_step: _Optional[int] = ..., max_jobs_in_flight: _Optional[int] = ...) -> None: ...
+    step_socket: str
+    def __init__(self, registration: _Optional[int] = ..., api_version: _Optional[_Union[ApiVersion, str]] = ..., peer_id: _Optional[str] = ..., failure_domain: _Optional[str] = ..., max_keys_per_step: _Optional[int] = ..., max_jobs_in_flight: _Optional[int] = ..., step_socket: _Optional[str] = ...) -> None: ...
 
 class Ping(_message.Message):
     __slots__ = ("seq",)
@@ -155,22 +157,26 @@ class NewRequest(_message.Message):
     def __init__(self, req_id: _Optional[str] = ..., params: _Optional[_Union[TransferParams, _Mapping]] = ...) -> None: ...
 
 class LookupBatch(_message.Message):
-    __slots__ = ("req_id", "keys", "keys_packed")
+    __slots__ = ("req_id", "keys", "keys_packed", "packed_verdicts")
     REQ_ID_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
     KEYS_PACKED_FIELD_NUMBER: _ClassVar[int]
+    PACKED_VERDICTS_FIELD_NUMBER: _ClassVar[int]
     req_id: str
     keys: _containers.RepeatedScalarFieldContainer[bytes]
     keys_packed: bytes
-    def __init__(self, req_id: _Optional[str] = ..., keys: _Optional[_Iterable[bytes]] = ..., keys_packed: _Optional[bytes] = ...) -> None: ...
+    packed_verdicts: bool
+    def __init__(self, req_id: _Optional[str] = ..., keys: _Optional[_Iterable[bytes]] = ..., keys_packed: _Optional[bytes] = ..., packed_verdicts: _Optional[bool] = ...) -> None: ...
 
 class LookupAnswer(_message.Message):
-    __slots__ = ("req_id", "verdicts")
+    __slots__ = ("req_id", "verdicts", "verdicts_packed")
     REQ_ID_FIELD_NUMBER: _ClassVar[int]
     VERDICTS_FIELD_NUMBER: _ClassVar[int]
+    VERDICTS_PACKED_FIELD_NUMBER: _ClassVar[int]
     req_id: str
     verdicts: _containers.RepeatedScalarFieldContainer[Verdict]
-    def __init__(self, req_id: _Optional[str] = ..., verdicts: _Optional[_Iterable[_Union[Verdict, str]]] = ...) -> None: ...
+    verdicts_packed: bytes
+    def __init__(self, req_id: _Optional[str] = ..., verdicts: _Optional[_Iterable[_Union[Verdict, str]]] = ..., verdicts_packed: _Optional[bytes] = ...) -> None: ...
 
 class Job(_message.Message):
     __slots__ = ("job_id", "req_id", "keys", "chunk_ids", "keys_packed")
