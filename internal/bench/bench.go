@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kvp2p/kvp2p"
+	"github.com/kvp2p/kvp2p/internal/proccpu"
 )
 
 // Options are what kvp2p bench measures; its flags fill them.
@@ -23,6 +24,7 @@ type Options struct {
 	Runs    int   // interleaved runs of each measurement
 	Lookups int   // lookup round trips per run
 	TLS     bool  // also load between two nodes with mutual TLS (tls.go)
+	FanIn   int   // > 0: also N producers into one consumer at once, against N raw streams (fanin.go)
 }
 
 // Report is what bench prints; with --json, one object.
@@ -45,6 +47,19 @@ type Report struct {
 	PingP99us      float64 `json:"ping_p99_us"`
 	LookupPerPing  float64 `json:"lookup_per_ping_p50"`
 	LookupPerPing9 float64 `json:"lookup_per_ping_p99"`
+	// Process CPU seconds (user + system; both ends run in this process)
+	// per GB moved, over all runs: kvp2p's load and the raw copy.
+	KVP2PCPUsPerGB float64 `json:"kvp2p_cpu_s_per_gb,omitempty"`
+	RawCPUsPerGB   float64 `json:"raw_cpu_s_per_gb,omitempty"`
+	// --fanin N: N producers into one consumer at once, Bytes split among
+	// them (FanInBytes in all), against N raw TCP streams into one receiver.
+	FanInSources   int     `json:"fanin_sources,omitempty"`
+	FanInBytes     int64   `json:"fanin_bytes,omitempty"`
+	FanInMBps      float64 `json:"fanin_mb_s,omitempty"` // medians over the runs
+	FanInRawMBps   float64 `json:"fanin_raw_mb_s,omitempty"`
+	FanInRatio     float64 `json:"fanin_ratio,omitempty"` // median of the runs' kvp2p/raw
+	FanInCPUsPerGB float64 `json:"fanin_cpu_s_per_gb,omitempty"`
+	FanInRawCPU    float64 `json:"fanin_raw_cpu_s_per_gb,omitempty"`
 	PerRun         []RunMs `json:"per_run"`
 }
 
@@ -56,6 +71,33 @@ type RunMs struct {
 	LookupsPerS float64 `json:"lookups_per_s"`
 	TLSMBps     float64 `json:"tls_mb_s,omitempty"`
 	TLSRatio    float64 `json:"tls_ratio,omitempty"`
+	FanInRatio  float64 `json:"fanin_ratio,omitempty"`
+}
+
+// cpuMeter sums wall and process CPU time around measured calls.
+type cpuMeter struct {
+	wall, cpu time.Duration
+	ok        bool
+}
+
+func (c *cpuMeter) time(f func() (time.Duration, error)) (time.Duration, error) {
+	c0, ok0 := proccpu.Used()
+	t, err := f()
+	c1, ok1 := proccpu.Used()
+	c.wall += t
+	if ok0 && ok1 {
+		c.cpu, c.ok = c.cpu+c1-c0, true
+	}
+	return t, err
+}
+
+// perGB is CPU seconds per GB for bytes moved per call over calls; 0 when
+// the CPU time is unknown.
+func (c *cpuMeter) perGB(bytes int64, calls int) float64 {
+	if !c.ok || calls == 0 {
+		return 0
+	}
+	return c.cpu.Seconds() / (float64(bytes) * float64(calls) / 1e9)
 }
 
 type benchNode struct {
@@ -155,18 +197,44 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (*Report, error) {
 		defer tp.close()
 	}
 
+	var fi *fanIn
+	var rfi *rawFanIn
+	var fanSize int64
+	if o.FanIn > 0 {
+		if blocks < o.FanIn {
+			return nil, fmt.Errorf("--fanin %d: the load has only %d blocks to share", o.FanIn, blocks)
+		}
+		fanSize = int64(blocks/o.FanIn*o.FanIn) * int64(o.Block)
+		if fi, err = newFanIn(ctx, o.FanIn, blocks, o.Block); err != nil {
+			return nil, fmt.Errorf("fan-in: %w", err)
+		}
+		defer fi.close()
+		if rfi, err = newRawFanIn(o.FanIn, fanSize, o.Block); err != nil {
+			return nil, err
+		}
+		defer rfi.close()
+		if _, err := fi.once(ctx); err != nil {
+			return nil, err
+		}
+		if _, err := rfi.copyOnce(); err != nil {
+			return nil, err
+		}
+	}
+
 	rep := &Report{Bytes: size, BlockBytes: o.Block, Runs: o.Runs}
 	var kv, rw, ratios, rates, allRTT, allPing, tlsMB, tlsRatios []float64
+	var fkv, frw, fratios []float64
+	var kvCPU, rawCPU, fkvCPU, frawCPU cpuMeter
 	for run := range o.Runs {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		t, err := loadOnce(ctx, prod, cons, keys, fmt.Sprintf("r%d", run))
+		t, err := kvCPU.time(func() (time.Duration, error) { return loadOnce(ctx, prod, cons, keys, fmt.Sprintf("r%d", run)) })
 		if err != nil {
 			return nil, err
 		}
 		k := float64(size) / t.Seconds() / 1e6
-		t, err = raw.copyOnce()
+		t, err = rawCPU.time(raw.copyOnce)
 		if err != nil {
 			return nil, err
 		}
@@ -193,7 +261,29 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (*Report, error) {
 			pr.TLSRatio = pr.TLSMBps / k
 			tlsMB, tlsRatios = append(tlsMB, pr.TLSMBps), append(tlsRatios, pr.TLSRatio)
 		}
+		if fi != nil {
+			t, err := fkvCPU.time(func() (time.Duration, error) { return fi.once(ctx) })
+			if err != nil {
+				return nil, err
+			}
+			a := float64(fanSize) / t.Seconds() / 1e6
+			if t, err = frawCPU.time(rfi.copyOnce); err != nil {
+				return nil, err
+			}
+			r := float64(fanSize) / t.Seconds() / 1e6
+			pr.FanInRatio = a / r
+			fkv, frw, fratios = append(fkv, a), append(frw, r), append(fratios, a/r)
+		}
 		rep.PerRun = append(rep.PerRun, pr)
+	}
+	rep.KVP2PCPUsPerGB, rep.RawCPUsPerGB = kvCPU.perGB(size, o.Runs), rawCPU.perGB(size, o.Runs)
+	if fi != nil {
+		if err := fi.check(o.Block); err != nil {
+			return nil, err
+		}
+		rep.FanInSources, rep.FanInBytes = o.FanIn, fanSize
+		rep.FanInMBps, rep.FanInRawMBps, rep.FanInRatio = quantile(fkv, 0.5), quantile(frw, 0.5), quantile(fratios, 0.5)
+		rep.FanInCPUsPerGB, rep.FanInRawCPU = fkvCPU.perGB(fanSize, o.Runs), frawCPU.perGB(fanSize, o.Runs)
 	}
 	if tp != nil {
 		rep.TLSMBps, rep.TLSRatio = quantile(tlsMB, 0.5), quantile(tlsRatios, 0.5)
@@ -424,6 +514,20 @@ func Print(w io.Writer, r *Report) {
 	fmt.Fprintf(w, "lookup: p50 %.1f µs, p99 %.1f µs round trip, %.0f lookups/s one at a time\n", r.LookupP50us, r.LookupP99us, r.LookupsPerS)
 	fmt.Fprintf(w, "ping:   raw TCP %d-byte ping-pong p50 %.1f µs, p99 %.1f µs; lookup/ping p50 %.1fx, p99 %.1fx\n",
 		pingBytes, r.PingP50us, r.PingP99us, r.LookupPerPing, r.LookupPerPing9)
+	if r.KVP2PCPUsPerGB > 0 {
+		fmt.Fprintf(w, "cpu:    kvp2p %.3f CPU-s/GB, raw TCP %.3f CPU-s/GB (process CPU, both ends, per GB moved)\n", r.KVP2PCPUsPerGB, r.RawCPUsPerGB)
+	}
+	if r.FanInSources > 0 {
+		var per []string
+		for _, x := range r.PerRun {
+			per = append(per, fmt.Sprintf("%.3f", x.FanInRatio))
+		}
+		fmt.Fprintf(w, "fan-in: %d sources into one consumer, %s in all: kvp2p %.1f MB/s, %d raw TCP streams %.1f MB/s, kvp2p/raw %.3f (median; runs %s)\n",
+			r.FanInSources, sizeString(r.FanInBytes), r.FanInMBps, r.FanInSources, r.FanInRawMBps, r.FanInRatio, strings.Join(per, " "))
+		if r.FanInCPUsPerGB > 0 {
+			fmt.Fprintf(w, "fan-in cpu: kvp2p %.3f CPU-s/GB, raw TCP %.3f CPU-s/GB\n", r.FanInCPUsPerGB, r.FanInRawCPU)
+		}
+	}
 	if r.TLSMBps > 0 {
 		var per []string
 		for _, x := range r.PerRun {
