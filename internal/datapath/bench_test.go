@@ -141,21 +141,33 @@ func BenchmarkRawTCPLoopback(b *testing.B) {
 }
 
 // TestSteadyStateAllocs: a chunk costs no allocation on either side. It
-// compares the allocations of a 1-block job and a 65-block job; the
-// difference is 256 chunks' worth.
+// compares the allocations of a 1-block job and a many-block job; the
+// difference is the extra chunks' worth. Large chunks go through the
+// checksum helper (sum.go), small ones do not.
 func TestSteadyStateAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
-	cfg := Config{BlockBytes: 64 << 10, ChunkBytes: 16 << 10, ProgressInterval: 1 << 62}
-	l := newLoopback(t, cfg, 16)
-	defer l.stop()
-	l.run(t, 65)
-	small := testing.AllocsPerRun(20, func() { l.run(t, 1) })
-	big := testing.AllocsPerRun(20, func() { l.run(t, 65) })
-	perChunk := (big - small) / (64 * 4)
-	t.Logf("allocs per job: 1 block %.1f, 65 blocks %.1f; per chunk %.3f", small, big, perChunk)
-	if perChunk > 0.05 {
-		t.Errorf("%.3f allocations per chunk, want 0", perChunk)
+	for _, tc := range []struct {
+		cfg    Config
+		blocks int // of the big job
+		chunks int // per block
+	}{
+		{Config{BlockBytes: 64 << 10, ChunkBytes: 16 << 10, ProgressInterval: 1 << 62}, 65, 4},
+		{Config{BlockBytes: 256 << 10, ChunkBytes: 128 << 10, ProgressInterval: 1 << 62}, 17, 2},
+	} {
+		l := newLoopback(t, tc.cfg, 16)
+		l.run(t, tc.blocks)
+		small := testing.AllocsPerRun(20, func() { l.run(t, 1) })
+		big := testing.AllocsPerRun(20, func() { l.run(t, tc.blocks) })
+		l.stop()
+		perChunk := (big - small) / float64((tc.blocks-1)*tc.chunks)
+		t.Logf("chunk %d: allocs per job: 1 block %.1f, %d blocks %.1f; per chunk %.3f", tc.cfg.ChunkBytes, small, tc.blocks, big, perChunk)
+		if perChunk > 0.05 {
+			t.Errorf("chunk %d: %.3f allocations per chunk, want 0", tc.cfg.ChunkBytes, perChunk)
+		}
+		if tc.cfg.ChunkBytes >= sumMin && l.prod.w.sum == nil {
+			t.Errorf("chunk %d: the checksum helper never ran", tc.cfg.ChunkBytes)
+		}
 	}
 }

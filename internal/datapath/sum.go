@@ -1,0 +1,134 @@
+package datapath
+
+import "github.com/kvp2p/kvp2p/internal/wire"
+
+// Pipelined checksums. A chunk's CRC32C goes in its header, so the writer
+// must read the chunk once before the kernel copies it: on a CPU that
+// keeps up with the socket, that pass is a fifth to a third of the
+// writer's time (the source is cold in cache). The writer therefore
+// predicts which chunk it will send after the one it is writing and has a
+// helper goroutine sum it while the writev runs. A prediction is only
+// used when the next chunk is exactly the one predicted (same job, block,
+// offset and length; slots do not change while their job is in flight),
+// so a wrong guess costs a wasted sum, never a wrong header.
+//
+// Slot ownership: the writer always collects the helper's result before
+// its next write and before it exits, so the helper never reads a slot
+// after the SendEnd (or Closed) that releases it.
+
+// sumMin is the smallest chunk worth handing to the helper: below it the
+// two channel hand-offs cost about what the sum does.
+const sumMin = 64 << 10
+
+// chunkKey names one chunk of one send job: sendJob.seq is unique per
+// writer, and (next, off, n) is the chunk within the job's blocks.
+type chunkKey struct {
+	seq     uint64
+	next    int
+	off, n  int
+	present bool
+}
+
+// summer is the helper goroutine and the one sum it may have in flight.
+// All fields but the channels are the writer goroutine's.
+type summer struct {
+	req  chan []byte // cap 1: at most one sum in flight
+	res  chan uint32 // cap 1
+	done chan struct{}
+	key  chunkKey // the sum in flight, if key.present
+
+	hits, misses uint64 // predictions used and wasted (tests)
+}
+
+func startSummer() *summer {
+	s := &summer{req: make(chan []byte, 1), res: make(chan uint32, 1), done: make(chan struct{})}
+	go s.run()
+	return s
+}
+
+func (s *summer) run() {
+	defer close(s.done)
+	for p := range s.req {
+		s.res <- wire.CRC32C(p)
+	}
+}
+
+// post starts summing p, the chunk named k. Nothing may be in flight.
+func (s *summer) post(k chunkKey, p []byte) {
+	k.present = true
+	s.key = k
+	s.req <- p
+}
+
+// collect waits for the sum in flight, if any, and returns it if it was
+// for k. After collect the helper reads no slot.
+func (s *summer) collect(k chunkKey) (uint32, bool) {
+	if !s.key.present {
+		return 0, false
+	}
+	pending := s.key
+	s.key = chunkKey{}
+	sum := <-s.res
+	k.present = true
+	if pending != k {
+		s.misses++
+		return 0, false
+	}
+	s.hits++
+	return sum, true
+}
+
+// stop waits for the sum in flight and for the helper to exit.
+func (s *summer) stop() {
+	s.collect(chunkKey{})
+	close(s.req)
+	<-s.done
+}
+
+// predict names the chunk nextChunk will pick after j's chunk of n bytes
+// (the one just picked, at ring index w.rr-1), assuming no command comes
+// in between; ok is false when none would be left. It mirrors advance,
+// unring and nextChunk without changing anything.
+func (w *writer) predict(j *sendJob, n int) (c *sendJob, next, off int, ok bool) {
+	next, off = j.next, j.off+n
+	stays := true
+	if off >= w.c.cfg.BlockBytes {
+		next, off = next+1, 0
+		stays = next < len(j.blocks)
+	}
+	idx, rr, size := w.rr-1, w.rr, len(w.ring)
+	if !stays {
+		size-- // advance unrings j, and the turn after it moves down
+		rr--
+	}
+	if size == 0 {
+		return nil, 0, 0, false
+	}
+	if rr >= min(size, w.c.cfg.SendWindow) {
+		rr = 0
+	}
+	if !stays && rr >= idx {
+		rr++ // the index in the ring as it is now, j still in it
+	}
+	if c = w.ring[rr]; c == j {
+		return j, next, off, true
+	}
+	return c, c.next, c.off, true
+}
+
+// sumAhead hands the chunk after j's (of n bytes) to the helper, starting
+// it on first use, when that chunk is large enough to be worth it.
+func (w *writer) sumAhead(j *sendJob, n int) {
+	c, next, off, ok := w.predict(j, n)
+	if !ok {
+		return
+	}
+	m := min(w.c.cfg.ChunkBytes, w.c.cfg.BlockBytes-off)
+	if m < sumMin {
+		return
+	}
+	if w.sum == nil {
+		w.sum = startSummer()
+	}
+	w.sum.post(chunkKey{seq: c.seq, next: next, off: off, n: m}, w.c.mem.Slot(c.blocks[next].Slot)[off:off+m])
+}
