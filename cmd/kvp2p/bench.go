@@ -30,6 +30,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.Block, "block-bytes", 256<<10, "bytes per block")
 	fs.IntVar(&o.Runs, "runs", 5, "interleaved runs of each measurement")
 	fs.IntVar(&o.Lookups, "lookups", 1000, "lookup round trips per run")
+	fs.Float64Var(&o.LookupRate, "lookup-rate", 0, "pace the lookups at `N` per second (0: back to back, into the peer's control-message limit)")
 	fs.BoolVar(&jsonOut, "json", false, "print one JSON object")
 	var fo bench.FleetOptions
 	fleetMode := fs.Bool("fleet", false, "instead: the saturation curve of --sources sources and one consumer (time to hit against offered load)")
@@ -69,6 +70,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return bad("--runs %d: want at least 1", o.Runs)
 	case o.Lookups < 1:
 		return bad("--lookups %d: want at least 1", o.Lookups)
+	case o.LookupRate < 0 || o.LookupRate > 1e6:
+		return bad("--lookup-rate %v: want 0..1000000", o.LookupRate)
 	case o.FanIn < 0 || o.FanIn > 64:
 		return bad("--fanin %d: want 0..64", o.FanIn)
 	case o.FanIn > 0 && (o.Bytes+int64(o.Block)-1)/int64(o.Block) < int64(o.FanIn):

@@ -80,6 +80,7 @@ func TestBenchFlags(t *testing.T) {
 		{[]string{"--block-bytes", "0"}, "kvp2p bench: --block-bytes 0"},
 		{[]string{"--runs", "0"}, "kvp2p bench: --runs 0"},
 		{[]string{"--fanin", "-1"}, "kvp2p bench: --fanin -1"},
+		{[]string{"--lookup-rate", "-5"}, "kvp2p bench: --lookup-rate -5"},
 		{[]string{"--bytes", "512KiB", "--fanin", "3"}, "kvp2p bench: --fanin 3: --bytes holds fewer blocks than sources"},
 		{[]string{"now"}, `kvp2p bench: unexpected argument "now"`},
 	} {

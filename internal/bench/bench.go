@@ -23,8 +23,13 @@ type Options struct {
 	Block   int   // bytes per block
 	Runs    int   // interleaved runs of each measurement
 	Lookups int   // lookup round trips per run
-	TLS     bool  // also load between two nodes with mutual TLS (tls.go)
-	FanIn   int   // > 0: also N producers into one consumer at once, against N raw streams (fanin.go)
+	// LookupRate > 0 paces the lookups: round trip i starts no earlier than
+	// i/LookupRate s after the run's first (the wait is not timed). 0: back
+	// to back, which runs into the producer's control-message limit (10,000
+	// messages/s per connection, two per lookup) once its burst is spent.
+	LookupRate float64
+	TLS        bool // also load between two nodes with mutual TLS (tls.go)
+	FanIn      int  // > 0: also N producers into one consumer at once, against N raw streams (fanin.go)
 }
 
 // Report is what bench prints; with --json, one object.
@@ -32,7 +37,8 @@ type Report struct {
 	Bytes       int64   `json:"bytes"` // per load, rounded up to whole blocks
 	BlockBytes  int     `json:"block_bytes"`
 	Runs        int     `json:"runs"`
-	KVP2PMBps   float64 `json:"kvp2p_mb_s"` // medians over the runs
+	LookupRate  float64 `json:"lookup_rate,omitempty"` // --lookup-rate; 0: back to back
+	KVP2PMBps   float64 `json:"kvp2p_mb_s"`            // medians over the runs
 	RawMBps     float64 `json:"raw_mb_s"`
 	Ratio       float64 `json:"ratio"` // median of the runs' kvp2p/raw
 	LookupP50us float64 `json:"lookup_p50_us"`
@@ -221,7 +227,7 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (*Report, error) {
 		}
 	}
 
-	rep := &Report{Bytes: size, BlockBytes: o.Block, Runs: o.Runs}
+	rep := &Report{Bytes: size, BlockBytes: o.Block, Runs: o.Runs, LookupRate: o.LookupRate}
 	var kv, rw, ratios, rates, allRTT, allPing, tlsMB, tlsRatios []float64
 	var fkv, frw, fratios []float64
 	var kvCPU, rawCPU, fkvCPU, frawCPU cpuMeter
@@ -239,7 +245,7 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (*Report, error) {
 			return nil, err
 		}
 		r := float64(size) / t.Seconds() / 1e6
-		rtts, el, err := lookupRuns(ctx, prod, cons, keys, o.Lookups, run)
+		rtts, el, err := lookupRuns(ctx, prod, cons, keys, o.Lookups, run, o.LookupRate)
 		if err != nil {
 			return nil, err
 		}
@@ -384,12 +390,17 @@ func loadOnce(ctx context.Context, prod, cons *benchNode, keys []kvp2p.Key, kv s
 // way an engine that has nothing else to do waits; polling Lookup instead
 // queues a hop into the loop ahead of the reply). It returns each round trip
 // in µs and the time for all n, request setup and teardown included.
-func lookupRuns(ctx context.Context, prod, cons *benchNode, keys []kvp2p.Key, n, run int) ([]float64, time.Duration, error) {
+func lookupRuns(ctx context.Context, prod, cons *benchNode, keys []kvp2p.Key, n, run int, rate float64) ([]float64, time.Duration, error) {
 	rtts := make([]float64, 0, n)
 	start := time.Now()
 	for i := range n {
 		if i%64 == 0 && ctx.Err() != nil {
 			return nil, 0, ctx.Err()
+		}
+		if rate > 0 {
+			if wait := time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))); wait > 0 {
+				time.Sleep(wait) // pacing, before the round trip's clock starts
+			}
 		}
 		id := fmt.Sprintf("l%d-%d", run, i)
 		k := keys[i%len(keys)]
@@ -511,7 +522,11 @@ func Print(w io.Writer, r *Report) {
 	}
 	fmt.Fprintf(w, "%-6s %12.1f %12.1f %10.3f %15.1f %12.0f\n\n", "median", r.KVP2PMBps, r.RawMBps, r.Ratio, r.LookupP50us, r.LookupsPerS)
 	fmt.Fprintf(w, "load:   kvp2p %.1f MB/s, raw TCP %.1f MB/s, kvp2p/raw %.3f (median of per-run ratios)\n", r.KVP2PMBps, r.RawMBps, r.Ratio)
-	fmt.Fprintf(w, "lookup: p50 %.1f µs, p99 %.1f µs round trip, %.0f lookups/s one at a time\n", r.LookupP50us, r.LookupP99us, r.LookupsPerS)
+	paced := ""
+	if r.LookupRate > 0 {
+		paced = fmt.Sprintf(", paced at %.0f/s", r.LookupRate)
+	}
+	fmt.Fprintf(w, "lookup: p50 %.1f µs, p99 %.1f µs round trip, %.0f lookups/s one at a time%s\n", r.LookupP50us, r.LookupP99us, r.LookupsPerS, paced)
 	fmt.Fprintf(w, "ping:   raw TCP %d-byte ping-pong p50 %.1f µs, p99 %.1f µs; lookup/ping p50 %.1fx, p99 %.1fx\n",
 		pingBytes, r.PingP50us, r.PingP99us, r.LookupPerPing, r.LookupPerPing9)
 	if r.KVP2PCPUsPerGB > 0 {
