@@ -3,7 +3,11 @@ package datapath
 import (
 	"io"
 	"math/rand/v2"
+	"net"
 	"testing"
+	"time"
+
+	"github.com/kvp2p/kvp2p/internal/proccpu"
 )
 
 // endsOnly is an emit that keeps only RecvEnd (on a channel) and Closed, so
@@ -104,40 +108,108 @@ func BenchmarkTransferLoopback(b *testing.B) {
 	}
 }
 
+// rawLoop moves benchTotal bytes in benchBlock pieces with plain
+// conn.Write and io.ReadFull between two arenas: the ceiling for the
+// datapath.
+type rawLoop struct {
+	na, nb   net.Conn
+	src, dst *arena
+	start    chan struct{}
+	done     chan error
+}
+
+func newRawLoop(tb testing.TB) *rawLoop {
+	r := &rawLoop{src: newArena(benchSlots, benchBlock), dst: newArena(benchSlots, benchBlock),
+		start: make(chan struct{}), done: make(chan error)}
+	r.na, r.nb = tcpPair(tb)
+	go func() { // ends when start is closed
+		for range r.start {
+			var err error
+			for i := 0; i < benchBlocks && err == nil; i++ {
+				_, err = io.ReadFull(r.nb, r.dst.Slot(uint32(i%benchSlots)))
+			}
+			r.done <- err
+		}
+	}()
+	return r
+}
+
+func (r *rawLoop) once(tb testing.TB) {
+	r.start <- struct{}{}
+	for i := range benchBlocks {
+		if _, err := r.na.Write(r.src.Slot(uint32(i % benchSlots))); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if err := <-r.done; err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func (r *rawLoop) stop() {
+	close(r.start)
+	r.na.Close()
+	r.nb.Close()
+}
+
 // BenchmarkRawTCPLoopback moves the same bytes in the same 256 KiB pieces
 // with plain conn.Write and io.ReadFull: the ceiling for the datapath.
 func BenchmarkRawTCPLoopback(b *testing.B) {
-	na, nb := tcpPair(b)
-	src, dst := newArena(benchSlots, benchBlock), newArena(benchSlots, benchBlock)
-	start, done := make(chan struct{}), make(chan error)
-	go func() { // ends when start is closed
-		for range start {
-			var err error
-			for i := 0; i < benchBlocks && err == nil; i++ {
-				_, err = io.ReadFull(nb, dst.Slot(uint32(i%benchSlots)))
-			}
-			done <- err
-		}
-	}()
-	defer func() { close(start); na.Close(); nb.Close() }()
-	once := func() {
-		start <- struct{}{}
-		for i := range benchBlocks {
-			if _, err := na.Write(src.Slot(uint32(i % benchSlots))); err != nil {
-				b.Fatal(err)
-			}
-		}
-		if err := <-done; err != nil {
-			b.Fatal(err)
-		}
-	}
-	once()
+	r := newRawLoop(b)
+	defer r.stop()
+	r.once(b)
 	b.SetBytes(benchTotal)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		once()
+		r.once(b)
 	}
+}
+
+// BenchmarkTransferVsRaw runs, per op, one 64 MiB transfer with the
+// checksum helper (ahead), one with every CRC32C summed by the writer
+// (inline) and one raw TCP copy, in turn, so that all three share the
+// machine's noise. It reports each one's MB/s and process CPU-s per GB,
+// and ahead's and inline's throughput over raw's.
+//
+//	go test -run '^$' -bench TransferVsRaw -benchtime 20x ./internal/datapath
+func BenchmarkTransferVsRaw(b *testing.B) {
+	cfg := Config{BlockBytes: benchBlock, ChunkBytes: benchBlock}
+	ahead := newLoopback(b, cfg, benchSlots)
+	defer ahead.stop()
+	cfg.inlineSums = true
+	inline := newLoopback(b, cfg, benchSlots)
+	defer inline.stop()
+	raw := newRawLoop(b)
+	defer raw.stop()
+	runs := []func(){
+		func() { ahead.run(b, benchBlocks) },
+		func() { inline.run(b, benchBlocks) },
+		func() { raw.once(b) },
+	}
+	var wall, cpu [3]time.Duration
+	for _, f := range runs {
+		f() // warm: buffers, windows, the helper
+	}
+	b.ResetTimer()
+	for range b.N {
+		for i, f := range runs {
+			c0, _ := proccpu.Used()
+			t0 := time.Now()
+			f()
+			wall[i] += time.Since(t0)
+			c1, _ := proccpu.Used()
+			cpu[i] += c1 - c0
+		}
+	}
+	b.StopTimer()
+	gb := float64(b.N) * benchTotal / 1e9
+	for i, name := range []string{"ahead", "inline", "raw"} {
+		b.ReportMetric(gb*1e3/wall[i].Seconds(), name+"_MB/s")
+		b.ReportMetric(cpu[i].Seconds()/gb, name+"_cpu_s/GB")
+	}
+	b.ReportMetric(wall[2].Seconds()/wall[0].Seconds(), "ahead/raw")
+	b.ReportMetric(wall[2].Seconds()/wall[1].Seconds(), "inline/raw")
 }
 
 // TestSteadyStateAllocs: a chunk costs no allocation on either side. It

@@ -76,6 +76,10 @@ type Config struct {
 	SendWindow int
 	// Limits bound what the reader accepts (default wire.DefaultLimits()).
 	Limits wire.Limits
+
+	// inlineSums turns off the checksum helper (sum.go): every CRC32C is
+	// summed by the writer itself. For benchmarks that compare the two.
+	inlineSums bool
 }
 
 // withDefaults returns c with zero fields set and checks it.

@@ -16,73 +16,83 @@ import "github.com/kvp2p/kvp2p/internal/wire"
 // its next write and before it exits, so the helper never reads a slot
 // after the SendEnd (or Closed) that releases it.
 
-// sumMin is the smallest chunk worth handing to the helper: below it the
+// sumMin is the smallest chunk worth handing to a helper: below it the
 // two channel hand-offs cost about what the sum does.
 const sumMin = 64 << 10
 
 // chunkKey names one chunk of one send job: sendJob.seq is unique per
 // writer, and (next, off, n) is the chunk within the job's blocks.
 type chunkKey struct {
-	seq     uint64
-	next    int
-	off, n  int
-	present bool
+	seq    uint64
+	next   int
+	off, n int
 }
 
-// summer is the helper goroutine and the one sum it may have in flight.
-// All fields but the channels are the writer goroutine's.
-type summer struct {
+// helper is a goroutine that sums one chunk at a time for the writer or
+// the reader that owns it; every field but the channels is the owner's.
+type helper struct {
 	req  chan []byte // cap 1: at most one sum in flight
 	res  chan uint32 // cap 1
 	done chan struct{}
-	key  chunkKey // the sum in flight, if key.present
-
-	hits, misses uint64 // predictions used and wasted (tests)
+	busy bool // a sum is in flight
 }
 
-func startSummer() *summer {
-	s := &summer{req: make(chan []byte, 1), res: make(chan uint32, 1), done: make(chan struct{})}
-	go s.run()
-	return s
+func startHelper() *helper {
+	h := &helper{req: make(chan []byte, 1), res: make(chan uint32, 1), done: make(chan struct{})}
+	go h.run()
+	return h
 }
 
-func (s *summer) run() {
-	defer close(s.done)
-	for p := range s.req {
-		s.res <- wire.CRC32C(p)
+func (h *helper) run() {
+	defer close(h.done)
+	for p := range h.req {
+		h.res <- wire.CRC32C(p)
 	}
 }
 
-// post starts summing p, the chunk named k. Nothing may be in flight.
-func (s *summer) post(k chunkKey, p []byte) {
-	k.present = true
-	s.key = k
-	s.req <- p
+// post starts summing p. Nothing may be in flight.
+func (h *helper) post(p []byte) {
+	h.busy = true
+	h.req <- p
+}
+
+// wait returns the sum in flight, if any (ok false if none). After wait
+// the helper reads no memory.
+func (h *helper) wait() (sum uint32, ok bool) {
+	if !h.busy {
+		return 0, false
+	}
+	h.busy = false
+	return <-h.res, true
+}
+
+// stop waits for the sum in flight and for the goroutine to exit.
+func (h *helper) stop() {
+	h.wait()
+	close(h.req)
+	<-h.done
+}
+
+// summer is the writer's helper and the chunk it is summing.
+type summer struct {
+	*helper
+	key          chunkKey // the chunk in flight, if busy
+	hits, misses uint64   // predictions used and wasted (tests)
 }
 
 // collect waits for the sum in flight, if any, and returns it if it was
 // for k. After collect the helper reads no slot.
 func (s *summer) collect(k chunkKey) (uint32, bool) {
-	if !s.key.present {
+	sum, ok := s.wait()
+	switch {
+	case !ok:
 		return 0, false
-	}
-	pending := s.key
-	s.key = chunkKey{}
-	sum := <-s.res
-	k.present = true
-	if pending != k {
+	case s.key != k:
 		s.misses++
 		return 0, false
 	}
 	s.hits++
 	return sum, true
-}
-
-// stop waits for the sum in flight and for the helper to exit.
-func (s *summer) stop() {
-	s.collect(chunkKey{})
-	close(s.req)
-	<-s.done
 }
 
 // predict names the chunk nextChunk will pick after j's chunk of n bytes
@@ -124,11 +134,12 @@ func (w *writer) sumAhead(j *sendJob, n int) {
 		return
 	}
 	m := min(w.c.cfg.ChunkBytes, w.c.cfg.BlockBytes-off)
-	if m < sumMin {
+	if m < sumMin || w.c.cfg.inlineSums {
 		return
 	}
 	if w.sum == nil {
-		w.sum = startSummer()
+		w.sum = &summer{helper: startHelper()}
 	}
-	w.sum.post(chunkKey{seq: c.seq, next: next, off: off, n: m}, w.c.mem.Slot(c.blocks[next].Slot)[off:off+m])
+	w.sum.key = chunkKey{seq: c.seq, next: next, off: off, n: m}
+	w.sum.post(w.c.mem.Slot(c.blocks[next].Slot)[off : off+m])
 }

@@ -95,7 +95,7 @@ func TestSumAheadUsed(t *testing.T) {
 		}
 	}
 	s := l.prod.w.sum // the writer has exited: Done orders its writes before this read
-	if s == nil {
+	if s == nil || l.cons.r.chk == nil {
 		t.Fatal("no helper was started for 128 KiB chunks")
 	}
 	t.Logf("helper sums used %d, wasted %d", s.hits, s.misses)
@@ -108,13 +108,13 @@ func TestSumAheadUsed(t *testing.T) {
 	}
 }
 
-// TestNoHelperForSmallChunks: chunks under sumMin are summed inline, so a
-// connection that only moves small chunks runs no third goroutine.
+// TestNoHelperForSmallChunks: chunks under sumMin are summed and checked
+// inline, so a connection that only moves small chunks runs no helper.
 func TestNoHelperForSmallChunks(t *testing.T) {
 	l := newLoopback(t, Config{BlockBytes: 64 << 10, ChunkBytes: 16 << 10}, 4)
 	l.run(t, 4)
 	l.stop()
-	if l.prod.w.sum != nil {
+	if l.prod.w.sum != nil || l.cons.r.chk != nil {
 		t.Error("a helper was started for 16 KiB chunks")
 	}
 }

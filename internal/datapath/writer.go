@@ -269,7 +269,7 @@ func (w *writer) appendProgress(now time.Time) {
 func (w *writer) nextChunk() (*sendJob, []byte) {
 	if len(w.ring) == 0 {
 		if w.sum != nil {
-			w.sum.collect(chunkKey{})
+			w.sum.wait()
 		}
 		return nil, nil
 	}
