@@ -131,7 +131,7 @@ func (r *reader) chunk(ch *wire.Chunk) error {
 	}
 	if int(n) >= sumMin && !c.cfg.inlineSums {
 		if r.chk == nil {
-			r.chk = startHelper()
+			r.chk = startHelper(false) // the kernel just wrote dst: it is in cache
 		}
 		r.pend = pendingCheck{rj: rj, job: job, blk: blk, sum: sum}
 		r.chk.post(dst)

@@ -1,6 +1,10 @@
 package datapath
 
-import "github.com/kvp2p/kvp2p/internal/wire"
+import (
+	"hash/crc32"
+
+	"github.com/kvp2p/kvp2p/internal/wire"
+)
 
 // Pipelined checksums. A chunk's CRC32C goes in its header, so the writer
 // must read the chunk once before the kernel copies it: on a CPU that
@@ -25,6 +29,45 @@ import "github.com/kvp2p/kvp2p/internal/wire"
 // loads at once on a small machine, the hand-offs and the cache lines
 // moved between cores cost some 5-15% more CPU per byte.
 
+// castagnoli is the CRC32C table, wire.CRC32C's (crc32 returns the same
+// shared table); never written.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Reading ahead: a chunk on the producer side comes cold from memory, and
+// the checksum loop, a chain of dependent instructions, does not keep
+// enough cache misses in flight to use the memory's bandwidth: it sums
+// cold bytes at a fraction of its speed on cached ones. sumCold therefore
+// sums in pieces of sumPiece bytes and, before each, loads one byte per
+// cache line sumAhead bytes further on. Those loads depend on nothing, so
+// the CPU issues them all at once, and the lines are in cache by the time
+// the sum gets there. On this project's 2-core test machine that made a
+// cold 256 KiB sum 1.2-2.8 times as fast (interleaved microbenchmark,
+// memory shared with other work).
+const (
+	sumPiece = 16 << 10
+	sumAhead = 32 << 10
+	lineSize = 64
+)
+
+// sumCold is wire.CRC32C(p) for p not in cache. The touched bytes go to
+// *sink, which its caller owns, so that the loads are not optimised away.
+func sumCold(p []byte, sink *byte) uint32 {
+	var x byte
+	for i := 0; i < min(sumAhead, len(p)); i += lineSize {
+		x ^= p[i]
+	}
+	var sum uint32
+	for off := 0; off < len(p); off += sumPiece {
+		end := min(off+sumPiece, len(p))
+		for i := off + sumAhead; i < min(end+sumAhead, len(p)); i += lineSize {
+			x ^= p[i]
+		}
+		sum = crc32.Update(sum, castagnoli, p[off:end])
+	}
+	*sink ^= x
+	return sum
+}
+
 // sumMin is the smallest chunk worth handing to a helper: below it the
 // two channel hand-offs cost about what the sum does.
 const sumMin = 64 << 10
@@ -44,10 +87,12 @@ type helper struct {
 	res  chan uint32 // cap 1
 	done chan struct{}
 	busy bool // a sum is in flight
+	cold bool // the bytes come from memory: sumCold (static)
+	sink byte // the helper goroutine's, for sumCold
 }
 
-func startHelper() *helper {
-	h := &helper{req: make(chan []byte, 1), res: make(chan uint32, 1), done: make(chan struct{})}
+func startHelper(cold bool) *helper {
+	h := &helper{req: make(chan []byte, 1), res: make(chan uint32, 1), done: make(chan struct{}), cold: cold}
 	go h.run()
 	return h
 }
@@ -55,7 +100,11 @@ func startHelper() *helper {
 func (h *helper) run() {
 	defer close(h.done)
 	for p := range h.req {
-		h.res <- wire.CRC32C(p)
+		if h.cold {
+			h.res <- sumCold(p, &h.sink)
+		} else {
+			h.res <- wire.CRC32C(p)
+		}
 	}
 }
 
@@ -147,7 +196,7 @@ func (w *writer) sumAhead(j *sendJob, n int) {
 		return
 	}
 	if w.sum == nil {
-		w.sum = &summer{helper: startHelper()}
+		w.sum = &summer{helper: startHelper(true)}
 	}
 	w.sum.key = chunkKey{seq: c.seq, next: next, off: off, n: m}
 	w.sum.post(w.c.mem.Slot(c.blocks[next].Slot)[off : off+m])

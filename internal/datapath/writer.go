@@ -67,7 +67,8 @@ type writer struct {
 	progressDue time.Time // earliest time a Progress may be due; zero: no open job
 	timer       *time.Timer
 
-	sum *summer // sums the next chunk during a write (sum.go); nil until a large chunk
+	sum  *summer // sums the next chunk during a write (sum.go); nil until a large chunk
+	sink byte    // for sumCold
 }
 
 func newWriter(c *Conn) *writer {
@@ -287,7 +288,7 @@ func (w *writer) nextChunk() (*sendJob, []byte) {
 		sum, ok = w.sum.collect(chunkKey{seq: j.seq, next: j.next, off: j.off, n: n})
 	}
 	if !ok {
-		sum = wire.CRC32C(p)
+		sum = sumCold(p, &w.sink)
 	}
 	w.chunk = wire.Chunk{Job: j.id, Block: b.Index, Offset: uint32(j.off), Len: uint32(n), CRC: sum}
 	w.out = wire.AppendChunkHeader(w.out, &w.chunk)
