@@ -5,8 +5,9 @@
 //
 // # Goroutines
 //
-// Start runs two goroutines per Conn, and each may start one helper
-// (sum.go) the first time it handles a chunk of at least 64 KiB:
+// Start runs two goroutines per Conn. When the process has at least 4 Ps
+// (cores to spare), each may start one helper (sum.go) the first time it
+// handles a chunk of at least 64 KiB:
 //
 //   - the writer owns the write side. It serves the oldest SendWindow
 //     producer jobs (default 2) round-robin, one chunk per turn, so a large

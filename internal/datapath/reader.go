@@ -129,7 +129,7 @@ func (r *reader) chunk(ch *wire.Chunk) error {
 	if rj.poisoned {
 		return nil
 	}
-	if int(n) >= sumMin && !c.cfg.inlineSums {
+	if int(n) >= sumMin && !c.cfg.inlineChecks {
 		if r.chk == nil {
 			r.chk = startHelper(false) // the kernel just wrote dst: it is in cache
 		}

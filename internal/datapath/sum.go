@@ -24,10 +24,14 @@ import (
 // frame and before it exits, so no helper reads a slot after the SendEnd,
 // RecvEnd or Closed that releases it.
 //
-// Cost: a helper only pays where a core would otherwise idle (one load on
-// a machine with cores to spare). When every core is busy, as with many
-// loads at once on a small machine, the hand-offs and the cache lines
-// moved between cores cost some 5-15% more CPU per byte.
+// Cost: a helper only pays where a core would otherwise idle. On this
+// project's 2-core test machine, shared by both ends of every loopback
+// transfer and by other work, the helpers moved no more bytes per second
+// than summing inline (with sumCold) and cost 8-11% more CPU per byte
+// (BenchmarkTransferVsRaw, load average ~10). So a Conn runs them only
+// when the process has at least helperMinProcs Ps, where one load leaves
+// cores to spare.
+const helperMinProcs = 4
 
 // castagnoli is the CRC32C table, wire.CRC32C's (crc32 returns the same
 // shared table); never written.

@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"runtime"
 	"testing"
 	"time"
 
@@ -73,7 +74,7 @@ func TestPredictMatchesNextChunk(t *testing.T) {
 // checked by the reader) and the helper's sums are used for nearly every
 // chunk but the first of each transfer.
 func TestSumAheadUsed(t *testing.T) {
-	cfg := Config{BlockBytes: 256 << 10, ChunkBytes: 128 << 10}
+	cfg := Config{BlockBytes: 256 << 10, ChunkBytes: 128 << 10, forceHelpers: true}
 	l := newLoopback(t, cfg, 16)
 	for job := uint64(1); job <= 2; job++ {
 		var blocks []Block
@@ -113,7 +114,7 @@ func TestSumAheadUsed(t *testing.T) {
 // TestNoHelperForSmallChunks: chunks under sumMin are summed and checked
 // inline, so a connection that only moves small chunks runs no helper.
 func TestNoHelperForSmallChunks(t *testing.T) {
-	l := newLoopback(t, Config{BlockBytes: 64 << 10, ChunkBytes: 16 << 10}, 4)
+	l := newLoopback(t, Config{BlockBytes: 64 << 10, ChunkBytes: 16 << 10, forceHelpers: true}, 4)
 	l.run(t, 4)
 	l.stop()
 	if l.prod.w.sum != nil || l.cons.r.chk != nil {
@@ -169,4 +170,24 @@ func BenchmarkSumCold(b *testing.B) {
 	mb := float64(b.N) * chunk / 1e6
 	b.ReportMetric(mb/el[0].Seconds(), "plain_MB/s")
 	b.ReportMetric(mb/el[1].Seconds(), "ahead_MB/s")
+}
+
+// TestHelpersNeedSpareCores: below helperMinProcs Ps a Conn sums and checks
+// inline, even for large chunks; forceHelpers overrides that.
+func TestHelpersNeedSpareCores(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	cfg, err := Config{BlockBytes: 256 << 10}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.inlineSums || !cfg.inlineChecks {
+		t.Error("helpers on with 2 Ps")
+	}
+	if cfg, _ = (Config{BlockBytes: 256 << 10, forceHelpers: true}).withDefaults(); cfg.inlineSums || cfg.inlineChecks {
+		t.Error("forceHelpers did not turn the helpers on")
+	}
+	runtime.GOMAXPROCS(helperMinProcs)
+	if cfg, _ = (Config{BlockBytes: 256 << 10}).withDefaults(); cfg.inlineSums || cfg.inlineChecks {
+		t.Errorf("helpers off with %d Ps", helperMinProcs)
+	}
 }
