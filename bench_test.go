@@ -9,6 +9,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/kvp2p/kvp2p/internal/proccpu"
 )
 
 // Benchmarks over 127.0.0.1 with real nodes. kvp2p's load path (Manager
@@ -228,20 +230,33 @@ func BenchmarkLoadVsRaw(b *testing.B) {
 // interleave runs a and then c once untimed (handshakes, page faults), then
 // one of each per op, so that both share the machine's noise, and reports
 // each one's MB/s (benchLoadBytes per run) and c's time over a's as ratio.
+// It also reports each one's CPU cost, process CPU seconds (user + system,
+// every goroutine: both ends run in this process) per GB moved, from
+// getrusage around each run.
 func interleave(b *testing.B, aName string, a func(*testing.B) time.Duration, cName string, c func(*testing.B) time.Duration, ratio string) {
 	a(b)
 	c(b)
 	b.ResetTimer()
-	var ta, tc time.Duration
+	var ta, tc, ca, cc time.Duration
 	for range b.N {
+		c0, _ := proccpu.Used()
 		ta += a(b)
+		c1, _ := proccpu.Used()
 		tc += c(b)
+		c2, ok := proccpu.Used()
+		if ok {
+			ca, cc = ca+c1-c0, cc+c2-c1
+		}
 	}
 	b.StopTimer()
 	mb := float64(b.N) * benchLoadBytes / 1e6
 	b.ReportMetric(mb/ta.Seconds(), aName+"_MB/s")
 	b.ReportMetric(mb/tc.Seconds(), cName+"_MB/s")
 	b.ReportMetric(tc.Seconds()/ta.Seconds(), ratio)
+	if ca > 0 && cc > 0 {
+		b.ReportMetric(ca.Seconds()/(mb/1e3), aName+"_cpu_s/GB")
+		b.ReportMetric(cc.Seconds()/(mb/1e3), cName+"_cpu_s/GB")
+	}
 }
 
 // quantile is the nearest-rank quantile of xs (sorted in place).

@@ -14,7 +14,7 @@ import (
 // TestBenchOutput runs bench with tiny sizes and checks the shape of its
 // table and of its JSON, not the numbers.
 func TestBenchOutput(t *testing.T) {
-	args := []string{"bench", "--bytes", "256KiB", "--block-bytes", "65536", "--runs", "2", "--lookups", "10"}
+	args := []string{"bench", "--bytes", "256KiB", "--block-bytes", "65536", "--runs", "2", "--lookups", "10", "--fanin", "2"}
 	var out, errb bytes.Buffer
 	if code := run(context.Background(), args, &out, &errb); code != 0 {
 		t.Fatalf("exit %d; stderr:\n%s", code, &errb)
@@ -29,6 +29,9 @@ func TestBenchOutput(t *testing.T) {
 		`(?m)^load: +kvp2p ` + num + ` MB/s, raw TCP ` + num + ` MB/s, kvp2p/raw ` + num + ` `,
 		`(?m)^lookup: p50 ` + num + ` µs, p99 ` + num + ` µs round trip, ` + num + ` lookups/s`,
 		`(?m)^ping: +raw TCP 64-byte ping-pong p50 ` + num + ` µs, p99 ` + num + ` µs; lookup/ping p50 ` + num + `x, p99 ` + num + `x$`,
+		`(?m)^cpu: +kvp2p ` + num + ` CPU-s/GB, raw TCP ` + num + ` CPU-s/GB `,
+		`(?m)^fan-in: 2 sources into one consumer, 256 KiB in all: kvp2p ` + num + ` MB/s, 2 raw TCP streams ` + num + ` MB/s, kvp2p/raw ` + num + ` \(median; runs ` + num + ` ` + num + `\)$`,
+		`(?m)^fan-in cpu: kvp2p ` + num + ` CPU-s/GB, raw TCP ` + num + ` CPU-s/GB$`,
 	} {
 		if !regexp.MustCompile(re).MatchString(out.String()) {
 			t.Errorf("output does not match %s:\n%s", re, &out)
@@ -56,6 +59,9 @@ func TestBenchOutput(t *testing.T) {
 		"lookup_p50_us": rep.LookupP50us, "lookup_p99_us": rep.LookupP99us, "lookups_per_s": rep.LookupsPerS,
 		"ping_p50_us": rep.PingP50us, "ping_p99_us": rep.PingP99us,
 		"lookup_per_ping_p50": rep.LookupPerPing, "lookup_per_ping_p99": rep.LookupPerPing9,
+		"kvp2p_cpu_s_per_gb": rep.KVP2PCPUsPerGB, "raw_cpu_s_per_gb": rep.RawCPUsPerGB,
+		"fanin_mb_s": rep.FanInMBps, "fanin_raw_mb_s": rep.FanInRawMBps, "fanin_ratio": rep.FanInRatio,
+		"fanin_cpu_s_per_gb": rep.FanInCPUsPerGB, "fanin_raw_cpu_s_per_gb": rep.FanInRawCPU,
 	} {
 		if !(v > 0) {
 			t.Errorf("%s = %v, want > 0", name, v)
@@ -73,6 +79,9 @@ func TestBenchFlags(t *testing.T) {
 		{[]string{"--bytes", "1KiB"}, "kvp2p bench: --bytes 1024: want at least one block"},
 		{[]string{"--block-bytes", "0"}, "kvp2p bench: --block-bytes 0"},
 		{[]string{"--runs", "0"}, "kvp2p bench: --runs 0"},
+		{[]string{"--fanin", "-1"}, "kvp2p bench: --fanin -1"},
+		{[]string{"--lookup-rate", "-5"}, "kvp2p bench: --lookup-rate -5"},
+		{[]string{"--bytes", "512KiB", "--fanin", "3"}, "kvp2p bench: --fanin 3: --bytes holds fewer blocks than sources"},
 		{[]string{"now"}, `kvp2p bench: unexpected argument "now"`},
 	} {
 		var errb bytes.Buffer

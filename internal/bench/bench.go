@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kvp2p/kvp2p"
+	"github.com/kvp2p/kvp2p/internal/proccpu"
 )
 
 // Options are what kvp2p bench measures; its flags fill them.
@@ -22,7 +23,13 @@ type Options struct {
 	Block   int   // bytes per block
 	Runs    int   // interleaved runs of each measurement
 	Lookups int   // lookup round trips per run
-	TLS     bool  // also load between two nodes with mutual TLS (tls.go)
+	// LookupRate > 0 paces the lookups: round trip i starts no earlier than
+	// i/LookupRate s after the run's first (the wait is not timed). 0: back
+	// to back, which runs into the producer's control-message limit (10,000
+	// messages/s per connection, two per lookup) once its burst is spent.
+	LookupRate float64
+	TLS        bool // also load between two nodes with mutual TLS (tls.go)
+	FanIn      int  // > 0: also N producers into one consumer at once, against N raw streams (fanin.go)
 }
 
 // Report is what bench prints; with --json, one object.
@@ -30,7 +37,8 @@ type Report struct {
 	Bytes       int64   `json:"bytes"` // per load, rounded up to whole blocks
 	BlockBytes  int     `json:"block_bytes"`
 	Runs        int     `json:"runs"`
-	KVP2PMBps   float64 `json:"kvp2p_mb_s"` // medians over the runs
+	LookupRate  float64 `json:"lookup_rate,omitempty"` // --lookup-rate; 0: back to back
+	KVP2PMBps   float64 `json:"kvp2p_mb_s"`            // medians over the runs
 	RawMBps     float64 `json:"raw_mb_s"`
 	Ratio       float64 `json:"ratio"` // median of the runs' kvp2p/raw
 	LookupP50us float64 `json:"lookup_p50_us"`
@@ -45,6 +53,19 @@ type Report struct {
 	PingP99us      float64 `json:"ping_p99_us"`
 	LookupPerPing  float64 `json:"lookup_per_ping_p50"`
 	LookupPerPing9 float64 `json:"lookup_per_ping_p99"`
+	// Process CPU seconds (user + system; both ends run in this process)
+	// per GB moved, over all runs: kvp2p's load and the raw copy.
+	KVP2PCPUsPerGB float64 `json:"kvp2p_cpu_s_per_gb,omitempty"`
+	RawCPUsPerGB   float64 `json:"raw_cpu_s_per_gb,omitempty"`
+	// --fanin N: N producers into one consumer at once, Bytes split among
+	// them (FanInBytes in all), against N raw TCP streams into one receiver.
+	FanInSources   int     `json:"fanin_sources,omitempty"`
+	FanInBytes     int64   `json:"fanin_bytes,omitempty"`
+	FanInMBps      float64 `json:"fanin_mb_s,omitempty"` // medians over the runs
+	FanInRawMBps   float64 `json:"fanin_raw_mb_s,omitempty"`
+	FanInRatio     float64 `json:"fanin_ratio,omitempty"` // median of the runs' kvp2p/raw
+	FanInCPUsPerGB float64 `json:"fanin_cpu_s_per_gb,omitempty"`
+	FanInRawCPU    float64 `json:"fanin_raw_cpu_s_per_gb,omitempty"`
 	PerRun         []RunMs `json:"per_run"`
 }
 
@@ -56,6 +77,33 @@ type RunMs struct {
 	LookupsPerS float64 `json:"lookups_per_s"`
 	TLSMBps     float64 `json:"tls_mb_s,omitempty"`
 	TLSRatio    float64 `json:"tls_ratio,omitempty"`
+	FanInRatio  float64 `json:"fanin_ratio,omitempty"`
+}
+
+// cpuMeter sums wall and process CPU time around measured calls.
+type cpuMeter struct {
+	wall, cpu time.Duration
+	ok        bool
+}
+
+func (c *cpuMeter) time(f func() (time.Duration, error)) (time.Duration, error) {
+	c0, ok0 := proccpu.Used()
+	t, err := f()
+	c1, ok1 := proccpu.Used()
+	c.wall += t
+	if ok0 && ok1 {
+		c.cpu, c.ok = c.cpu+c1-c0, true
+	}
+	return t, err
+}
+
+// perGB is CPU seconds per GB for bytes moved per call over calls; 0 when
+// the CPU time is unknown.
+func (c *cpuMeter) perGB(bytes int64, calls int) float64 {
+	if !c.ok || calls == 0 {
+		return 0
+	}
+	return c.cpu.Seconds() / (float64(bytes) * float64(calls) / 1e9)
 }
 
 type benchNode struct {
@@ -155,23 +203,49 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (*Report, error) {
 		defer tp.close()
 	}
 
-	rep := &Report{Bytes: size, BlockBytes: o.Block, Runs: o.Runs}
+	var fi *fanIn
+	var rfi *rawFanIn
+	var fanSize int64
+	if o.FanIn > 0 {
+		if blocks < o.FanIn {
+			return nil, fmt.Errorf("--fanin %d: the load has only %d blocks to share", o.FanIn, blocks)
+		}
+		fanSize = int64(blocks/o.FanIn*o.FanIn) * int64(o.Block)
+		if fi, err = newFanIn(ctx, o.FanIn, blocks, o.Block); err != nil {
+			return nil, fmt.Errorf("fan-in: %w", err)
+		}
+		defer fi.close()
+		if rfi, err = newRawFanIn(o.FanIn, fanSize, o.Block); err != nil {
+			return nil, err
+		}
+		defer rfi.close()
+		if _, err := fi.once(ctx); err != nil {
+			return nil, err
+		}
+		if _, err := rfi.copyOnce(); err != nil {
+			return nil, err
+		}
+	}
+
+	rep := &Report{Bytes: size, BlockBytes: o.Block, Runs: o.Runs, LookupRate: o.LookupRate}
 	var kv, rw, ratios, rates, allRTT, allPing, tlsMB, tlsRatios []float64
+	var fkv, frw, fratios []float64
+	var kvCPU, rawCPU, fkvCPU, frawCPU cpuMeter
 	for run := range o.Runs {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		t, err := loadOnce(ctx, prod, cons, keys, fmt.Sprintf("r%d", run))
+		t, err := kvCPU.time(func() (time.Duration, error) { return loadOnce(ctx, prod, cons, keys, fmt.Sprintf("r%d", run)) })
 		if err != nil {
 			return nil, err
 		}
 		k := float64(size) / t.Seconds() / 1e6
-		t, err = raw.copyOnce()
+		t, err = rawCPU.time(raw.copyOnce)
 		if err != nil {
 			return nil, err
 		}
 		r := float64(size) / t.Seconds() / 1e6
-		rtts, el, err := lookupRuns(ctx, prod, cons, keys, o.Lookups, run)
+		rtts, el, err := lookupRuns(ctx, prod, cons, keys, o.Lookups, run, o.LookupRate)
 		if err != nil {
 			return nil, err
 		}
@@ -193,7 +267,29 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (*Report, error) {
 			pr.TLSRatio = pr.TLSMBps / k
 			tlsMB, tlsRatios = append(tlsMB, pr.TLSMBps), append(tlsRatios, pr.TLSRatio)
 		}
+		if fi != nil {
+			t, err := fkvCPU.time(func() (time.Duration, error) { return fi.once(ctx) })
+			if err != nil {
+				return nil, err
+			}
+			a := float64(fanSize) / t.Seconds() / 1e6
+			if t, err = frawCPU.time(rfi.copyOnce); err != nil {
+				return nil, err
+			}
+			r := float64(fanSize) / t.Seconds() / 1e6
+			pr.FanInRatio = a / r
+			fkv, frw, fratios = append(fkv, a), append(frw, r), append(fratios, a/r)
+		}
 		rep.PerRun = append(rep.PerRun, pr)
+	}
+	rep.KVP2PCPUsPerGB, rep.RawCPUsPerGB = kvCPU.perGB(size, o.Runs), rawCPU.perGB(size, o.Runs)
+	if fi != nil {
+		if err := fi.check(o.Block); err != nil {
+			return nil, err
+		}
+		rep.FanInSources, rep.FanInBytes = o.FanIn, fanSize
+		rep.FanInMBps, rep.FanInRawMBps, rep.FanInRatio = quantile(fkv, 0.5), quantile(frw, 0.5), quantile(fratios, 0.5)
+		rep.FanInCPUsPerGB, rep.FanInRawCPU = fkvCPU.perGB(fanSize, o.Runs), frawCPU.perGB(fanSize, o.Runs)
 	}
 	if tp != nil {
 		rep.TLSMBps, rep.TLSRatio = quantile(tlsMB, 0.5), quantile(tlsRatios, 0.5)
@@ -290,14 +386,21 @@ func loadOnce(ctx context.Context, prod, cons *benchNode, keys []kvp2p.Key, kv s
 }
 
 // lookupRuns times n symmetric lookup round trips, one at a time: Lookup
-// (RETRY), EndStep, Lookup polled until HIT. It returns each round trip in
-// µs and the time for all n, request setup and teardown included.
-func lookupRuns(ctx context.Context, prod, cons *benchNode, keys []kvp2p.Key, n, run int) ([]float64, time.Duration, error) {
+// (RETRY), EndStep, then LookupWait parked in the node's loop until HIT (the
+// way an engine that has nothing else to do waits; polling Lookup instead
+// queues a hop into the loop ahead of the reply). It returns each round trip
+// in µs and the time for all n, request setup and teardown included.
+func lookupRuns(ctx context.Context, prod, cons *benchNode, keys []kvp2p.Key, n, run int, rate float64) ([]float64, time.Duration, error) {
 	rtts := make([]float64, 0, n)
 	start := time.Now()
 	for i := range n {
 		if i%64 == 0 && ctx.Err() != nil {
 			return nil, 0, ctx.Err()
+		}
+		if rate > 0 {
+			if wait := time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))); wait > 0 {
+				time.Sleep(wait) // pacing, before the round trip's clock starts
+			}
 		}
 		id := fmt.Sprintf("l%d-%d", run, i)
 		k := keys[i%len(keys)]
@@ -307,8 +410,14 @@ func lookupRuns(ctx context.Context, prod, cons *benchNode, keys []kvp2p.Key, n,
 		t0 := time.Now()
 		v := cons.m.Lookup(id, k)
 		cons.m.EndStep()
-		for deadline := t0.Add(10 * time.Second); v == kvp2p.Retry; v = cons.m.Lookup(id, k) {
-			if time.Now().After(deadline) {
+		if v == kvp2p.Retry {
+			wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			v = cons.m.LookupWait(wctx, id, k)
+			cancel()
+			if v == kvp2p.Retry {
+				if ctx.Err() != nil {
+					return nil, 0, ctx.Err()
+				}
 				return nil, 0, errors.New("lookup still RETRY after 10 s")
 			}
 		}
@@ -413,9 +522,27 @@ func Print(w io.Writer, r *Report) {
 	}
 	fmt.Fprintf(w, "%-6s %12.1f %12.1f %10.3f %15.1f %12.0f\n\n", "median", r.KVP2PMBps, r.RawMBps, r.Ratio, r.LookupP50us, r.LookupsPerS)
 	fmt.Fprintf(w, "load:   kvp2p %.1f MB/s, raw TCP %.1f MB/s, kvp2p/raw %.3f (median of per-run ratios)\n", r.KVP2PMBps, r.RawMBps, r.Ratio)
-	fmt.Fprintf(w, "lookup: p50 %.1f µs, p99 %.1f µs round trip, %.0f lookups/s one at a time\n", r.LookupP50us, r.LookupP99us, r.LookupsPerS)
+	paced := ""
+	if r.LookupRate > 0 {
+		paced = fmt.Sprintf(", paced at %.0f/s", r.LookupRate)
+	}
+	fmt.Fprintf(w, "lookup: p50 %.1f µs, p99 %.1f µs round trip, %.0f lookups/s one at a time%s\n", r.LookupP50us, r.LookupP99us, r.LookupsPerS, paced)
 	fmt.Fprintf(w, "ping:   raw TCP %d-byte ping-pong p50 %.1f µs, p99 %.1f µs; lookup/ping p50 %.1fx, p99 %.1fx\n",
 		pingBytes, r.PingP50us, r.PingP99us, r.LookupPerPing, r.LookupPerPing9)
+	if r.KVP2PCPUsPerGB > 0 {
+		fmt.Fprintf(w, "cpu:    kvp2p %.3f CPU-s/GB, raw TCP %.3f CPU-s/GB (process CPU, both ends, per GB moved)\n", r.KVP2PCPUsPerGB, r.RawCPUsPerGB)
+	}
+	if r.FanInSources > 0 {
+		var per []string
+		for _, x := range r.PerRun {
+			per = append(per, fmt.Sprintf("%.3f", x.FanInRatio))
+		}
+		fmt.Fprintf(w, "fan-in: %d sources into one consumer, %s in all: kvp2p %.1f MB/s, %d raw TCP streams %.1f MB/s, kvp2p/raw %.3f (median; runs %s)\n",
+			r.FanInSources, sizeString(r.FanInBytes), r.FanInMBps, r.FanInSources, r.FanInRawMBps, r.FanInRatio, strings.Join(per, " "))
+		if r.FanInCPUsPerGB > 0 {
+			fmt.Fprintf(w, "fan-in cpu: kvp2p %.3f CPU-s/GB, raw TCP %.3f CPU-s/GB\n", r.FanInCPUsPerGB, r.FanInRawCPU)
+		}
+	}
 	if r.TLSMBps > 0 {
 		var per []string
 		for _, x := range r.PerRun {

@@ -3,7 +3,11 @@ package datapath
 import (
 	"io"
 	"math/rand/v2"
+	"net"
 	"testing"
+	"time"
+
+	"github.com/kvp2p/kvp2p/internal/proccpu"
 )
 
 // endsOnly is an emit that keeps only RecvEnd (on a channel) and Closed, so
@@ -87,7 +91,7 @@ const (
 	benchBlock  = 256 << 10
 	benchTotal  = 64 << 20
 	benchBlocks = benchTotal / benchBlock
-	benchSlots  = 64 // 16 MiB per arena; blocks reuse slots round-robin
+	benchSlots  = 256 // 64 MiB per arena, beyond the caches, as a real arena is
 )
 
 // BenchmarkTransferLoopback streams 64 MiB per op as one job of 256 blocks
@@ -104,58 +108,143 @@ func BenchmarkTransferLoopback(b *testing.B) {
 	}
 }
 
+// rawLoop moves benchTotal bytes in benchBlock pieces with plain
+// conn.Write and io.ReadFull between two arenas: the ceiling for the
+// datapath.
+type rawLoop struct {
+	na, nb   net.Conn
+	src, dst *arena
+	start    chan struct{}
+	done     chan error
+}
+
+func newRawLoop(tb testing.TB) *rawLoop {
+	r := &rawLoop{src: newArena(benchSlots, benchBlock), dst: newArena(benchSlots, benchBlock),
+		start: make(chan struct{}), done: make(chan error)}
+	r.na, r.nb = tcpPair(tb)
+	go func() { // ends when start is closed
+		for range r.start {
+			var err error
+			for i := 0; i < benchBlocks && err == nil; i++ {
+				_, err = io.ReadFull(r.nb, r.dst.Slot(uint32(i%benchSlots)))
+			}
+			r.done <- err
+		}
+	}()
+	return r
+}
+
+func (r *rawLoop) once(tb testing.TB) {
+	r.start <- struct{}{}
+	for i := range benchBlocks {
+		if _, err := r.na.Write(r.src.Slot(uint32(i % benchSlots))); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if err := <-r.done; err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func (r *rawLoop) stop() {
+	close(r.start)
+	r.na.Close()
+	r.nb.Close()
+}
+
 // BenchmarkRawTCPLoopback moves the same bytes in the same 256 KiB pieces
 // with plain conn.Write and io.ReadFull: the ceiling for the datapath.
 func BenchmarkRawTCPLoopback(b *testing.B) {
-	na, nb := tcpPair(b)
-	src, dst := newArena(benchSlots, benchBlock), newArena(benchSlots, benchBlock)
-	start, done := make(chan struct{}), make(chan error)
-	go func() { // ends when start is closed
-		for range start {
-			var err error
-			for i := 0; i < benchBlocks && err == nil; i++ {
-				_, err = io.ReadFull(nb, dst.Slot(uint32(i%benchSlots)))
-			}
-			done <- err
-		}
-	}()
-	defer func() { close(start); na.Close(); nb.Close() }()
-	once := func() {
-		start <- struct{}{}
-		for i := range benchBlocks {
-			if _, err := na.Write(src.Slot(uint32(i % benchSlots))); err != nil {
-				b.Fatal(err)
-			}
-		}
-		if err := <-done; err != nil {
-			b.Fatal(err)
-		}
-	}
-	once()
+	r := newRawLoop(b)
+	defer r.stop()
+	r.once(b)
 	b.SetBytes(benchTotal)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		once()
+		r.once(b)
+	}
+}
+
+// BenchmarkTransferVsRaw runs, per op, one 64 MiB transfer with both
+// checksum helpers (ahead), one with the writer's only (sendonly), one
+// with every CRC32C summed and checked inline, and one raw TCP copy, in
+// turn, so that all four share the machine's noise. It reports each one's
+// MB/s and process CPU-s per GB, and each transfer's throughput over raw's.
+//
+//	go test -run '^$' -bench TransferVsRaw -benchtime 20x ./internal/datapath
+func BenchmarkTransferVsRaw(b *testing.B) {
+	cfg := Config{BlockBytes: benchBlock, ChunkBytes: benchBlock, forceHelpers: true}
+	ahead := newLoopback(b, cfg, benchSlots)
+	defer ahead.stop()
+	cfg.inlineChecks = true
+	sendOnly := newLoopback(b, cfg, benchSlots)
+	defer sendOnly.stop()
+	cfg.inlineSums = true
+	inline := newLoopback(b, cfg, benchSlots)
+	defer inline.stop()
+	raw := newRawLoop(b)
+	defer raw.stop()
+	runs := []func(){
+		func() { ahead.run(b, benchBlocks) },
+		func() { sendOnly.run(b, benchBlocks) },
+		func() { inline.run(b, benchBlocks) },
+		func() { raw.once(b) },
+	}
+	var wall, cpu [4]time.Duration
+	for _, f := range runs {
+		f() // warm: buffers, windows, the helper
+	}
+	b.ResetTimer()
+	for range b.N {
+		for i, f := range runs {
+			c0, _ := proccpu.Used()
+			t0 := time.Now()
+			f()
+			wall[i] += time.Since(t0)
+			c1, _ := proccpu.Used()
+			cpu[i] += c1 - c0
+		}
+	}
+	b.StopTimer()
+	gb := float64(b.N) * benchTotal / 1e9
+	for i, name := range []string{"ahead", "sendonly", "inline", "raw"} {
+		b.ReportMetric(gb*1e3/wall[i].Seconds(), name+"_MB/s")
+		b.ReportMetric(cpu[i].Seconds()/gb, name+"_cpu_s/GB")
+		if i < 3 {
+			b.ReportMetric(wall[3].Seconds()/wall[i].Seconds(), name+"/raw")
+		}
 	}
 }
 
 // TestSteadyStateAllocs: a chunk costs no allocation on either side. It
-// compares the allocations of a 1-block job and a 65-block job; the
-// difference is 256 chunks' worth.
+// compares the allocations of a 1-block job and a many-block job; the
+// difference is the extra chunks' worth. Large chunks go through the
+// checksum helper (sum.go), small ones do not.
 func TestSteadyStateAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
-	cfg := Config{BlockBytes: 64 << 10, ChunkBytes: 16 << 10, ProgressInterval: 1 << 62}
-	l := newLoopback(t, cfg, 16)
-	defer l.stop()
-	l.run(t, 65)
-	small := testing.AllocsPerRun(20, func() { l.run(t, 1) })
-	big := testing.AllocsPerRun(20, func() { l.run(t, 65) })
-	perChunk := (big - small) / (64 * 4)
-	t.Logf("allocs per job: 1 block %.1f, 65 blocks %.1f; per chunk %.3f", small, big, perChunk)
-	if perChunk > 0.05 {
-		t.Errorf("%.3f allocations per chunk, want 0", perChunk)
+	for _, tc := range []struct {
+		cfg    Config
+		blocks int // of the big job
+		chunks int // per block
+	}{
+		{Config{BlockBytes: 64 << 10, ChunkBytes: 16 << 10, ProgressInterval: 1 << 62}, 65, 4},
+		{Config{BlockBytes: 256 << 10, ChunkBytes: 128 << 10, ProgressInterval: 1 << 62, forceHelpers: true}, 17, 2},
+	} {
+		l := newLoopback(t, tc.cfg, 16)
+		l.run(t, tc.blocks)
+		small := testing.AllocsPerRun(20, func() { l.run(t, 1) })
+		big := testing.AllocsPerRun(20, func() { l.run(t, tc.blocks) })
+		l.stop()
+		perChunk := (big - small) / float64((tc.blocks-1)*tc.chunks)
+		t.Logf("chunk %d: allocs per job: 1 block %.1f, %d blocks %.1f; per chunk %.3f", tc.cfg.ChunkBytes, small, tc.blocks, big, perChunk)
+		if perChunk > 0.05 {
+			t.Errorf("chunk %d: %.3f allocations per chunk, want 0", tc.cfg.ChunkBytes, perChunk)
+		}
+		if tc.cfg.ChunkBytes >= sumMin && l.prod.w.sum == nil {
+			t.Errorf("chunk %d: the checksum helper never ran", tc.cfg.ChunkBytes)
+		}
 	}
 }

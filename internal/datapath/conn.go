@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -76,6 +77,13 @@ type Config struct {
 	SendWindow int
 	// Limits bound what the reader accepts (default wire.DefaultLimits()).
 	Limits wire.Limits
+
+	// inlineSums and inlineChecks turn off the writer's and the reader's
+	// checksum helper (sum.go): every CRC32C is summed (checked) by the
+	// writer (reader) itself. withDefaults sets both below helperMinProcs
+	// Ps unless forceHelpers, which tests and benchmarks use to run the
+	// helpers on any machine.
+	inlineSums, inlineChecks, forceHelpers bool
 }
 
 // withDefaults returns c with zero fields set and checks it.
@@ -103,6 +111,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Limits == (wire.Limits{}) {
 		c.Limits = wire.DefaultLimits()
+	}
+	if !c.forceHelpers && runtime.GOMAXPROCS(0) < helperMinProcs {
+		c.inlineSums, c.inlineChecks = true, true
 	}
 	def := wire.DefaultLimits()
 	switch {

@@ -5,7 +5,9 @@
 //
 // # Goroutines
 //
-// Start runs exactly two goroutines per Conn:
+// Start runs two goroutines per Conn. When the process has at least 4 Ps
+// (cores to spare), each may start one helper (sum.go) the first time it
+// handles a chunk of at least 64 KiB:
 //
 //   - the writer owns the write side. It serves the oldest SendWindow
 //     producer jobs (default 2) round-robin, one chunk per turn, so a large
@@ -18,11 +20,22 @@
 //     ProgressInterval (so a queued job shows life), and, when nothing else
 //     was written for KeepaliveInterval, a keepalive Probe{Seq: 0}. It waits
 //     on a mutex-protected command queue plus a wake channel; no lock is
-//     held while writing.
+//     held while writing. Its helper sums the chunk it predicts it will
+//     send next while the current one is written; the sum is used only if
+//     the prediction was exact.
 //   - the reader owns the read side. It sets a read deadline of ReadTimeout
-//     before each frame, reads each valid chunk straight into its
-//     destination slot and checks its CRC32C, and answers probes through the
-//     writer.
+//     before each frame and reads each valid chunk straight into its
+//     destination slot. Its helper checks a large chunk's CRC32C while the
+//     next chunk is read; every other frame waits for that check first, so
+//     events keep their order, and a chunk's RecvProgress (or RecvCorrupt)
+//     comes when the next frame arrives (the producer sends at least a
+//     Progress or a keepalive while a job is open). Small chunks are
+//     checked inline. It answers probes through the writer.
+//
+// Helpers only compute: the writer and the reader collect every result
+// before the next write, before any event that releases slots and before
+// they exit, so no helper reads a slot after its SendEnd, RecvEnd or
+// Closed. Helpers exit with their owner.
 //
 // Both end on Close, on any read or write error, or on a protocol error
 // from the peer; the first error closes the socket, which stops the other.

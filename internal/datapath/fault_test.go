@@ -79,17 +79,23 @@ func TestCancelUnknownJob(t *testing.T) {
 	b.ev.waitFor(t, "ProbeAck", func(e Event) bool { return e == ProbeAck{Seq: 3} })
 }
 
-// flipConn flips one payload byte in the first write of exactly size bytes
-// (a chunk payload: net.Buffers writes it on its own over a non-TCP conn),
-// without touching the caller's buffer, which is the source arena.
+// flipConn flips one payload byte in the write of exactly size bytes
+// (a chunk payload: net.Buffers writes it on its own over a non-TCP conn)
+// that follows skip such writes, without touching the caller's buffer,
+// which is the source arena.
 type flipConn struct {
 	net.Conn
 	size    int
+	skip    int
 	flipped bool
 }
 
 func (f *flipConn) Write(p []byte) (int, error) {
 	if f.flipped || len(p) != f.size {
+		return f.Conn.Write(p)
+	}
+	if f.skip > 0 {
+		f.skip--
 		return f.Conn.Write(p)
 	}
 	f.flipped = true
@@ -98,10 +104,28 @@ func (f *flipConn) Write(p []byte) (int, error) {
 	return f.Conn.Write(q)
 }
 
+// TestCorruptChunk: a chunk that fails its CRC32C poisons its job (one
+// RecvCorrupt, RecvEnd not OK) and the next job is fine. Small chunks are
+// checked by the reader itself; large ones by its helper while the next
+// chunk is read (sum.go), with the producer's sums also from its helper
+// after the first chunk: both the first chunk and a later one are flipped.
 func TestCorruptChunk(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		skip int    // chunk payloads written intact before the flipped one
+		want uint32 // the block reported corrupt
+	}{
+		{Config{BlockBytes: 8192, ChunkBytes: 4096}, 0, 0},
+		{Config{BlockBytes: 256 << 10, ChunkBytes: 128 << 10, forceHelpers: true}, 0, 0},
+		{Config{BlockBytes: 256 << 10, ChunkBytes: 128 << 10, forceHelpers: true}, 3, 1},
+	} {
+		testCorruptChunk(t, tc.cfg, tc.skip, tc.want)
+	}
+}
+
+func testCorruptChunk(t *testing.T, cfg Config, skip int, want uint32) {
 	na, nb := net.Pipe()
-	cfg := Config{BlockBytes: 8192, ChunkBytes: 4096}
-	a := startPeer(t, &flipConn{Conn: na, size: cfg.ChunkBytes}, cfg, 4)
+	a := startPeer(t, &flipConn{Conn: na, size: cfg.ChunkBytes, skip: skip}, cfg, 4)
 	b := startPeer(t, nb, cfg, 4)
 	defer a.stop(t)
 	defer b.stop(t)
@@ -109,16 +133,23 @@ func TestCorruptChunk(t *testing.T) {
 	bad := job{id: 1, src: []uint32{0, 1}, dst: []uint32{0, 1}}
 	bad.prepare(a, b)
 	a.c.Send(bad.id, bad.blocks(0, 2), true)
-	if e := b.ev.waitFor(t, "RecvCorrupt", func(e Event) bool { _, ok := e.(RecvCorrupt); return ok }); e != (RecvCorrupt{Job: 1, Block: 0}) {
-		t.Fatalf("got %+v, want RecvCorrupt{1, 0}", e)
+	if e := b.ev.waitFor(t, "RecvCorrupt", func(e Event) bool { _, ok := e.(RecvCorrupt); return ok }); e != (RecvCorrupt{Job: 1, Block: want}) {
+		t.Fatalf("chunk %d skip %d: got %+v, want RecvCorrupt{1, %d}", cfg.ChunkBytes, skip, e, want)
 	}
 	if e := b.ev.recvEnd(t, bad.id); e.OK {
 		t.Fatalf("corrupt job reported %+v", e)
 	}
+	n := 0
 	for _, e := range b.ev.all() {
 		if x, ok := e.(RecvEnd); ok && x.Job == bad.id && x.OK {
 			t.Fatal("corrupt job reported OK")
 		}
+		if _, ok := e.(RecvCorrupt); ok {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d RecvCorrupt events, want 1", n)
 	}
 	if e := a.ev.sendEnd(t, bad.id); !e.OK {
 		t.Fatalf("producer: %+v (it cannot know)", e)

@@ -26,11 +26,30 @@ type recvJob struct {
 type reader struct {
 	c  *Conn
 	rd *wire.Reader
+
+	// chk checks the last large chunk's CRC32C while the next one is read
+	// (sum.go); nil until a large chunk. pend is the chunk it is checking.
+	chk  *helper
+	pend pendingCheck
+}
+
+// pendingCheck is a chunk whose payload is in its slot and whose CRC32C
+// the helper is computing; rj == nil when none.
+type pendingCheck struct {
+	rj  *recvJob
+	job uint64
+	blk uint32
+	sum uint32 // the header's
 }
 
 // run is the reader goroutine. It returns why it stopped.
 func (r *reader) run() error {
 	c := r.c
+	defer func() {
+		if r.chk != nil {
+			r.chk.stop() // before Closed: the helper may be reading a slot
+		}
+	}()
 	for {
 		now := time.Now()
 		if c.cfg.ReadTimeout > 0 {
@@ -39,6 +58,9 @@ func (r *reader) run() error {
 		m, err := r.rd.Next()
 		if err != nil {
 			return r.ioErr(err)
+		}
+		if _, isChunk := m.(*wire.Chunk); !isChunk {
+			r.settle() // every other frame sees the chunks before it checked
 		}
 		switch m := m.(type) {
 		case *wire.Chunk:
@@ -100,10 +122,47 @@ func (r *reader) chunk(ch *wire.Chunk) error {
 	if err := r.rd.ReadPayload(dst); err != nil {
 		return r.ioErr(err)
 	}
-	if wire.CRC32C(dst) != sum {
+	// The previous chunk's check ran while this payload was read. If it
+	// poisoned this job, this chunk's bytes are garbage in a slot the job
+	// still reserves, and need no check.
+	r.settle()
+	if rj.poisoned {
+		return nil
+	}
+	if int(n) >= sumMin && !c.cfg.inlineChecks {
+		if r.chk == nil {
+			r.chk = startHelper(false) // the kernel just wrote dst: it is in cache
+		}
+		r.pend = pendingCheck{rj: rj, job: job, blk: blk, sum: sum}
+		r.chk.post(dst)
+		return nil
+	}
+	r.checked(rj, job, blk, wire.CRC32C(dst) == sum)
+	return nil
+}
+
+// settle waits for the pending chunk check, if any, and reports it.
+func (r *reader) settle() {
+	if r.pend.rj == nil {
+		return
+	}
+	p := r.pend
+	r.pend = pendingCheck{}
+	got, _ := r.chk.wait()
+	r.checked(p.rj, p.job, p.blk, got == p.sum)
+}
+
+// checked reports a chunk whose CRC32C was checked: a mismatch poisons the
+// job (one RecvCorrupt), a match is progress.
+func (r *reader) checked(rj *recvJob, job uint64, blk uint32, ok bool) {
+	c := r.c
+	if rj.poisoned {
+		return
+	}
+	if !ok {
 		rj.poisoned = true
 		c.emit(RecvCorrupt{Job: job, Block: blk})
-		return nil
+		return
 	}
 	// Coalesce: the first chunk of a job is reported at once, later ones
 	// at most every ProgressInterval/4 per job.
@@ -111,7 +170,6 @@ func (r *reader) chunk(ch *wire.Chunk) error {
 		rj.reported, rj.lastEmit = true, now
 		c.emit(RecvProgress{Job: job, Bytes: rj.bytes})
 	}
-	return nil
 }
 
 // end handles a job's terminal frame: unregister, then report. A terminal

@@ -66,6 +66,9 @@ type writer struct {
 	lastWrite   time.Time
 	progressDue time.Time // earliest time a Progress may be due; zero: no open job
 	timer       *time.Timer
+
+	sum  *summer // sums the next chunk during a write (sum.go); nil until a large chunk
+	sink byte    // for sumCold
 }
 
 func newWriter(c *Conn) *writer {
@@ -79,6 +82,11 @@ func newWriter(c *Conn) *writer {
 // returns nil when the Conn is closing, else the write error.
 func (w *writer) run() error {
 	defer w.exit()
+	defer func() {
+		if w.sum != nil {
+			w.sum.stop() // before Closed: the helper may be reading a slot
+		}
+	}()
 	cfg := &w.c.cfg
 	w.timer = time.NewTimer(time.Hour)
 	defer w.timer.Stop()
@@ -254,9 +262,16 @@ func (w *writer) appendProgress(now time.Time) {
 
 // nextChunk picks the next job of the window round-robin and appends the
 // header of its next chunk to out. It returns the job and the payload,
-// straight from the arena, or nil when no job has blocks to send.
+// straight from the arena, or nil when no job has blocks to send. The
+// chunk's CRC32C is the helper's if it predicted this chunk, else summed
+// here; then the chunk after it goes to the helper, to be summed during
+// this one's write. It is called every turn, so any sum in flight is
+// collected before the turn's write.
 func (w *writer) nextChunk() (*sendJob, []byte) {
 	if len(w.ring) == 0 {
+		if w.sum != nil {
+			w.sum.wait()
+		}
 		return nil, nil
 	}
 	if w.rr >= min(len(w.ring), w.c.cfg.SendWindow) {
@@ -267,8 +282,17 @@ func (w *writer) nextChunk() (*sendJob, []byte) {
 	b := j.blocks[j.next]
 	n := min(w.c.cfg.ChunkBytes, w.c.cfg.BlockBytes-j.off)
 	p := w.c.mem.Slot(b.Slot)[j.off : j.off+n]
-	w.chunk = wire.Chunk{Job: j.id, Block: b.Index, Offset: uint32(j.off), Len: uint32(n), CRC: wire.CRC32C(p)}
+	var sum uint32
+	ok := false
+	if w.sum != nil {
+		sum, ok = w.sum.collect(chunkKey{seq: j.seq, next: j.next, off: j.off, n: n})
+	}
+	if !ok {
+		sum = sumCold(p, &w.sink)
+	}
+	w.chunk = wire.Chunk{Job: j.id, Block: b.Index, Offset: uint32(j.off), Len: uint32(n), CRC: sum}
 	w.out = wire.AppendChunkHeader(w.out, &w.chunk)
+	w.sumAhead(j, n)
 	return j, p
 }
 

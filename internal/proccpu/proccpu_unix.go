@@ -1,0 +1,18 @@
+//go:build unix
+
+package proccpu
+
+import (
+	"syscall"
+	"time"
+)
+
+// Used returns the process's CPU time so far; ok is false if the kernel
+// would not say.
+func Used() (time.Duration, bool) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, false
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), true
+}
