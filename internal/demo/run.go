@@ -41,6 +41,7 @@ type Run struct {
 	want   []byte // scratch: expected block bytes
 	got    []byte // scratch: a block read back
 	stats  demoStats
+	slots  slotCheck // peak and orphaned slots, at every step (slots.go)
 
 	nreq, nres atomic.Int64 // progress
 }
@@ -102,6 +103,7 @@ func RunScenario(ctx context.Context, sc *scenario.Scenario, policy string, bloc
 	}
 	recs := r.eng.Requests()
 	rep := scenario.Compute(sc, policy, recs, leaked)
+	rep.PeakSlots, rep.OrphanSlots = r.slots.peak, r.slots.orphans
 	return Result{Run: scenario.Run{Policy: policy, Requests: recs, Report: rep}, stats: r.stats}, nil
 }
 
@@ -224,6 +226,7 @@ func (r *Run) fault(ft scenario.Fault) error {
 // step is one engine step of every engine.
 func (r *Run) step() {
 	r.eng.Step(r.now())
+	r.slots.check(r.f.ranks)
 	n, res := r.eng.Counts()
 	r.nreq.Store(int64(n))
 	r.nres.Store(int64(res))
