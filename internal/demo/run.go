@@ -154,13 +154,17 @@ func (r *Run) loop(ctx context.Context) error {
 			return nil
 		}
 		for len(r.faults) > 0 && r.faults[0].At <= now {
+			t0 := time.Now()
 			if err := r.fault(r.faults[0]); err != nil {
 				return err
 			}
+			r.stats.faultTook(r.faults[0], time.Since(t0))
 			r.faults = r.faults[1:]
 		}
 		r.stats.late = append(r.stats.late, max(time.Since(next), 0))
+		began := time.Now()
 		r.step()
+		r.stats.took = append(r.stats.took, time.Since(began))
 		next = next.Add(demoStep)
 		if d := time.Until(next); d > 0 {
 			time.Sleep(d)
