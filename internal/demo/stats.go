@@ -31,7 +31,7 @@ type demoStats struct {
 	// nodes' loops, so a congested node holds every engine (and the
 	// lateness of the next step does not show it: the loop does not
 	// catch up in a burst).
-	took []time.Duration
+	took  []time.Duration
 	check readBack
 	// cpuWait is the share of the run during which some task on the
 	// machine waited for a CPU (cpuWaitOK: the kernel said).
