@@ -86,11 +86,13 @@ func RunScenario(ctx context.Context, sc *scenario.Scenario, policy string, bloc
 	}
 	r.zero = time.Now()
 	cw := cpuwait.Start()
+	sm := startSched()
 	if err := r.loop(ctx); err != nil {
 		f.closeAll()
 		return Result{}, err
 	}
 	r.stats.cpuWait, r.stats.cpuWaitOK = cw.Share()
+	r.stats.sched99, r.stats.schedMax, r.stats.schedOK = sm.quantiles()
 	for _, rk := range f.ranks {
 		if rk.node != nil {
 			l := rk.node.LoopLateness()

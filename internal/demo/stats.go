@@ -37,6 +37,10 @@ type demoStats struct {
 	// machine waited for a CPU (cpuWaitOK: the kernel said).
 	cpuWait   float64
 	cpuWaitOK bool
+	// sched99 and schedMax: how long the process's goroutines waited to
+	// run, runnable (schedOK: the runtime said; sched.go).
+	sched99, schedMax time.Duration
+	schedOK           bool
 	// nodeLateMax is the longest a live node's loop went without a tick
 	// beyond its allowance (kvp2p.Node.LoopLateness), over the fleet.
 	nodeLateMax time.Duration
@@ -128,6 +132,10 @@ func PrintStats(w io.Writer, rs []Result) {
 		fmt.Fprintf(w, "  %-18s %-10s tth p50 %s p99 %s max %s ms | step late p50 %s p99 %s max %s ms, took p99 %s max %s ms, node loop late max %s ms, cpu wait %s | blocks intact %d missing %d wrong %d | over budget %d\n",
 			r.Report.Scenario, r.Policy, bench.FormatMs(t50), bench.FormatMs(t99), bench.FormatMs(tmx), bench.FormatMs(l50), bench.FormatMs(l99), bench.FormatMs(lmx), bench.FormatMs(k99), bench.FormatMs(kmx), bench.FormatMs(ms(r.stats.nodeLateMax)), wait,
 			c.intact, c.missing, c.wrong, r.stats.overBudget)
+		if r.stats.schedOK {
+			fmt.Fprintf(w, "  %-18s %-10s goroutines waited to run: p99 %s max %s ms (the whole process)\n", "", r.Policy,
+				bench.FormatMs(ms(r.stats.sched99)), bench.FormatMs(ms(r.stats.schedMax)))
+		}
 		if r.stats.faultMaxWhat != "" {
 			fmt.Fprintf(w, "  %-18s %-10s longest fault applied: %s, %s ms\n", "", r.Policy, r.stats.faultMaxWhat, bench.FormatMs(ms(r.stats.faultMax)))
 		}
