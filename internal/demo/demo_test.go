@@ -114,8 +114,8 @@ func TestDemoEveryFaultKind(t *testing.T) {
 	if rep.Requests == 0 || rep.Hits+rep.Fallbacks+rep.Stuck != rep.Requests {
 		t.Errorf("outcomes do not add up: %+v", rep)
 	}
-	if rep.CorruptLoads != 0 || rep.LeakedSlots != 0 {
-		t.Errorf("corrupt or leaked: %+v", rep)
+	if rep.CorruptLoads != 0 || rep.LeakedSlots != 0 || rep.OrphanSlots != 0 {
+		t.Errorf("corrupt, leaked or orphaned: %+v", rep)
 	}
 }
 

@@ -41,6 +41,7 @@ type Run struct {
 	want   []byte // scratch: expected block bytes
 	got    []byte // scratch: a block read back
 	stats  demoStats
+	slots  slotCheck // peak and orphaned slots, at every step (slots.go)
 
 	nreq, nres atomic.Int64 // progress
 }
@@ -85,11 +86,13 @@ func RunScenario(ctx context.Context, sc *scenario.Scenario, policy string, bloc
 	}
 	r.zero = time.Now()
 	cw := cpuwait.Start()
+	sm := startSched()
 	if err := r.loop(ctx); err != nil {
 		f.closeAll()
 		return Result{}, err
 	}
 	r.stats.cpuWait, r.stats.cpuWaitOK = cw.Share()
+	r.stats.sched99, r.stats.schedMax, r.stats.schedOK = sm.quantiles()
 	for _, rk := range f.ranks {
 		if rk.node != nil {
 			l := rk.node.LoopLateness()
@@ -102,6 +105,7 @@ func RunScenario(ctx context.Context, sc *scenario.Scenario, policy string, bloc
 	}
 	recs := r.eng.Requests()
 	rep := scenario.Compute(sc, policy, recs, leaked)
+	rep.PeakSlots, rep.OrphanSlots = r.slots.peak, r.slots.orphans
 	return Result{Run: scenario.Run{Policy: policy, Requests: recs, Report: rep}, stats: r.stats}, nil
 }
 
@@ -152,13 +156,17 @@ func (r *Run) loop(ctx context.Context) error {
 			return nil
 		}
 		for len(r.faults) > 0 && r.faults[0].At <= now {
+			t0 := time.Now()
 			if err := r.fault(r.faults[0]); err != nil {
 				return err
 			}
+			r.stats.faultTook(r.faults[0], time.Since(t0))
 			r.faults = r.faults[1:]
 		}
 		r.stats.late = append(r.stats.late, max(time.Since(next), 0))
+		began := time.Now()
 		r.step()
+		r.stats.took = append(r.stats.took, time.Since(began))
 		next = next.Add(demoStep)
 		if d := time.Until(next); d > 0 {
 			time.Sleep(d)
@@ -224,6 +232,7 @@ func (r *Run) fault(ft scenario.Fault) error {
 // step is one engine step of every engine.
 func (r *Run) step() {
 	r.eng.Step(r.now())
+	r.slots.check(r.f.ranks)
 	n, res := r.eng.Counts()
 	r.nreq.Store(int64(n))
 	r.nres.Store(int64(res))

@@ -27,11 +27,20 @@ type Result struct {
 type demoStats struct {
 	steps int
 	late  []time.Duration // per step: how long after its due time it started
+	// took is how long each step took: its Manager calls wait for the
+	// nodes' loops, so a congested node holds every engine (and the
+	// lateness of the next step does not show it: the loop does not
+	// catch up in a burst).
+	took  []time.Duration
 	check readBack
 	// cpuWait is the share of the run during which some task on the
 	// machine waited for a CPU (cpuWaitOK: the kernel said).
 	cpuWait   float64
 	cpuWaitOK bool
+	// sched99 and schedMax: how long the process's goroutines waited to
+	// run, runnable (schedOK: the runtime said; sched.go).
+	sched99, schedMax time.Duration
+	schedOK           bool
 	// nodeLateMax is the longest a live node's loop went without a tick
 	// beyond its allowance (kvp2p.Node.LoopLateness), over the fleet.
 	nodeLateMax time.Duration
@@ -42,6 +51,18 @@ type demoStats struct {
 	// failed counts the failed loads by reason: what a fallback after a
 	// hit was for.
 	failed map[string]int
+	// faultMax is the longest the step loop spent applying one timeline
+	// entry (a crash closes a node and waits for it), and faultMaxWhat
+	// which: the engines do not step meanwhile.
+	faultMax     time.Duration
+	faultMaxWhat string
+}
+
+// faultTook records how long applying ft held the step loop.
+func (s *demoStats) faultTook(ft scenario.Fault, d time.Duration) {
+	if d > s.faultMax {
+		s.faultMax, s.faultMaxWhat = d, fmt.Sprintf("%s %s at %v", ft.Kind, ft.Target, ft.At)
+	}
 }
 
 // readBack counts the blocks of OK loads by what reading them back found.
@@ -93,22 +114,31 @@ func timeToHit(reqs []scenario.Request) []time.Duration {
 func PrintStats(w io.Writer, rs []Result) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "time to hit (arrival to loaded); the machine: the harness's step loop lateness (how long after")
-	fmt.Fprintln(w, "its due time a 5 ms step started), the nodes' loops' (longest stretch without a tick, excluded")
-	fmt.Fprintln(w, "from their timeouts), and cpu wait (share of the run some task waited for a CPU,")
+	fmt.Fprintln(w, "its due time a 5 ms step started, and how long a step took: its calls wait for the nodes' loops),")
+	fmt.Fprintln(w, "the nodes' loops' (longest stretch without a tick, excluded from their timeouts), and cpu wait")
+	fmt.Fprintln(w, "(share of the run some task waited for a CPU,")
 	fmt.Fprintln(w, "/proc/pressure/cpu); near 100% the machine, not the nodes, is the limit; the read-back of every")
 	fmt.Fprintln(w, "block of every load reported OK (missing: evicted before it was read; wrong: corrupt); loads")
 	fmt.Fprintln(w, "failed early for queueing past load_start_budget:")
 	for _, r := range rs {
 		t50, t99, tmx := bench.Quantiles(timeToHit(r.Requests))
 		l50, l99, lmx := bench.Quantiles(r.stats.late)
+		_, k99, kmx := bench.Quantiles(r.stats.took)
 		c := r.stats.check
 		wait := "n/a"
 		if r.stats.cpuWaitOK {
 			wait = fmt.Sprintf("%.0f%%", 100*r.stats.cpuWait)
 		}
-		fmt.Fprintf(w, "  %-18s %-10s tth p50 %s p99 %s max %s ms | step late p50 %s p99 %s max %s ms, node loop late max %s ms, cpu wait %s | blocks intact %d missing %d wrong %d | over budget %d\n",
-			r.Report.Scenario, r.Policy, bench.FormatMs(t50), bench.FormatMs(t99), bench.FormatMs(tmx), bench.FormatMs(l50), bench.FormatMs(l99), bench.FormatMs(lmx), bench.FormatMs(ms(r.stats.nodeLateMax)), wait,
+		fmt.Fprintf(w, "  %-18s %-10s tth p50 %s p99 %s max %s ms | step late p50 %s p99 %s max %s ms, took p99 %s max %s ms, node loop late max %s ms, cpu wait %s | blocks intact %d missing %d wrong %d | over budget %d\n",
+			r.Report.Scenario, r.Policy, bench.FormatMs(t50), bench.FormatMs(t99), bench.FormatMs(tmx), bench.FormatMs(l50), bench.FormatMs(l99), bench.FormatMs(lmx), bench.FormatMs(k99), bench.FormatMs(kmx), bench.FormatMs(ms(r.stats.nodeLateMax)), wait,
 			c.intact, c.missing, c.wrong, r.stats.overBudget)
+		if r.stats.schedOK {
+			fmt.Fprintf(w, "  %-18s %-10s goroutines waited to run: p99 %s max %s ms (the whole process)\n", "", r.Policy,
+				bench.FormatMs(ms(r.stats.sched99)), bench.FormatMs(ms(r.stats.schedMax)))
+		}
+		if r.stats.faultMaxWhat != "" {
+			fmt.Fprintf(w, "  %-18s %-10s longest fault applied: %s, %s ms\n", "", r.Policy, r.stats.faultMaxWhat, bench.FormatMs(ms(r.stats.faultMax)))
+		}
 		if len(r.stats.failed) > 0 {
 			reasons := slices.Sorted(maps.Keys(r.stats.failed))
 			var parts []string

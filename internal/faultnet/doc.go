@@ -25,9 +25,12 @@
 //	                written, closes deferred) until the heal, then resume in
 //	                order: what peers of a paused process see. The rank's
 //	                own timers keep running (a Node cannot be paused).
-//	slow            the rank's data connections carry at most bytes_per_sec
-//	                out of the rank (its writes, and its peers' reads of
-//	                connections it dialed).
+//	slow            the rank's data connections share one link of
+//	                bytes_per_sec out of the rank, each behind a 4 MiB send
+//	                buffer (link.go): a Probe, ProbeAck or Progress frame
+//	                waits behind the block bytes already queued, as on a
+//	                real network. Reads of connections the rank dialed are
+//	                paced at that rate (their kernel buffers fill behind).
 //	delay           every write of the rank's connections, and of its
 //	                peers' ends, waits latency first (never the readers).
 //	refuse-handshake  a Hello to or from the rank arrives with its hash seed

@@ -23,14 +23,20 @@ type RankFault struct {
 // Fabric holds the fault state of every rank of one fleet and every
 // connection any of its ranks accepted.
 type Fabric struct {
+	// SendBuffer is each connection's send buffer while its rank is slow
+	// (link.go; 0: DefaultSendBuffer). Set it before the first Wrap.
+	SendBuffer int64
+
 	mu     sync.Mutex
 	faults map[string]*RankFault
 	conns  map[*faultConn]struct{}
-	change chan struct{} // closed and replaced on every change of faults
+	change chan struct{}        // closed and replaced on every change of faults
+	egress map[string]time.Time // a slow rank's link: when what it carries has left
 }
 
 func NewFabric() *Fabric {
-	return &Fabric{faults: map[string]*RankFault{}, conns: map[*faultConn]struct{}{}, change: make(chan struct{})}
+	return &Fabric{faults: map[string]*RankFault{}, conns: map[*faultConn]struct{}{}, change: make(chan struct{}),
+		egress: map[string]time.Time{}}
 }
 
 // Set changes the fault state of a rank and wakes every held connection.
@@ -43,6 +49,9 @@ func (f *Fabric) Set(label string, fn func(*RankFault)) {
 	}
 	wasStalled := rf.Stall
 	fn(rf)
+	if rf.SlowBps <= 0 {
+		delete(f.egress, label) // the link is fast again: nothing waits on it
+	}
 	close(f.change)
 	f.change = make(chan struct{})
 	var later []*faultConn
@@ -181,10 +190,10 @@ type faultConn struct {
 
 	// Write side.
 	wmu       sync.Mutex
+	q         outQueue // the send buffer while the rank is slow (link.go)
 	wf        frameFilter
 	wcut      map[uint64]bool
-	wnext     time.Time // slow: when the next byte may go out
-	byePend   bool      // a Goodbye waits for a frame boundary
+	byePend   bool // a Goodbye waits for a frame boundary
 	goodbyeIn atomic.Bool
 
 	rdl, wdl  atomic.Int64 // deadlines (unix ns; 0 none), for held calls
@@ -263,7 +272,7 @@ func (c *faultConn) Read(p []byte) (int, error) {
 		}
 		n, err := c.Conn.Read(c.rtmp)
 		if n > 0 {
-			c.pace(&c.rnext, n, true)
+			c.pace(&c.rnext, n)
 			c.rbuf = c.rbuf[:0]
 			c.rf.process(c.rtmp[:n], func(b []byte) { c.rbuf = append(c.rbuf, b...) }, c.decideIn)
 		}
@@ -316,41 +325,31 @@ func (c *faultConn) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// writeOut writes the kept bytes, paced when the data path is slow.
+// writeOut writes the kept bytes: through the connection's send buffer
+// and the rank's link while its data path is slow, or while bytes it
+// queued then are still waiting (link.go); straight to the socket
+// otherwise.
 func (c *faultConn) writeOut(bufs [][]byte) error {
 	c.fab.mu.Lock()
 	l, _ := c.fab.state(c)
 	slow := c.isData && l.SlowBps > 0
 	c.fab.mu.Unlock()
-	if !slow {
+	if !slow && !c.queued() {
 		nb := net.Buffers(bufs)
 		_, err := nb.WriteTo(c.Conn)
 		return err
 	}
-	for _, b := range bufs {
-		for len(b) > 0 {
-			k := min(len(b), 16<<10)
-			c.pace(&c.wnext, k, false)
-			if _, err := c.Conn.Write(b[:k]); err != nil {
-				return err
-			}
-			b = b[k:]
-		}
-	}
-	return nil
+	return c.enqueue(bufs, l.SlowBps)
 }
 
-// pace sleeps so that bytes through this side stay under the slow rate:
-// the local rank's for writes, the remote's for reads.
-func (c *faultConn) pace(next *time.Time, n int, read bool) {
+// pace sleeps so that bytes read from a connection the slow rank dialed
+// stay under its rate. (Its writes go through link.go's send buffer.)
+func (c *faultConn) pace(next *time.Time, n int) {
 	c.fab.mu.Lock()
-	l, r := c.fab.state(c)
+	_, r := c.fab.state(c)
 	isData := c.isData
 	c.fab.mu.Unlock()
-	bps := l.SlowBps
-	if read {
-		bps = r.SlowBps
-	}
+	bps := r.SlowBps
 	if !isData || bps <= 0 {
 		return
 	}
