@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -220,12 +221,27 @@ func runSoak(ctx context.Context, d time.Duration, seed int64, policy, logLevel 
 	for _, t := range res.MaxThreads {
 		maxThreads = max(maxThreads, t)
 	}
-	fmt.Fprintf(stdout, "largest process RssAnon %.1f MiB (%s), most threads %d (goroutines: not observable from outside yet)\n",
-		float64(maxAnon)/(1<<20), who, maxThreads)
+	maxGor, gorWho, grew, grewWho := 0, "", math.MinInt, ""
+	for id, g := range res.MaxGoroutines {
+		if g > maxGor {
+			maxGor, gorWho = g, id
+		}
+	}
+	for id, end := range res.EndOwn {
+		if d := end - res.StartOwn[id]; d > grew {
+			grew, grewWho = d, id
+		}
+	}
+	fmt.Fprintf(stdout, "largest process RssAnon %.1f MiB (%s), most threads %d, most goroutines %d (%s)\n",
+		float64(maxAnon)/(1<<20), who, maxThreads, maxGor, gorWho)
+	if grewWho != "" {
+		fmt.Fprintf(stdout, "goroutines beyond their sessions', start to end: largest change %+d (%s) over %d processes\n",
+			grew, grewWho, len(res.EndOwn))
+	}
 	if len(res.Violations) > 0 {
 		fmt.Fprintf(stdout, "\n%d violations:\n  %s\n", len(res.Violations), strings.Join(res.Violations, "\n  "))
 		return fmt.Errorf("soak: %d violations", len(res.Violations))
 	}
-	fmt.Fprintln(stdout, "no violation: no corrupt load, no leaked slot, nothing stuck, no request older than its timeouts, memory and threads bounded")
+	fmt.Fprintln(stdout, "no violation: no corrupt load, no leaked slot, nothing stuck, no request older than its timeouts, memory, threads and goroutines bounded, no goroutine growth")
 	return nil
 }

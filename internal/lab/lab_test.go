@@ -88,9 +88,27 @@ func TestLabScenarios(t *testing.T) {
 			// 64 KiB blocks: a quarter of pod-partial's bytes, so that a
 			// shared CI machine (and the race detector) keeps up; the
 			// decisions under test do not depend on the block size.
-			res, err := Run(ctx, s, "domain", Options{Bin: bin, BlockBytes: 64 << 10})
+			opt := Options{Bin: bin, BlockBytes: 64 << 10}
+			if s.Name == "restart" {
+				// The soak's checks on the scenario that starts new
+				// processes mid-run: goroutines counted from every serve
+				// at time 0 and after the drain, and no growth.
+				opt.soak = newSoakState()
+			}
+			res, err := Run(ctx, s, "domain", opt)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if st := opt.soak; st != nil {
+				if len(st.gorStart) == 0 || len(st.gorEnd) != len(st.gorStart) {
+					t.Errorf("goroutines counted at the start of %d ranks, at the end of %d: want every rank both times", len(st.gorStart), len(st.gorEnd))
+				}
+				for id, g := range st.gorEnd {
+					t.Logf("%s: %d goroutines, %d sessions at the start; %d, %d after the drain", id, st.gorStart[id].goroutines, st.gorStart[id].sessions, g.goroutines, g.sessions)
+				}
+				if len(st.violations) > 0 {
+					t.Errorf("soak checks: %s", strings.Join(st.violations, "; "))
+				}
 			}
 			rep := res.Report
 			var tb strings.Builder

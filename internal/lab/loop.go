@@ -86,7 +86,7 @@ func (r *run) loop(ctx context.Context) error {
 			lastPoll = time.Now()
 		}
 		if r.soak != nil && time.Since(lastCheck) >= soakCheckEvery {
-			r.check(now)
+			r.check(ctx, now)
 			lastCheck = time.Now()
 		}
 		if r.opt.Progress != nil && time.Since(lastProgress) >= 5*time.Second {

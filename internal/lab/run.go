@@ -42,18 +42,21 @@ type Options struct {
 
 // rank is one scenario rank: its process, its engine, its faults.
 type rank struct {
-	id      string
-	pod     scenario.Pod
-	r       int
-	ns      string
-	addr    string
-	port    int
-	slots   int
-	cfg     string
-	sock    string
-	region  string
-	logPath string
-	hn      *hostNet
+	id    string
+	pod   scenario.Pod
+	r     int
+	ns    string
+	addr  string
+	port  int
+	slots int
+	// metricsPort is the serve's /metrics on the loopback of its host's
+	// namespace: outside the rank's own port, so no fault touches it.
+	metricsPort int
+	cfg         string
+	sock        string
+	region      string
+	logPath     string
+	hn          *hostNet
 
 	p        *proc   // nil while crashed
 	eng      *engine // the current incarnation's engine; nil while crashed
@@ -108,11 +111,17 @@ func Run(ctx context.Context, sc *scenario.Scenario, policy string, opt Options)
 	if err := r.warm(ctx); err != nil {
 		return res, err
 	}
+	if r.soak != nil {
+		r.gorBaseline(ctx)
+	}
 	r.zero = time.Now()
 	if err := r.loop(ctx); err != nil {
 		return res, err
 	}
 	leaked := r.finish(ctx)
+	if r.soak != nil {
+		r.gorSettle(ctx)
+	}
 	recs := r.wl.Requests()
 	rep := scenario.Compute(sc, policy, recs, leaked)
 	return scenario.Run{Policy: policy, Requests: recs, Report: rep}, nil
@@ -140,10 +149,14 @@ func (r *run) setup() error {
 	for _, p := range r.sc.Pods {
 		for i := range p.Ranks {
 			id := scenario.RankID(p.Name, i)
+			if len(r.ranks) >= metricsPorts {
+				return fmt.Errorf("more than %d ranks: the lab runs at most %d", metricsPorts, metricsPorts)
+			}
 			name := strings.ReplaceAll(id, "/", "-")
 			rk := &rank{id: id, pod: p, r: i, ns: r.hosts.NS(p.Host), addr: r.hosts.Addr(p.Host), port: p.BasePort + i,
 				cfg: filepath.Join(r.dir, name+".yaml"), sock: filepath.Join(r.dir, name+".sock"),
-				region: filepath.Join(RegionDir, r.sc.Name+"-"+r.policy+"-"+name+".mmap"), logPath: filepath.Join(r.dir, name+".log")}
+				region: filepath.Join(RegionDir, r.sc.Name+"-"+r.policy+"-"+name+".mmap"), logPath: filepath.Join(r.dir, name+".log"),
+				metricsPort: metricsBase + len(r.ranks)}
 			switch {
 			case slices.Contains(w.Consumers, p.Name):
 				// Room for every load a per-peer run can leave waiting out
@@ -202,12 +215,13 @@ policy: %s
 block_bytes: %d
 slots: %d
 hash_seed: "kvp2p-lab"
+metrics_addr: "127.0.0.1:%d"
 timers:
   unbound_store_timeout: %v
 engine:
   socket: %q
   region_dir: %q
-`, rk.id, r.sc.Name, r.policy, rk.addr, rk.port, rk.pod.Domain, r.policy, r.block, rk.slots, unboundStore, rk.sock, RegionDir)
+`, rk.id, r.sc.Name, r.policy, rk.addr, rk.port, rk.pod.Domain, r.policy, r.block, rk.slots, rk.metricsPort, unboundStore, rk.sock, RegionDir)
 	return os.WriteFile(rk.cfg, []byte(y), 0o600)
 }
 

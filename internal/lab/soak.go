@@ -28,12 +28,13 @@ const (
 	// soakMaxAnon bounds a process's own memory (RssAnon: its heap and
 	// stacks, not the engine's shared region it maps).
 	soakMaxAnon = 512 << 20
-	// soakMaxThreads bounds a process's OS threads. Goroutines cannot be
-	// counted from outside (kvp2p serve has no endpoint for it yet); a
-	// goroutine leak that blocks in syscalls shows here, one that parks
-	// shows in RssAnon.
+	// soakMaxThreads bounds a process's OS threads.
 	soakMaxThreads = 256
-	soakCheckEvery = 5 * time.Second
+	// soakMaxGoroutines bounds a process's goroutines at every check (a
+	// consumer of the soak's fleet holds about 60); the end check holds
+	// them to what they were at the start (see goroutines.go).
+	soakMaxGoroutines = 2048
+	soakCheckEvery    = 5 * time.Second
 )
 
 // soakKinds are the fault kinds the soak draws from: every one the lab
@@ -105,6 +106,14 @@ type soakState struct {
 	old        map[string]bool  // requests already reported too old
 	maxAnon    map[string]int64 // rank -> largest RssAnon seen
 	maxThreads map[string]int
+	maxGor     map[string]int       // rank -> most goroutines seen
+	gorStart   map[string]gorSample // rank -> its scrape at time 0
+	gorEnd     map[string]gorSample // rank -> its last scrape, after the drain
+}
+
+func newSoakState() *soakState {
+	return &soakState{old: map[string]bool{}, maxAnon: map[string]int64{}, maxThreads: map[string]int{},
+		maxGor: map[string]int{}, gorStart: map[string]gorSample{}, gorEnd: map[string]gorSample{}}
 }
 
 func (s *soakState) violate(format string, args ...any) {
@@ -112,9 +121,9 @@ func (s *soakState) violate(format string, args ...any) {
 }
 
 // check is the soak's continuous check, every soakCheckEvery: no request
-// older than its timeouts allow, every process's memory and threads
-// bounded.
-func (r *run) check(now time.Duration) {
+// older than its timeouts allow, every process's memory, threads and
+// goroutines bounded.
+func (r *run) check(ctx context.Context, now time.Duration) {
 	s := r.soak
 	for _, q := range r.wl.Requests() {
 		if q.Outcome == scenario.Stuck && now-q.Arrived > soakMaxAge && !s.old[q.ID] {
@@ -141,7 +150,90 @@ func (r *run) check(now time.Duration) {
 		if threads > soakMaxThreads {
 			s.violate("t=%v: %s has %d threads, over %d", now.Truncate(time.Second), rk.id, threads, soakMaxThreads)
 		}
+		if rk.stalled {
+			continue // stopped: nothing answers
+		}
+		g, err := scrape(ctx, rk.ns, rk.metricsPort)
+		if err != nil {
+			continue // a blackhole's drop does not reach the loopback, but a process may be busy or exiting
+		}
+		s.maxGor[rk.id] = max(s.maxGor[rk.id], g.goroutines)
+		if g.goroutines > soakMaxGoroutines {
+			s.violate("t=%v: %s has %d goroutines, over %d", now.Truncate(time.Second), rk.id, g.goroutines, soakMaxGoroutines)
+		}
 	}
+}
+
+// gorBaseline scrapes every rank at time 0, after the warm-up: every
+// consumer has its sessions, nothing is in flight. A rank that cannot be
+// scraped is a violation: the end check could not judge it.
+func (r *run) gorBaseline(ctx context.Context) {
+	for _, rk := range r.ranks {
+		g, err := scrape(ctx, rk.ns, rk.metricsPort)
+		if err != nil {
+			r.soak.violate("t=0: cannot count %s's goroutines: %v", rk.id, err)
+			continue
+		}
+		r.soak.gorStart[rk.id] = g
+		r.soak.maxGor[rk.id] = max(r.soak.maxGor[rk.id], g.goroutines)
+	}
+}
+
+// gorSettle is the leak check, after the drain (faults healed, nothing in
+// flight): every rank's goroutines beyond its sessions' must be back to
+// what they were at time 0, give or take leakSlack. Sessions closing (a
+// heartbeat timeout) still hold theirs for a while, so it scrapes until
+// every rank passes or settleMax has gone by; what is still over then
+// grew over the run: a leak. A rank restarted during the run is held to
+// its first incarnation's count, as its process runs the same code with
+// the same peers.
+func (r *run) gorSettle(ctx context.Context) {
+	s := r.soak
+	deadline := time.Now().Add(settleMax)
+	for {
+		over := gorOver(s.gorStart, s.gorEnd)
+		for _, rk := range r.ranks {
+			if _, ok := s.gorStart[rk.id]; !ok || rk.p == nil || (len(s.gorEnd) > 0 && !over[rk.id]) {
+				continue
+			}
+			if g, err := scrape(ctx, rk.ns, rk.metricsPort); err == nil {
+				s.gorEnd[rk.id] = g
+			}
+		}
+		over = gorOver(s.gorStart, s.gorEnd)
+		if len(over) == 0 || time.Now().After(deadline) || sleepCtx(ctx, 500*time.Millisecond) != nil {
+			break
+		}
+	}
+	for _, rk := range r.ranks {
+		st, ok := s.gorStart[rk.id]
+		if !ok || rk.p == nil {
+			continue // not counted at the start, or not running now
+		}
+		end, ok := s.gorEnd[rk.id]
+		switch {
+		case !ok:
+			s.violate("end: cannot count %s's goroutines after the drain", rk.id)
+		case gorLeaked(st, end):
+			s.violate("end: %s has %d goroutines with %d sessions after the drain, %d with %d at the start: %d more than its sessions explain (a leak)",
+				rk.id, end.goroutines, end.sessions, st.goroutines, st.sessions, end.own()-st.own())
+		}
+	}
+}
+
+// gorLeaked is the leak rule: a process's goroutines beyond its sessions'
+// grew by more than leakSlack from start to end.
+func gorLeaked(start, end gorSample) bool { return end.own()-start.own() > leakSlack }
+
+// gorOver lists the ranks of start whose end sample is missing or leaked.
+func gorOver(start, end map[string]gorSample) map[string]bool {
+	over := map[string]bool{}
+	for id, st := range start {
+		if e, ok := end[id]; !ok || gorLeaked(st, e) {
+			over[id] = true
+		}
+	}
+	return over
 }
 
 // procStatus reads RssAnon (bytes) and Threads of a process.
@@ -176,15 +268,27 @@ type SoakResult struct {
 	Violations []string
 	MaxAnon    map[string]int64 // rank -> largest RssAnon seen, bytes
 	MaxThreads map[string]int
+	// MaxGoroutines is each rank's most goroutines seen; StartOwn and
+	// EndOwn its goroutines beyond its sessions' at time 0 and after the
+	// drain (what the leak check compares).
+	MaxGoroutines    map[string]int
+	StartOwn, EndOwn map[string]int
 }
 
 // Soak runs sc (SoakScenario) under policy with the continuous checks,
 // then the end checks: no corrupt load, no leaked slot, nothing stuck.
 func Soak(ctx context.Context, sc *scenario.Scenario, policy string, opt Options) (SoakResult, error) {
-	st := &soakState{old: map[string]bool{}, maxAnon: map[string]int64{}, maxThreads: map[string]int{}}
+	st := newSoakState()
 	opt.soak = st
 	res, err := Run(ctx, sc, policy, opt)
-	out := SoakResult{Run: res, Faults: map[scenario.FaultKind]int{}, MaxAnon: st.maxAnon, MaxThreads: st.maxThreads}
+	out := SoakResult{Run: res, Faults: map[scenario.FaultKind]int{}, MaxAnon: st.maxAnon, MaxThreads: st.maxThreads,
+		MaxGoroutines: st.maxGor, StartOwn: map[string]int{}, EndOwn: map[string]int{}}
+	for id, g := range st.gorStart {
+		out.StartOwn[id] = g.own()
+	}
+	for id, g := range st.gorEnd {
+		out.EndOwn[id] = g.own()
+	}
 	for _, f := range sc.Faults {
 		out.Faults[f.Kind]++
 	}
