@@ -164,7 +164,7 @@ func (s *stress) scanReady(m *Manager, scratch []byte) (n int, bad []string) {
 }
 
 func (s *stress) rankConfig(r *stressRank) Config {
-	return Config{
+	cfg := Config{
 		PeerID: r.label, BlockBytes: stressBlock, ChunkBytes: stressChunk, Slots: r.slots, HashSeed: "stress",
 		Policy: s.policy, Incarnation: r.inc,
 		Timers: Timers{
@@ -174,6 +174,12 @@ func (s *stress) rankConfig(r *stressRank) Config {
 			UnboundStoreTimeout: 2 * time.Second,
 		},
 	}
+	if s.policy == "domain" {
+		// Its watchdog must fire before the short load timeouts; per-peer
+		// and host-group have none.
+		cfg.Timers.StallTimeout = 500 * time.Millisecond
+	}
+	return cfg
 }
 
 // start runs the rank's node on ln.
