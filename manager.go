@@ -160,6 +160,17 @@ func (m *Manager) ReadBlockInto(dst []byte, k Key) ([]byte, bool) {
 	return out, ok
 }
 
+// Evictions reports how many Ready blocks the node's store has evicted
+// (their slots reused for other keys) since the node started. A block a
+// load committed can leave the store only this way, so a reader that finds
+// a loaded block missing while this count did not move has found a bug,
+// not an eviction (the demo's read-back and the corrupt-load stress use it).
+func (m *Manager) Evictions() uint64 {
+	var n uint64
+	_ = m.do(func(time.Time) { n = m.n.st.Stats().Evictions })
+	return n
+}
+
 // Stats is a snapshot of a node's store.
 type Stats struct {
 	Free, Filling, Ready, Pinned int

@@ -41,7 +41,8 @@ type Run struct {
 	want   []byte // scratch: expected block bytes
 	got    []byte // scratch: a block read back
 	stats  demoStats
-	slots  slotCheck // peak and orphaned slots, at every step (slots.go)
+	slots  slotCheck                   // peak and orphaned slots, at every step (slots.go)
+	evict  map[*demoRank]*evictWitness // consumers' eviction counts (evict.go)
 
 	nreq, nres atomic.Int64 // progress
 }
@@ -289,15 +290,15 @@ func (d demoNode) PutBlocks(keys []kvp2p.Key) {
 }
 
 // Verify reads a loaded request's blocks back and checks them byte for
-// byte. It fails the load only for a block with wrong bytes: one no
-// longer in the store was evicted after the load completed (see
-// readBack), and is counted as missing.
+// byte. It fails the load for a block with wrong bytes, or one no longer
+// in the store although the store evicted nothing since (evict.go); one
+// that was evicted after the load completed is counted as missing.
 func (d demoNode) Verify(keys []kvp2p.Key) bool {
 	ok := true
 	for _, k := range keys {
 		c := d.check(k)
 		d.r.stats.check.add(c)
-		ok = ok && c != blockWrong
+		ok = ok && c != blockWrong && c != blockVanished
 	}
 	return ok
 }
@@ -308,7 +309,7 @@ func (d demoNode) check(k kvp2p.Key) blockCheck {
 	d.r.got = got[:0]
 	switch {
 	case !ok:
-		return blockMissing
+		return d.r.missing(d)
 	case !bytes.Equal(got, d.r.content(k)):
 		return blockWrong
 	}
@@ -325,6 +326,7 @@ func (d demoNode) Flush() {
 }
 
 func (d demoNode) Poll() []kvp2p.JobResult {
+	d.r.beforePoll(d)
 	rs := d.m.PollFinished()
 	for _, r := range rs {
 		if r.Kind != kvp2p.JobLoad || r.OK {

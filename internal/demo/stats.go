@@ -66,21 +66,23 @@ func (s *demoStats) faultTook(ft scenario.Fault, d time.Duration) {
 }
 
 // readBack counts the blocks of OK loads by what reading them back found.
-// Only Wrong is a corrupt load: a Missing block was evicted from the
-// consumer's store (its slot reused by a later load or put) before the
+// Wrong and Vanished are corrupt loads: a Missing block was evicted from
+// the consumer's store (its slot reused by a later load or put) before the
 // harness read it, which an engine, that reads a load into its own
-// memory when it completes, never sees.
+// memory when it completes, never sees; a Vanished one is gone although
+// the store evicted nothing (evict.go).
 type readBack struct {
-	intact, missing, wrong int
+	intact, missing, wrong, vanished int
 }
 
 // blockCheck is what reading one block back found.
 type blockCheck uint8
 
 const (
-	blockIntact  blockCheck = iota // present, the bytes written
-	blockMissing                   // no longer in the store
-	blockWrong                     // present, other bytes
+	blockIntact   blockCheck = iota // present, the bytes written
+	blockMissing                    // no longer in the store
+	blockWrong                      // present, other bytes
+	blockVanished                   // no longer in the store, and not evicted
 )
 
 // add counts one read-back.
@@ -90,6 +92,8 @@ func (rb *readBack) add(c blockCheck) {
 		rb.intact++
 	case blockMissing:
 		rb.missing++
+	case blockVanished:
+		rb.vanished++
 	default:
 		rb.wrong++
 	}
@@ -118,7 +122,7 @@ func PrintStats(w io.Writer, rs []Result) {
 	fmt.Fprintln(w, "the nodes' loops' (longest stretch without a tick, excluded from their timeouts), and cpu wait")
 	fmt.Fprintln(w, "(share of the run some task waited for a CPU,")
 	fmt.Fprintln(w, "/proc/pressure/cpu); near 100% the machine, not the nodes, is the limit; the read-back of every")
-	fmt.Fprintln(w, "block of every load reported OK (missing: evicted before it was read; wrong: corrupt); loads")
+	fmt.Fprintln(w, "block of every load reported OK (missing: evicted before it was read; wrong, vanished: corrupt); loads")
 	fmt.Fprintln(w, "failed early for queueing past load_start_budget:")
 	for _, r := range rs {
 		t50, t99, tmx := bench.Quantiles(timeToHit(r.Requests))
@@ -129,9 +133,9 @@ func PrintStats(w io.Writer, rs []Result) {
 		if r.stats.cpuWaitOK {
 			wait = fmt.Sprintf("%.0f%%", 100*r.stats.cpuWait)
 		}
-		fmt.Fprintf(w, "  %-18s %-10s tth p50 %s p99 %s max %s ms | step late p50 %s p99 %s max %s ms, took p99 %s max %s ms, node loop late max %s ms, cpu wait %s | blocks intact %d missing %d wrong %d | over budget %d\n",
+		fmt.Fprintf(w, "  %-18s %-10s tth p50 %s p99 %s max %s ms | step late p50 %s p99 %s max %s ms, took p99 %s max %s ms, node loop late max %s ms, cpu wait %s | blocks intact %d missing %d wrong %d vanished %d | over budget %d\n",
 			r.Report.Scenario, r.Policy, bench.FormatMs(t50), bench.FormatMs(t99), bench.FormatMs(tmx), bench.FormatMs(l50), bench.FormatMs(l99), bench.FormatMs(lmx), bench.FormatMs(k99), bench.FormatMs(kmx), bench.FormatMs(ms(r.stats.nodeLateMax)), wait,
-			c.intact, c.missing, c.wrong, r.stats.overBudget)
+			c.intact, c.missing, c.wrong, c.vanished, r.stats.overBudget)
 		if r.stats.schedOK {
 			fmt.Fprintf(w, "  %-18s %-10s goroutines waited to run: p99 %s max %s ms (the whole process)\n", "", r.Policy,
 				bench.FormatMs(ms(r.stats.sched99)), bench.FormatMs(ms(r.stats.schedMax)))
