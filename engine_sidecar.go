@@ -104,6 +104,10 @@ func (s *Sidecar) ServeEngine(ln net.Listener) error { return s.srv.Serve(ln) }
 // engineapi.Server.ServeSteps) on ln until the sidecar stops.
 func (s *Sidecar) ServeSteps(ln net.Listener) error { return s.srv.ServeSteps(ln) }
 
+// AdvertiseSteps names ln to engines as the step socket before ServeSteps
+// runs (engineapi.Server.AdvertiseSteps).
+func (s *Sidecar) AdvertiseSteps(ln net.Listener) { s.srv.AdvertiseSteps(ln) }
+
 // Serve waits for the node, then runs it on ln (Node.Serve). Stopped
 // before that, it closes ln and returns nil.
 func (s *Sidecar) Serve(ln net.Listener) error {

@@ -13,10 +13,14 @@ import (
 // TCP address, if any. The listeners close when the node stops; the
 // returned function closes them on the paths that never reach that.
 func startEngineAPI(cfg kvp2p.Config, sc *kvp2p.Sidecar, log *slog.Logger) (func(), error) {
-	var lns []net.Listener
+	var lns []net.Listener // the gRPC ones
+	var steps net.Listener
 	closeAll := func() {
 		for _, ln := range lns {
 			ln.Close()
+		}
+		if steps != nil {
+			steps.Close()
 		}
 	}
 	if cfg.Engine.Socket != "" {
@@ -34,6 +38,25 @@ func startEngineAPI(cfg kvp2p.Config, sc *kvp2p.Sidecar, log *slog.Logger) (func
 		}
 		lns = append(lns, ln)
 	}
+	if cfg.Engine.Socket != "" {
+		// The step socket: Step without gRPC for the engine on this host.
+		// Without it engines step over gRPC, slower: not fatal. Advertised
+		// before the engine API serves, so every engine hears of it.
+		path := engineapi.StepSocketPath(cfg.Engine.Socket)
+		ln, err := engineapi.ListenUnix(path)
+		if err != nil {
+			log.Warn("no step socket: engines step over gRPC", "path", path, "err", err)
+		} else {
+			steps = ln
+			sc.AdvertiseSteps(ln)
+			go func() {
+				if err := sc.ServeSteps(ln); err != nil {
+					log.Error("step socket stopped", "addr", path, "err", err)
+				}
+			}()
+			log.Info("engine API step socket", "addr", path)
+		}
+	}
 	for _, ln := range lns {
 		go func() {
 			if err := sc.ServeEngine(ln); err != nil {
@@ -41,23 +64,6 @@ func startEngineAPI(cfg kvp2p.Config, sc *kvp2p.Sidecar, log *slog.Logger) (func
 			}
 		}()
 		log.Info("engine API", "addr", ln.Addr().String())
-	}
-	if cfg.Engine.Socket != "" {
-		// The step socket: Step without gRPC for the engine on this host.
-		// Without it engines step over gRPC, slower: not fatal.
-		path := engineapi.StepSocketPath(cfg.Engine.Socket)
-		ln, err := engineapi.ListenUnix(path)
-		if err != nil {
-			log.Warn("no step socket: engines step over gRPC", "path", path, "err", err)
-			return closeAll, nil
-		}
-		lns = append(lns, ln)
-		go func() {
-			if err := sc.ServeSteps(ln); err != nil {
-				log.Error("step socket stopped", "addr", path, "err", err)
-			}
-		}()
-		log.Info("engine API step socket", "addr", path)
 	}
 	return closeAll, nil
 }

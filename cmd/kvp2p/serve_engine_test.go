@@ -68,6 +68,15 @@ func TestServeEngineSocket(t *testing.T) {
 	if err != nil || m.GetRegistered().GetRegistration() == 0 {
 		t.Fatalf("register: %v %v", m, err)
 	}
+	// The step socket is named to the engine, and answers.
+	if got := m.GetRegistered().GetStepSocket(); got != sock+".step" {
+		t.Fatalf("step_socket %q, want %q", got, sock+".step")
+	}
+	if fi, err := os.Stat(sock + ".step"); err != nil {
+		t.Fatalf("step socket: %v", err)
+	} else if fi.Mode().Perm() != 0o600 {
+		t.Fatalf("step socket mode %v, want 0600", fi.Mode().Perm())
+	}
 	scancel()
 	cancel()
 	if code := <-exited; code != 0 {

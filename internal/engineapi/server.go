@@ -104,13 +104,18 @@ func (s *Server) Serve(ln net.Listener) error {
 func (s *Server) Stop() {
 	s.mu.Lock()
 	s.stopped = true
-	for _, ln := range s.stepLns {
-		ln.Close()
-	}
+	lns := s.stepLns
+	conns := make([]net.Conn, 0, len(s.stepConns))
 	for c := range s.stepConns {
-		c.Close()
+		conns = append(conns, c)
 	}
 	s.mu.Unlock()
+	for _, ln := range lns {
+		ln.Close()
+	}
+	for _, c := range conns {
+		c.Close()
+	}
 	s.grpc.Stop()
 	s.wg.Wait()
 }

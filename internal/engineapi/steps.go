@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"time"
 
 	pb "github.com/kvp2p/kvp2p/internal/engineapi/enginepb"
@@ -38,21 +39,32 @@ const stepWriteTimeout = 5 * time.Second
 // errFrameTooLong is a request frame over the size limit.
 var errFrameTooLong = errors.New("engineapi: step frame too long")
 
-// ServeSteps serves the step socket on ln (a Unix listener, from
-// ListenUnix) until Stop, and advertises its path to engines that attach
-// over a Unix socket. It returns nil after Stop.
-func (s *Server) ServeSteps(ln net.Listener) error {
+// AdvertiseSteps makes ln (a Unix listener, from ListenUnix) the step
+// socket that engines attaching over a Unix socket are told of. Call it
+// before serving the engine API, so that no engine attaches without
+// hearing of it; ServeSteps does it too.
+func (s *Server) AdvertiseSteps(ln net.Listener) {
 	s.mu.Lock()
-	if s.stopped {
-		s.mu.Unlock()
-		ln.Close()
-		return nil
+	defer s.mu.Unlock()
+	if !slices.Contains(s.stepLns, ln) {
+		s.stepLns = append(s.stepLns, ln) // Stop closes it
 	}
-	s.stepLns = append(s.stepLns, ln)
 	if s.stepPath == "" {
 		s.stepPath = ln.Addr().String()
 	}
+}
+
+// ServeSteps serves the step socket on ln until Stop (AdvertiseSteps
+// first). It returns nil after Stop.
+func (s *Server) ServeSteps(ln net.Listener) error {
+	s.AdvertiseSteps(ln)
+	s.mu.Lock()
+	stopped := s.stopped
 	s.mu.Unlock()
+	if stopped {
+		ln.Close()
+		return nil
+	}
 	for {
 		c, err := ln.Accept()
 		if err != nil {

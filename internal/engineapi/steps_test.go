@@ -46,7 +46,22 @@ func serveWithSteps(t *testing.T, b Backend) (pb.EngineClient, string) {
 			}
 		}
 	})
+	stepsServed(t, StepSocketPath(sock))
 	return pb.NewEngineClient(cc), StepSocketPath(sock)
+}
+
+// stepsServed returns once the step socket at path answers, so that an
+// Attach after it is told the socket.
+func stepsServed(t *testing.T, path string) {
+	t.Helper()
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if code, _ := stepOver(t, c, bufio.NewReader(c), frameOf([]byte{0xff})); code != codes.InvalidArgument {
+		t.Fatalf("step socket not serving: %v", code)
+	}
 }
 
 // stepOver sends one frame and reads the answer: its code and body.
@@ -141,4 +156,46 @@ func FuzzStepFrame(f *testing.F) {
 			}
 		}
 	})
+}
+
+// An engine attached over TCP (engine.addr, maybe another host) is not
+// told the step socket: the path would name a file on the sidecar's host.
+func TestStepSocketNotAdvertisedOverTCP(t *testing.T) {
+	s := New(newFake(), Options{})
+	sln, err := ListenUnix(StepSocketPath(filepath.Join(t.TempDir(), "engine.sock")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 2)
+	go func() { done <- s.ServeSteps(sln) }()
+	go func() { done <- s.Serve(ln) }()
+	cc, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cc.Close()
+		s.Stop()
+		for range 2 {
+			if err := <-done; err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		}
+	}()
+	stepsServed(t, sln.Addr().String())
+	st, err := pb.NewEngineClient(cc).Attach(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(goodRegister()); err != nil {
+		t.Fatal(err)
+	}
+	m, err := st.Recv()
+	if err != nil || m.GetRegistered() == nil || m.GetRegistered().StepSocket != "" {
+		t.Fatalf("Registered over TCP: %v %v, want no step_socket", m, err)
+	}
 }

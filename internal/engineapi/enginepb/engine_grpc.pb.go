@@ -54,7 +54,10 @@ type EngineClient interface {
 	// engine to pin the chunks that hold keys a peer looked up (ServeAsk), the
 	// engine answers with the chunks it pinned (ServeGrant), and the sidecar
 	// says when a peer is done with them (ServeRelease). Pings in both
-	// directions prove liveness.
+	// directions prove liveness: an engine silent for 3 s is gone (the
+	// stream ends DEADLINE_EXCEEDED), and so is one that stops reading its
+	// stream (a send stalled for 3 s, or too many messages queued:
+	// RESOURCE_EXHAUSTED).
 	Attach(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[EngineMessage, SidecarMessage], error)
 	// Step carries one scheduler step's work and returns the step's answers.
 	// A request that fails validation changes nothing and is answered with
@@ -117,7 +120,10 @@ type EngineServer interface {
 	// engine to pin the chunks that hold keys a peer looked up (ServeAsk), the
 	// engine answers with the chunks it pinned (ServeGrant), and the sidecar
 	// says when a peer is done with them (ServeRelease). Pings in both
-	// directions prove liveness.
+	// directions prove liveness: an engine silent for 3 s is gone (the
+	// stream ends DEADLINE_EXCEEDED), and so is one that stops reading its
+	// stream (a send stalled for 3 s, or too many messages queued:
+	// RESOURCE_EXHAUSTED).
 	Attach(grpc.BidiStreamingServer[EngineMessage, SidecarMessage]) error
 	// Step carries one scheduler step's work and returns the step's answers.
 	// A request that fails validation changes nothing and is answered with

@@ -70,7 +70,10 @@ class EngineServicer:
         engine to pin the chunks that hold keys a peer looked up (ServeAsk), the
         engine answers with the chunks it pinned (ServeGrant), and the sidecar
         says when a peer is done with them (ServeRelease). Pings in both
-        directions prove liveness.
+        directions prove liveness: an engine silent for 3 s is gone (the
+        stream ends DEADLINE_EXCEEDED), and so is one that stops reading its
+        stream (a send stalled for 3 s, or too many messages queued:
+        RESOURCE_EXHAUSTED).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
