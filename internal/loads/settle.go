@@ -142,7 +142,9 @@ func (t *Table) collectOut(now time.Time, c *conn) {
 			if c.heldBy != nil {
 				t.touch(c.heldBy) // it is proven dead: the newcomer replaces it
 			}
-			t.ended = append(t.ended, c)
+			if c.rep != reaped { // a sibling closed by a reap was reaped with it
+				t.ended = append(t.ended, c)
+			}
 			if c.s.Lingering() {
 				// The peer said goodbye after sending: let its last bytes land.
 				c.linger = now.Add(lingerFor)
