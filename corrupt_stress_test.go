@@ -72,7 +72,7 @@ type stressCounts struct {
 
 type stress struct {
 	t      *testing.T
-	fab    *faultnet.Fabric
+	inj    *faultnet.Injector
 	policy string
 	srcs   []*stressRank
 	cons   []*stressRank
@@ -191,7 +191,7 @@ func (s *stress) start(r *stressRank, ln net.Listener) error {
 	}
 	var l net.Listener = ln
 	if r.src {
-		l = faultnet.NewListener(ln, s.fab, r.label)
+		l = faultnet.NewListener(ln, s.inj, r.label)
 	}
 	served := make(chan error, 1)
 	go func() { served <- n.Serve(l) }()
@@ -283,7 +283,7 @@ func TestStressLoadedBytes(t *testing.T) {
 // runStress runs 3 producers (24 slots each) and 2 consumers for d under
 // policy.
 func runStress(t *testing.T, policy string, d time.Duration) *stress {
-	s := &stress{t: t, fab: faultnet.NewFabric(), policy: policy, nonce: rand.Uint64(), vers: map[Key]uint64{}}
+	s := &stress{t: t, inj: faultnet.NewInjector(), policy: policy, nonce: rand.Uint64(), vers: map[Key]uint64{}}
 	for range 3 {
 		s.srcs = append(s.srcs, s.newRank(true, 24))
 	}
@@ -292,7 +292,7 @@ func runStress(t *testing.T, policy string, d time.Duration) *stress {
 	s.cons = append(s.cons, s.newRank(false, 40), s.newRank(false, 20))
 	defer func() {
 		for _, r := range append(s.srcs, s.cons...) {
-			s.fab.Heal(r.label)
+			s.inj.Heal(r.label)
 			s.stop(r)
 		}
 	}()
@@ -310,7 +310,7 @@ func runStress(t *testing.T, policy string, d time.Duration) *stress {
 	wg.Wait()
 	// Heal, let what is in flight settle, and check every store once more.
 	for _, r := range s.srcs {
-		s.fab.Heal(r.label)
+		s.inj.Heal(r.label)
 	}
 	scratch := make([]byte, stressBlock)
 	for _, r := range append(s.srcs, s.cons...) {
@@ -372,31 +372,31 @@ func (s *stress) faults(stop <-chan struct{}) {
 		switch x := rng.IntN(100); {
 		case x < 35:
 			s.c.resets.Add(1)
-			s.fab.Reset(r.label)
+			s.inj.Reset(r.label)
 			continue
 		case x < 58:
 			s.c.blacks.Add(1)
-			s.fab.Set(r.label, func(f *faultnet.RankFault) { f.DataBlack = true })
+			s.inj.Set(r.label, func(f *faultnet.RankFault) { f.DataBlack = true })
 		case x < 65:
 			s.c.blacks.Add(1)
-			s.fab.Set(r.label, func(f *faultnet.RankFault) { f.Black = true })
+			s.inj.Set(r.label, func(f *faultnet.RankFault) { f.Black = true })
 		case x < 78:
 			// A slow data path: the control connection's AbortAck and
 			// TransferDone overtake chunks still on their way.
 			s.c.slows.Add(1)
 			bps := int64(1+rng.IntN(8)) << 20
-			s.fab.Set(r.label, func(f *faultnet.RankFault) { f.SlowBps = bps })
+			s.inj.Set(r.label, func(f *faultnet.RankFault) { f.SlowBps = bps })
 		case x < 88:
 			s.c.stalls.Add(1)
 			hold /= 2
-			s.fab.Set(r.label, func(f *faultnet.RankFault) { f.Stall = true })
+			s.inj.Set(r.label, func(f *faultnet.RankFault) { f.Stall = true })
 		default:
 			s.c.restarts.Add(1)
 			s.restart(r)
 			continue
 		}
 		ok := wait(hold)
-		s.fab.Heal(r.label)
+		s.inj.Heal(r.label)
 		if !ok {
 			return
 		}

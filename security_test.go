@@ -151,11 +151,13 @@ func (f *tlsFleet) client(t *testing.T, names ...string) *tls.Config {
 }
 
 // TestSpoofedHelloForgesBlocks is finding 1: a Hello naming the consumer's
-// producer, with a new incarnation, replaces the producer's session, and a
-// PD load then reports OK with the attacker's bytes. On plain TCP from
-// the producer's own host the attack still works (the source address is
-// all there is to check); with mutual TLS it fails whatever certificate
-// the attacker holds, and the real producer's bytes load.
+// producer, with a new incarnation, replaced the producer's session, and a
+// PD load then reported OK with the attacker's bytes. On plain TCP from
+// the producer's own host the source address proves nothing, so the
+// consumer probes the live session before replacing it: the producer
+// answers and the spoofer is sent away. With mutual TLS the attack fails
+// whatever certificate the attacker holds. Either way the real producer's
+// bytes load.
 func TestSpoofedHelloForgesBlocks(t *testing.T) {
 	f := newTLSFleet(t)
 	for _, tt := range []struct {
@@ -164,7 +166,7 @@ func TestSpoofedHelloForgesBlocks(t *testing.T) {
 		attacker func(t *testing.T) *tls.Config
 		forged   bool
 	}{
-		{"plain TCP", false, func(*testing.T) *tls.Config { return nil }, true},
+		{"plain TCP", false, func(*testing.T) *tls.Config { return nil }, false},
 		{"TLS, no client certificate", true, func(t *testing.T) *tls.Config { return f.client(t) }, false},
 		{"TLS, certificate for another host", true, func(t *testing.T) *tls.Config { return f.client(t, "mallory.test", "10.9.9.9") }, false},
 		{"TLS, certificate from another CA", true, func(t *testing.T) *tls.Config {
@@ -209,7 +211,14 @@ func TestSpoofedHelloForgesBlocks(t *testing.T) {
 				t.Fatalf("forged block loaded: %v, want %v (spoofer served %d fetches)", isForged, tt.forged, sp.fetches.Load())
 			}
 			if !tt.forged {
-				if r := c.Refused(); r.TLS+r.Identity == 0 {
+				if !tt.tls {
+					// Held while the live session was probed, then refused.
+					select {
+					case <-sp.ended:
+					case <-time.After(5 * time.Second):
+						t.Fatal("the spoofer was not sent away")
+					}
+				} else if r := c.Refused(); r.TLS+r.Identity == 0 {
 					t.Fatalf("the spoof was not counted as refused: %+v", r)
 				}
 				checkBlocks(t, c.m, ks)

@@ -77,7 +77,7 @@ func defaultDemoScenario(o demoOpts) *scenario.Scenario {
 }
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (retErr error) {
-	fs, rf := newRunFlags("demo", demoUsage, "", "or all; empty: the built-in demo", stderr)
+	fs, common := newRunFlags("demo", demoUsage, "", "or all; empty: the built-in demo", stderr)
 	o := demoOpts{crashAt: 3 * time.Second, partAt: 6 * time.Second}
 	serial := fs.Bool("serial", false, "run the policies one after another (default: side by side unless memory is short)")
 	fs.Float64Var(&o.rate, "rate", 0, "requests per second per consumer rank (default: the scenario's; 20 for the built-in demo)")
@@ -95,7 +95,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (retE
 	if o.rate < 0 || o.blockBytes < 0 || o.blocks <= 0 || o.run <= 0 || o.settle < 0 {
 		return fmt.Errorf("--rate, --block-bytes, --blocks, --duration, --settle: must be positive")
 	}
-	builtin := rf.scenario == ""
+	builtin := common.scenario == ""
 	var scs []*scenario.Scenario
 	if builtin {
 		d := o
@@ -108,7 +108,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (retE
 		scs = []*scenario.Scenario{defaultDemoScenario(d)}
 	} else {
 		var err error
-		if scs, err = loadScenarios(rf.scenario); err != nil {
+		if scs, err = loadScenarios(common.scenario); err != nil {
 			return err
 		}
 	}
@@ -121,11 +121,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (retE
 	if builtin {
 		policies = []string{health.PerPeer, health.HostGroup, health.Domain}
 	}
-	policies, err := rf.pickPolicies(policies)
+	policies, err := common.pickPolicies(policies)
 	if err != nil {
 		return err
 	}
-	if err := rf.checkSVG(scs); err != nil {
+	if err := common.checkSVG(scs); err != nil {
 		return err
 	}
 	// The arenas are large, live and pointer-free; without a lower GC
@@ -142,12 +142,12 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (retE
 			retErr = err
 		}
 	}()
-	asJSON := rf.json
+	asJSON := common.json
 	if builtin && !asJSON {
 		fmt.Fprintf(stdout, demoIntro, o.crashAt, o.partAt)
 		fmt.Fprintf(stdout, "\nrunning %s for %v (+%v to settle)...\n", strings.Join(policies, " and "), o.run, o.settle)
 	}
-	rep := rf.report(stdout)
+	rep := common.report(stdout)
 	var all []demo.Result
 	for _, sc := range scs {
 		bb := o.blockBytes
@@ -191,7 +191,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (retE
 			fmt.Fprint(stdout, demoOutro)
 		}
 	}
-	return rep.writeSVG(rf.svg, scs[0])
+	return rep.writeSVG(common.svg, scs[0])
 }
 
 // demoMemBudget bounds what the fleets running side by side may hold in

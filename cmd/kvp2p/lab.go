@@ -46,7 +46,7 @@ end, on Ctrl-C, and at the next start if a lab died.
 
 // runLab is `kvp2p lab`.
 func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, rf := newRunFlags("lab", labUsage, "pod-partial", "or all", stderr)
+	fs, common := newRunFlags("lab", labUsage, "pod-partial", "or all", stderr)
 	keep := fs.Bool("keep", false, "leave the last run's namespaces and processes up, and print how to clean up")
 	clean := fs.Bool("clean", false, "remove what a lab left (namespaces kvp2plab-*, their processes, "+lab.StateDir+", "+lab.RegionDir+") and exit")
 	logLevel := fs.String("log-level", "warn", "the processes' log level (their logs are in "+lab.StateDir+"/run-*/)")
@@ -73,15 +73,15 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return nil
 	}
 	if *soak > 0 {
-		return runSoak(ctx, *soak, *seed, rf.policy, *logLevel, stdout)
+		return runSoak(ctx, *soak, *seed, common.policy, *logLevel, stdout)
 	}
-	scs, err := loadScenarios(rf.scenario)
+	scs, err := loadScenarios(common.scenario)
 	if err != nil {
 		return err
 	}
 	for _, sc := range scs {
 		if err := lab.CheckKinds(sc); err != nil {
-			if rf.scenario != "all" {
+			if common.scenario != "all" {
 				return err
 			}
 			fmt.Fprintf(stderr, "kvp2p lab: skipping %v\n", err)
@@ -93,11 +93,11 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			runnable = append(runnable, sc)
 		}
 	}
-	policies, err := rf.pickPolicies(health.Names())
+	policies, err := common.pickPolicies(health.Names())
 	if err != nil {
 		return err
 	}
-	if err := rf.checkSVG(runnable); err != nil {
+	if err := common.checkSVG(runnable); err != nil {
 		return err
 	}
 	bin, err := os.Executable()
@@ -118,15 +118,15 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		defer f.Close()
 		reqOut = json.NewEncoder(f)
 	}
-	rep := rf.report(stdout)
+	rep := common.report(stdout)
 	for i, sc := range runnable {
 		for j, p := range policies {
 			last := i == len(runnable)-1 && j == len(policies)-1
-			if !rf.json {
+			if !common.json {
 				fmt.Fprintf(stdout, "%s under %s: %v on real processes...\n", sc.Name, p, sc.Duration)
 			}
 			var progress io.Writer
-			if !rf.json {
+			if !common.json {
 				progress = stdout
 			}
 			r, err := lab.Run(ctx, sc, p, lab.Options{Bin: bin, BlockBytes: *blockBytes, Keep: *keep && last, Progress: progress, LogLevel: *logLevel})
@@ -145,7 +145,7 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			}
 		}
 	}
-	if !rf.json {
+	if !common.json {
 		fmt.Fprintln(stdout)
 		rep.table()
 	}
@@ -158,7 +158,7 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if len(runnable) == 0 {
 		return fmt.Errorf("no scenario the lab can make")
 	}
-	return rep.writeSVG(rf.svg, runnable[0])
+	return rep.writeSVG(common.svg, runnable[0])
 }
 
 // labRequest is one line of --requests.

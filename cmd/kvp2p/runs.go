@@ -34,12 +34,12 @@ func newRunFlags(name, usage, defScenario, allHelp string, stderr io.Writer) (*f
 		fmt.Fprint(stderr, usage)
 		fs.PrintDefaults()
 	}
-	rf := &runFlags{}
-	fs.StringVar(&rf.scenario, "scenario", defScenario, "a scenario file, a built-in name ("+strings.Join(scenario.Builtins(), ", ")+"), "+allHelp)
-	fs.StringVar(&rf.policy, "policy", "all", strings.Join(health.Names(), ", ")+", or all")
-	fs.BoolVar(&rf.json, "json", false, "print one JSON report per (scenario, policy)")
-	fs.StringVar(&rf.svg, "svg", "", "write a timeline of the runs to this SVG file (one scenario only)")
-	return fs, rf
+	common := &runFlags{}
+	fs.StringVar(&common.scenario, "scenario", defScenario, "a scenario file, a built-in name ("+strings.Join(scenario.Builtins(), ", ")+"), "+allHelp)
+	fs.StringVar(&common.policy, "policy", "all", strings.Join(health.Names(), ", ")+", or all")
+	fs.BoolVar(&common.json, "json", false, "print one JSON report per (scenario, policy)")
+	fs.StringVar(&common.svg, "svg", "", "write a timeline of the runs to this SVG file (one scenario only)")
+	return fs, common
 }
 
 // parseRunArgs parses args; the flag package has printed what is wrong
@@ -71,19 +71,19 @@ func loadScenarios(name string) ([]*scenario.Scenario, error) {
 }
 
 // pickPolicies is every one of policies for "all", else the one named.
-func (rf *runFlags) pickPolicies(policies []string) ([]string, error) {
-	if rf.policy == "all" {
+func (f *runFlags) pickPolicies(policies []string) ([]string, error) {
+	if f.policy == "all" {
 		return policies, nil
 	}
-	if !slices.Contains(policies, rf.policy) {
-		return nil, fmt.Errorf("--policy %q: want %s or all", rf.policy, strings.Join(policies, ", "))
+	if !slices.Contains(policies, f.policy) {
+		return nil, fmt.Errorf("--policy %q: want %s or all", f.policy, strings.Join(policies, ", "))
 	}
-	return []string{rf.policy}, nil
+	return []string{f.policy}, nil
 }
 
 // checkSVG rejects --svg for more than one scenario.
-func (rf *runFlags) checkSVG(scs []*scenario.Scenario) error {
-	if rf.svg != "" && len(scs) != 1 {
+func (f *runFlags) checkSVG(scs []*scenario.Scenario) error {
+	if f.svg != "" && len(scs) != 1 {
 		return fmt.Errorf("--svg draws one scenario; name it with --scenario")
 	}
 	return nil
@@ -98,7 +98,7 @@ type runReport struct {
 	runs []scenario.Run
 }
 
-func (rf *runFlags) report(w io.Writer) *runReport { return &runReport{w: w, json: rf.json} }
+func (f *runFlags) report(w io.Writer) *runReport { return &runReport{w: w, json: f.json} }
 
 // add records one (scenario, policy) run.
 func (rr *runReport) add(r scenario.Run) error {

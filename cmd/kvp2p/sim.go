@@ -32,7 +32,7 @@ type variant struct {
 
 // runSim is `kvp2p sim`.
 func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, rf := newRunFlags("sim", simUsage, "all", "or all", stderr)
+	fs, common := newRunFlags("sim", simUsage, "all", "or all", stderr)
 	seed := fs.Int64("seed", 0, "random seed (0: each scenario's own)")
 	timers := fs.String("timers", "preset", "timer set for every policy: preset, "+sim.TimersVLLM+" or "+sim.TimersKVP2P)
 	drop := fs.Bool("drop-domains", false, "remove every pod's failure-domain label from the nodes")
@@ -46,21 +46,21 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *timers != "" && *timers != sim.TimersVLLM && *timers != sim.TimersKVP2P {
 		return fmt.Errorf("--timers %q: want preset, %s or %s", *timers, sim.TimersVLLM, sim.TimersKVP2P)
 	}
-	if *ablation && (*timers != "" || *drop || rf.svg != "") {
+	if *ablation && (*timers != "" || *drop || common.svg != "") {
 		return fmt.Errorf("--ablation runs every timer set and both domain settings itself: no --timers, --drop-domains or --svg")
 	}
-	scs, err := loadScenarios(rf.scenario)
+	scs, err := loadScenarios(common.scenario)
 	if err != nil {
 		return err
 	}
-	policies, err := rf.pickPolicies(health.Names())
+	policies, err := common.pickPolicies(health.Names())
 	if err != nil {
 		return err
 	}
-	if err := rf.checkSVG(scs); err != nil {
+	if err := common.checkSVG(scs); err != nil {
 		return err
 	}
-	rep := rf.report(stdout)
+	rep := common.report(stdout)
 	for _, sc := range scs {
 		for _, p := range policies {
 			for _, v := range variants(p, *ablation, variant{*timers, *drop}) {
@@ -78,13 +78,13 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 	}
 	switch {
-	case rf.json:
+	case common.json:
 	case *ablation:
 		scenario.AblationTable(stdout, rep.reps)
 	default:
 		rep.table()
 	}
-	return rep.writeSVG(rf.svg, scs[0])
+	return rep.writeSVG(common.svg, scs[0])
 }
 
 // variants is what policy p runs with: one, or the ablation's matrix (both

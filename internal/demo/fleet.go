@@ -43,7 +43,7 @@ type demoFleet struct {
 	sc         *scenario.Scenario
 	policy     string
 	blockBytes int
-	fab        *faultnet.Fabric
+	inj        *faultnet.Injector
 	ranks      []*demoRank
 	byID       map[string]*demoRank
 	byLabel    map[string]*demoRank
@@ -61,7 +61,7 @@ const (
 )
 
 func newDemoFleet(sc *scenario.Scenario, policy string, blockBytes int, log *slog.Logger, tc *demoTLS) (*demoFleet, error) {
-	f := &demoFleet{sc: sc, policy: policy, blockBytes: blockBytes, fab: faultnet.NewFabric(),
+	f := &demoFleet{sc: sc, policy: policy, blockBytes: blockBytes, inj: faultnet.NewInjector(),
 		byID: map[string]*demoRank{}, byLabel: map[string]*demoRank{}, log: log, tls: tc}
 	isSrc, isCons := map[string]bool{}, map[string]bool{}
 	for _, p := range sc.Workload.Sources {
@@ -113,7 +113,7 @@ func (f *demoFleet) wrapAccepted(rk *demoRank) func(net.Conn) net.Conn {
 	if f.tls == nil {
 		return nil
 	}
-	return func(nc net.Conn) net.Conn { return f.fab.Wrap(nc, rk.label) }
+	return func(nc net.Conn) net.Conn { return f.inj.Wrap(nc, rk.label) }
 }
 
 func (f *demoFleet) dial(peer string) string {
@@ -150,7 +150,7 @@ func (f *demoFleet) start(rk *demoRank, ln net.Listener) error {
 	rk.node, rk.m, rk.serve = n, n.Manager(), make(chan error, 1)
 	var sl net.Listener = ln
 	if f.tls == nil {
-		sl = faultnet.NewListener(ln, f.fab, rk.label) // else wrapped after TLS: wrapAccepted
+		sl = faultnet.NewListener(ln, f.inj, rk.label) // else wrapped after TLS: wrapAccepted
 	}
 	go func(n *kvp2p.Node, ch chan error) { ch <- n.Serve(sl) }(n, rk.serve)
 	return nil
@@ -178,7 +178,7 @@ func (f *demoFleet) restart(rk *demoRank) error {
 // closeAll closes every node at once (errors, cancellation).
 func (f *demoFleet) closeAll() {
 	for _, rk := range f.ranks {
-		f.fab.Heal(rk.label)
+		f.inj.Heal(rk.label)
 	}
 	for _, rk := range f.ranks {
 		f.crash(rk)

@@ -184,41 +184,41 @@ func (r *Run) fault(ft scenario.Fault) error {
 		if rk == nil {
 			continue
 		}
-		fab := r.f.fab
+		inj := r.f.inj
 		switch ft.Kind {
 		case scenario.Crash:
-			fab.Heal(rk.label) // a crashed process holds nothing back
+			inj.Heal(rk.label) // a crashed process holds nothing back
 			rk.stalled = false
 			r.f.crash(rk)
 		case scenario.CloseControl:
 			if rk.node != nil {
-				fab.Reset(rk.label)
+				inj.Reset(rk.label)
 			}
 		case scenario.Blackhole:
-			fab.Set(rk.label, func(f *faultnet.RankFault) { f.Black = true })
+			inj.Set(rk.label, func(f *faultnet.RankFault) { f.Black = true })
 		case scenario.BlackholeData:
-			fab.Set(rk.label, func(f *faultnet.RankFault) { f.DataBlack = true })
+			inj.Set(rk.label, func(f *faultnet.RankFault) { f.DataBlack = true })
 		case scenario.Stall:
 			rk.stalled = true
-			fab.Set(rk.label, func(f *faultnet.RankFault) { f.Stall = true })
+			inj.Set(rk.label, func(f *faultnet.RankFault) { f.Stall = true })
 		case scenario.Slow:
-			fab.Set(rk.label, func(f *faultnet.RankFault) { f.SlowBps = ft.BytesPerSec })
+			inj.Set(rk.label, func(f *faultnet.RankFault) { f.SlowBps = ft.BytesPerSec })
 		case scenario.Delay:
-			fab.Set(rk.label, func(f *faultnet.RankFault) { f.Delay = ft.Latency })
+			inj.Set(rk.label, func(f *faultnet.RankFault) { f.Delay = ft.Latency })
 		case scenario.GoodbyeIdle:
 			if rk.node != nil {
-				fab.Goodbye(rk.label)
+				inj.Goodbye(rk.label)
 			}
 		case scenario.RefuseHandshake:
-			fab.Set(rk.label, func(f *faultnet.RankFault) { f.Refuse = true })
+			inj.Set(rk.label, func(f *faultnet.RankFault) { f.Refuse = true })
 		case scenario.Restart:
-			fab.Heal(rk.label)
+			inj.Heal(rk.label)
 			rk.stalled = false
 			if err := r.f.restart(rk); err != nil {
 				return err
 			}
 		case scenario.Heal:
-			fab.Heal(rk.label)
+			inj.Heal(rk.label)
 			rk.stalled = false
 			if rk.node == nil {
 				if err := r.f.restart(rk); err != nil {
@@ -349,7 +349,7 @@ func (d demoNode) Busy(bool) {}
 // the slots still held are counted.
 func (r *Run) finish(ctx context.Context) (int, error) {
 	for _, rk := range r.f.ranks {
-		r.f.fab.Heal(rk.label)
+		r.f.inj.Heal(rk.label)
 		rk.stalled = false
 	}
 	r.eng.EndRun()

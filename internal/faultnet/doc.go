@@ -1,5 +1,5 @@
 // Package faultnet injects faults on real sockets, frame by frame, for the
-// demo (design.md §7's fault kinds): a Fabric holds the fault state of
+// demo (design.md §7's fault kinds): a Injector holds the fault state of
 // every rank of a fleet, and wraps the connections each rank accepts.
 //
 // Every rank listens behind a Listener; every connection it accepts is
@@ -36,8 +36,8 @@
 //	refuse-handshake  a Hello to or from the rank arrives with its hash seed
 //	                spoiled, so the receiving node refuses it as
 //	                incompatible, as the simulator does.
-//	close-control   Fabric.Reset: every connection of the rank is closed.
-//	goodbye-idle    Fabric.Goodbye: see there.
+//	close-control   Injector.Reset: every connection of the rank is closed.
+//	goodbye-idle    Injector.Goodbye: see there.
 //
 // crash and restart are the demo's (Node.Close, a new Node on the port).
 package faultnet

@@ -20,9 +20,9 @@ type RankFault struct {
 	Delay                           time.Duration
 }
 
-// Fabric holds the fault state of every rank of one fleet and every
+// Injector holds the fault state of every rank of one fleet and every
 // connection any of its ranks accepted.
-type Fabric struct {
+type Injector struct {
 	// SendBuffer is each connection's send buffer while its rank is slow
 	// (link.go; 0: DefaultSendBuffer). Set it before the first Wrap.
 	SendBuffer int64
@@ -34,13 +34,13 @@ type Fabric struct {
 	egress map[string]time.Time // a slow rank's link: when what it carries has left
 }
 
-func NewFabric() *Fabric {
-	return &Fabric{faults: map[string]*RankFault{}, conns: map[*faultConn]struct{}{}, change: make(chan struct{}),
+func NewInjector() *Injector {
+	return &Injector{faults: map[string]*RankFault{}, conns: map[*faultConn]struct{}{}, change: make(chan struct{}),
 		egress: map[string]time.Time{}}
 }
 
 // Set changes the fault state of a rank and wakes every held connection.
-func (f *Fabric) Set(label string, fn func(*RankFault)) {
+func (f *Injector) Set(label string, fn func(*RankFault)) {
 	f.mu.Lock()
 	rf := f.faults[label]
 	if rf == nil {
@@ -69,10 +69,10 @@ func (f *Fabric) Set(label string, fn func(*RankFault)) {
 }
 
 // Heal ends every fault of a rank.
-func (f *Fabric) Heal(label string) { f.Set(label, func(rf *RankFault) { *rf = RankFault{} }) }
+func (f *Injector) Heal(label string) { f.Set(label, func(rf *RankFault) { *rf = RankFault{} }) }
 
 // state returns, under f.mu, the faults of the connection's two ends.
-func (f *Fabric) state(c *faultConn) (l, r RankFault) {
+func (f *Injector) state(c *faultConn) (l, r RankFault) {
 	if p := f.faults[c.local]; p != nil {
 		l = *p
 	}
@@ -85,7 +85,7 @@ func (f *Fabric) state(c *faultConn) (l, r RankFault) {
 }
 
 // of lists the connections the rank is an end of.
-func (f *Fabric) of(label string) []*faultConn {
+func (f *Injector) of(label string) []*faultConn {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []*faultConn
@@ -99,7 +99,7 @@ func (f *Fabric) of(label string) []*faultConn {
 
 // Reset closes every connection of the rank once (close-control): both
 // ends see the connection gone.
-func (f *Fabric) Reset(label string) {
+func (f *Injector) Reset(label string) {
 	for _, c := range f.of(label) {
 		c.closeNow()
 	}
@@ -115,7 +115,7 @@ func (f *Fabric) Reset(label string) {
 // Goodbye: there is no API to make a Node evict its sessions. In the demo
 // the evicting rank is a source, which never dials, so that only changes
 // what the source's policy believes of the consumer.
-func (f *Fabric) Goodbye(label string) {
+func (f *Injector) Goodbye(label string) {
 	var data []*faultConn
 	for _, c := range f.of(label) {
 		f.mu.Lock()
@@ -143,12 +143,12 @@ func (f *Fabric) Goodbye(label string) {
 // Listener wraps a rank's listener.
 type Listener struct {
 	net.Listener
-	fab   *Fabric
+	inj   *Injector
 	label string
 }
 
-func NewListener(ln net.Listener, fab *Fabric, label string) *Listener {
-	return &Listener{Listener: ln, fab: fab, label: label}
+func NewListener(ln net.Listener, inj *Injector, label string) *Listener {
+	return &Listener{Listener: ln, inj: inj, label: label}
 }
 
 func (l *Listener) Accept() (net.Conn, error) {
@@ -156,14 +156,14 @@ func (l *Listener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return l.fab.Wrap(nc, l.label), nil
+	return l.inj.Wrap(nc, l.label), nil
 }
 
 // Wrap makes nc, accepted by rank label, a faultConn. On a TLS fleet the
 // node calls it after the handshake (Config.WrapAccepted), so that the
 // frames it parses are plaintext.
-func (f *Fabric) Wrap(nc net.Conn, label string) net.Conn {
-	c := &faultConn{Conn: nc, fab: f, local: label, closed: make(chan struct{})}
+func (f *Injector) Wrap(nc net.Conn, label string) net.Conn {
+	c := &faultConn{Conn: nc, inj: f, local: label, closed: make(chan struct{})}
 	c.rf.first, c.wf.first = true, true
 	f.mu.Lock()
 	f.conns[c] = struct{}{}
@@ -174,11 +174,11 @@ func (f *Fabric) Wrap(nc net.Conn, label string) net.Conn {
 // faultConn is one accepted connection; see the file comment.
 type faultConn struct {
 	net.Conn
-	fab        *Fabric
+	inj        *Injector
 	local      string
-	remote     string // from the first frame; guarded by fab.mu
-	isData     bool   // guarded by fab.mu
-	closeLater bool   // closed while stalled; guarded by fab.mu
+	remote     string // from the first frame; guarded by inj.mu
+	isData     bool   // guarded by inj.mu
+	closeLater bool   // closed while stalled; guarded by inj.mu
 
 	// Read side: one reader at a time (the node's).
 	rf    frameFilter
@@ -229,10 +229,10 @@ func unixOrZero(t time.Time) int64 {
 // stalled peer is waited for until the deadline.
 func (c *faultConn) hold(deadline *atomic.Int64) error {
 	for {
-		c.fab.mu.Lock()
-		l, r := c.fab.state(c)
-		ch := c.fab.change
-		c.fab.mu.Unlock()
+		c.inj.mu.Lock()
+		l, r := c.inj.state(c)
+		ch := c.inj.change
+		c.inj.mu.Unlock()
 		if !l.Stall && !r.Stall {
 			return nil
 		}
@@ -301,9 +301,9 @@ func (c *faultConn) Write(p []byte) (int, error) {
 	if err := c.hold(&c.wdl); err != nil {
 		return 0, err
 	}
-	c.fab.mu.Lock()
-	l, r := c.fab.state(c)
-	c.fab.mu.Unlock()
+	c.inj.mu.Lock()
+	l, r := c.inj.state(c)
+	c.inj.mu.Unlock()
 	if d := max(l.Delay, r.Delay); d > 0 {
 		time.Sleep(d)
 	}
@@ -330,10 +330,10 @@ func (c *faultConn) Write(p []byte) (int, error) {
 // queued then are still waiting (link.go); straight to the socket
 // otherwise.
 func (c *faultConn) writeOut(bufs [][]byte) error {
-	c.fab.mu.Lock()
-	l, _ := c.fab.state(c)
+	c.inj.mu.Lock()
+	l, _ := c.inj.state(c)
 	slow := c.isData && l.SlowBps > 0
-	c.fab.mu.Unlock()
+	c.inj.mu.Unlock()
 	if !slow && !c.queued() {
 		nb := net.Buffers(bufs)
 		_, err := nb.WriteTo(c.Conn)
@@ -345,10 +345,10 @@ func (c *faultConn) writeOut(bufs [][]byte) error {
 // pace sleeps so that bytes read from a connection the slow rank dialed
 // stay under its rate. (Its writes go through link.go's send buffer.)
 func (c *faultConn) pace(next *time.Time, n int) {
-	c.fab.mu.Lock()
-	_, r := c.fab.state(c)
+	c.inj.mu.Lock()
+	_, r := c.inj.state(c)
 	isData := c.isData
-	c.fab.mu.Unlock()
+	c.inj.mu.Unlock()
 	bps := r.SlowBps
 	if !isData || bps <= 0 {
 		return
@@ -395,14 +395,14 @@ func (c *faultConn) decideIn(head []byte, first bool) ([]byte, bool) {
 	if first && len(head) >= 6 {
 		m, err := wire.Decode(wire.Type(head[5]), head[6:], wire.DefaultLimits())
 		if err == nil {
-			c.fab.mu.Lock()
+			c.inj.mu.Lock()
 			switch m := m.(type) {
 			case *wire.Hello:
 				c.remote, hello = m.PeerID, m
 			case *wire.DataAttach:
 				c.remote, c.isData = m.PeerID, true
 			}
-			c.fab.mu.Unlock()
+			c.inj.mu.Unlock()
 		}
 	}
 	if c.rcut == nil {
@@ -436,9 +436,9 @@ func (c *faultConn) decideOut(head []byte, first bool) ([]byte, bool) {
 // handshakes, so that the node receiving it refuses it as incompatible, as
 // the simulator does; nil leaves the frame as it is.
 func (c *faultConn) refuseHello(head []byte) []byte {
-	c.fab.mu.Lock()
-	l, r := c.fab.state(c)
-	c.fab.mu.Unlock()
+	c.inj.mu.Lock()
+	l, r := c.inj.state(c)
+	c.inj.mu.Unlock()
 	if !l.Refuse && !r.Refuse {
 		return nil
 	}
@@ -456,25 +456,25 @@ func (c *faultConn) refuseHello(head []byte) []byte {
 }
 
 func (c *faultConn) isDataConn() bool {
-	c.fab.mu.Lock()
-	defer c.fab.mu.Unlock()
+	c.inj.mu.Lock()
+	defer c.inj.mu.Unlock()
 	return c.isData
 }
 
 func (c *faultConn) fullBlack() bool {
-	c.fab.mu.Lock()
-	defer c.fab.mu.Unlock()
-	l, r := c.fab.state(c)
+	c.inj.mu.Lock()
+	defer c.inj.mu.Unlock()
+	l, r := c.inj.state(c)
 	return l.Black || r.Black
 }
 
 // decide drops a frame while a blackhole covers it, and every later frame
 // of a job whose stream it cut.
 func (c *faultConn) decide(head []byte, cut map[uint64]bool) ([]byte, bool) {
-	c.fab.mu.Lock()
-	l, r := c.fab.state(c)
+	c.inj.mu.Lock()
+	l, r := c.inj.state(c)
 	isData := c.isData
-	c.fab.mu.Unlock()
+	c.inj.mu.Unlock()
 	black := l.Black || r.Black || (isData && (l.DataBlack || r.DataBlack))
 	if isData && len(head) >= 14 && dataJob(wire.Type(head[5])) {
 		job := binary.BigEndian.Uint64(head[6:14])
@@ -490,21 +490,21 @@ func (c *faultConn) decide(head []byte, cut map[uint64]bool) ([]byte, bool) {
 // Close closes the connection, unless its rank is stalled: a paused
 // process closes nothing; the close happens when it resumes.
 func (c *faultConn) Close() error {
-	c.fab.mu.Lock()
-	if p := c.fab.faults[c.local]; p != nil && p.Stall {
+	c.inj.mu.Lock()
+	if p := c.inj.faults[c.local]; p != nil && p.Stall {
 		c.closeLater = true
-		c.fab.mu.Unlock()
+		c.inj.mu.Unlock()
 		return nil
 	}
-	c.fab.mu.Unlock()
+	c.inj.mu.Unlock()
 	return c.closeNow()
 }
 
 func (c *faultConn) closeNow() error {
 	c.closeOnce.Do(func() {
-		c.fab.mu.Lock()
-		delete(c.fab.conns, c)
-		c.fab.mu.Unlock()
+		c.inj.mu.Lock()
+		delete(c.inj.conns, c)
+		c.inj.mu.Unlock()
 		close(c.closed)
 	})
 	return c.Conn.Close()

@@ -9,7 +9,7 @@ import (
 
 // A slow rank's outgoing data, as a real network carries it (issue 8): its
 // data connections share one link of SlowBps (the rank's egress clock,
-// Fabric.egress), and each connection has a send buffer of SendBuffer
+// Injector.egress), and each connection has a send buffer of SendBuffer
 // bytes in front of it, as the kernel's. A write is accepted at once while
 // the connection's buffer has room (the node's writer goes on), and blocks
 // while it is full, until its write deadline; its bytes reach the real
@@ -51,7 +51,7 @@ type outItem struct {
 }
 
 // sendBuffer is the fabric's send buffer size.
-func (f *Fabric) sendBuffer() int64 {
+func (f *Injector) sendBuffer() int64 {
 	if f.SendBuffer > 0 {
 		return f.SendBuffer
 	}
@@ -60,7 +60,7 @@ func (f *Fabric) sendBuffer() int64 {
 
 // carry books n bytes on the rank's link and returns when they have left
 // it: after everything booked before, at bps.
-func (f *Fabric) carry(label string, n int, bps int64) time.Time {
+func (f *Injector) carry(label string, n int, bps int64) time.Time {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := time.Now()
@@ -84,7 +84,7 @@ func (c *faultConn) queued() bool {
 // rank's link at bps (0: the rank is no longer slow, due at once), waiting
 // for room while the buffer is full. It runs with wmu held.
 func (c *faultConn) enqueue(bufs [][]byte, bps int64) error {
-	limit := c.fab.sendBuffer()
+	limit := c.inj.sendBuffer()
 	for _, b := range bufs {
 		for len(b) > 0 {
 			k := min(len(b), slowPiece)
@@ -93,7 +93,7 @@ func (c *faultConn) enqueue(bufs [][]byte, bps int64) error {
 			}
 			due := time.Now()
 			if bps > 0 {
-				due = c.fab.carry(c.local, k, bps)
+				due = c.inj.carry(c.local, k, bps)
 			}
 			c.q.mu.Lock()
 			var piece []byte
@@ -158,10 +158,10 @@ func (c *faultConn) pump() {
 		it := c.q.items[0]
 		c.q.mu.Unlock()
 
-		c.fab.mu.Lock()
-		l, _ := c.fab.state(c)
-		change := c.fab.change
-		c.fab.mu.Unlock()
+		c.inj.mu.Lock()
+		l, _ := c.inj.state(c)
+		change := c.inj.change
+		c.inj.mu.Unlock()
 		if wait := time.Until(it.due); l.SlowBps > 0 && wait > 0 {
 			t := time.NewTimer(wait)
 			select {

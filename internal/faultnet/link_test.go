@@ -64,9 +64,9 @@ func (a *arrivals) first(t *testing.T, typ wire.Type) time.Duration {
 
 // dataConn is a data connection accepted by rank "src" from "dst", and
 // the far end's arrivals.
-func dataConn(t *testing.T, fab *Fabric, t0 time.Time) (net.Conn, *arrivals, net.Conn) {
+func dataConn(t *testing.T, inj *Injector, t0 time.Time) (net.Conn, *arrivals, net.Conn) {
 	srcEnd, dstEnd := net.Pipe()
-	c := fab.Wrap(srcEnd, "src")
+	c := inj.Wrap(srcEnd, "src")
 	attach, err := wire.Append(nil, &wire.DataAttach{PeerID: "dst", Incarnation: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -103,17 +103,17 @@ func chunkFrame(job uint64, n int) []byte {
 func TestSlowLinkQueuesSmallFrames(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const rate = 64 << 10 // bytes per second
-		fab := NewFabric()
-		fab.SendBuffer = 64 << 10
+		inj := NewInjector()
+		inj.SendBuffer = 64 << 10
 		t0 := time.Now()
-		c1, a1, far1 := dataConn(t, fab, t0)
-		c2, a2, far2 := dataConn(t, fab, t0)
+		c1, a1, far1 := dataConn(t, inj, t0)
+		c2, a2, far2 := dataConn(t, inj, t0)
 		defer func() {
 			for _, c := range []net.Conn{c1, c2, far1, far2} {
 				c.Close()
 			}
 		}()
-		fab.Set("src", func(f *RankFault) { f.SlowBps = rate })
+		inj.Set("src", func(f *RankFault) { f.SlowBps = rate })
 
 		chunk := chunkFrame(1, 48<<10) // 0.75 s of the link
 		if _, err := c1.Write(chunk); err != nil {
@@ -152,7 +152,7 @@ func TestSlowLinkQueuesSmallFrames(t *testing.T) {
 
 		// The heal: the rest of the queue goes at once.
 		healAt := time.Since(t0)
-		fab.Heal("src")
+		inj.Heal("src")
 		if _, err := c1.Write(frame(t, &wire.ProbeAck{Seq: 8})); err != nil {
 			t.Fatal(err)
 		}
@@ -174,12 +174,12 @@ func TestSlowLinkQueuesSmallFrames(t *testing.T) {
 // its deadline passes, as a socket's does.
 func TestSlowLinkWriteDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fab := NewFabric()
-		fab.SendBuffer = 16 << 10
-		c, _, far := dataConn(t, fab, time.Now())
+		inj := NewInjector()
+		inj.SendBuffer = 16 << 10
+		c, _, far := dataConn(t, inj, time.Now())
 		defer far.Close()
 		defer c.Close()
-		fab.Set("src", func(f *RankFault) { f.SlowBps = 1 << 10 })
+		inj.Set("src", func(f *RankFault) { f.SlowBps = 1 << 10 })
 		if _, err := c.Write(chunkFrame(1, 16<<10)); err != nil {
 			t.Fatal(err)
 		}

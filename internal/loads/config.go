@@ -20,6 +20,10 @@ type Config struct {
 	ReapedRetention     time.Duration // how long a reaped unbound id is remembered (late fetches)
 	ShutdownDrain       time.Duration
 	Log                 *slog.Logger
+	// ProbeBeforeReplace (plain TCP): how long a newcomer claiming a live
+	// session's peer with a new incarnation waits while the live session
+	// is probed (hold.go). Zero: replace at once (mutual TLS).
+	ProbeBeforeReplace time.Duration
 
 	// ExternalSlots: the store's slots are chunks of an engine's memory
 	// (store.NewIndex). A successful load then gives its slots back (Free:

@@ -144,10 +144,13 @@ func (t *Table) deadline(c *conn, k int) (time.Time, bool) {
 	if k == qIdle {
 		return c.s.IdleDeadline(t.cfg.IdleTimeout)
 	}
-	if !c.s.OutEmpty() || (c.rep == unreported && c.s.Ready() && !c.rejected) {
+	if !c.s.OutEmpty() || (c.rep == unreported && c.s.Ready() && !c.rejected && c.holdFor == nil) {
 		return time.Time{}, true // collect has work at once
 	}
 	at, ok := c.s.NextDeadline()
+	if c.holdFor != nil && (!ok || c.holdUntil.Before(at)) {
+		at, ok = c.holdUntil, true // checkHold (collect's) replaces the silent old session
+	}
 	if c.st == connLingering {
 		// closeIfDone (collect's) ends the linger at its time, or at once
 		// when the last lingering load finished.

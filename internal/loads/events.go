@@ -80,6 +80,9 @@ func (t *Table) identified(now time.Time, c *conn) {
 	}
 	oh := old.s.PeerHello()
 	switch {
+	case old.s.Identified() && oh.Incarnation != h.Incarnation && t.cfg.ProbeBeforeReplace > 0 &&
+		!c.s.Outbound() && old.s.Ready():
+		t.hold(now, c, old)
 	case old.s.Identified() && oh.Incarnation != h.Incarnation:
 		t.log.Warn("peer restarted: failing what the old incarnation owed", "peer", c.peer,
 			"old_incarnation", oh.Incarnation, "new_incarnation", h.Incarnation)

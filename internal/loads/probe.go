@@ -14,6 +14,11 @@ func (t *Table) ProbeAck(now time.Time, id ConnID, seq uint64) {
 	if c == nil || c.s.Ended() != 0 {
 		return
 	}
+	if seq&holdSeqBit != 0 {
+		t.holdAnswered(now, c, seq)
+		t.settle(now)
+		return
+	}
 	t.policy.ProbeAck(now, t.peerOf(c), seq)
 	t.askPolicy = true
 	t.settle(now)

@@ -193,6 +193,52 @@ func TestNewIncarnationFailsOldAtOnce(t *testing.T) {
 	}
 }
 
+// TestNewIncarnationProbedFirst: over plain TCP a Hello's new incarnation
+// proves nothing, so the old session is probed before it is replaced. A
+// hung old process does not answer: its loads fail only once the probe
+// time ran out, and then the newcomer replaces it.
+func TestNewIncarnationProbedFirst(t *testing.T) {
+	f := newFleet(t)
+	p := f.node("10.0.0.1:7777", sim.NodeOpts{})
+	c := f.node("10.0.0.2:7777", sim.NodeOpts{ProbeBeforeReplace: 2 * time.Second})
+	c.T.NewRequest(f.net.Now, "r", pd("kv", "10.0.0.1", 7777))
+	f.net.Run()
+	j := c.T.SubmitLoad(f.net.Now, "r", keys("a", 2)) // parked on the producer
+	f.net.Run()
+	p.Silent = true // the old process hangs, its connections stay open
+	np, err := f.net.Replace(p, sim.NodeOpts{Incarnation: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	np.T.NewRequest(f.net.Now, "back", pd("kv-back", "10.0.0.2", 7777)) // it dials us
+	f.net.Advance(time.Second)
+	f.noResult(c, j) // held: the old session is being probed
+	if !strings.Contains(f.log.String(), "probing the live session first") {
+		t.Fatal("no hold log line")
+	}
+	f.net.Advance(1100 * time.Millisecond)
+	r := f.mustResult(c, j)
+	if r.OK || !strings.Contains(r.Reason, "conn-reset") {
+		t.Fatalf("old incarnation's load: %+v, want a conn-reset failure", r)
+	}
+	if !strings.Contains(f.log.String(), "did not answer its probe") {
+		t.Fatal("no replacement log line")
+	}
+	// The newcomer is the peer's session now: a new request loads through it.
+	ks := keys("b", 2)
+	f.put(np, ks)
+	np.T.NewRequest(f.net.Now, "p2", decoder("kv2"))
+	np.T.SubmitStore(f.net.Now, "p2", ks)
+	c.T.NewRequest(f.net.Now, "r2", pd("kv2", "10.0.0.1", 7777))
+	f.net.Run()
+	j2 := c.T.SubmitLoad(f.net.Now, "r2", ks)
+	f.net.Run()
+	if r := f.mustResult(c, j2); !r.OK {
+		t.Fatalf("load through the newcomer: %+v", r)
+	}
+	f.verify(c, ks)
+}
+
 // TestFinishedRequestLeavesFailedSet: the failed set holds ids of live
 // requests only. A finish that aborts a load in flight (publishing its
 // failure) or a session that dies after the finish must not leave the id

@@ -93,6 +93,7 @@ func (t *Table) settle(now time.Time) {
 // work, and ends a lingering session whose time is up.
 func (t *Table) collect(now time.Time, c *conn) {
 	t.markDirty(c)
+	t.checkHold(now, c)
 	for {
 		t.collectOut(now, c)
 		if !t.closeIfDone(now, c) {
@@ -106,7 +107,7 @@ func (t *Table) collectOut(now time.Time, c *conn) {
 		return // the common case on a tick: nothing decided
 	}
 	for {
-		if c.rep == unreported && c.s.Ready() && !c.rejected {
+		if c.rep == unreported && c.s.Ready() && !c.rejected && c.holdFor == nil {
 			// Checked before anything else: becoming ready may decide nothing.
 			t.report(c, reportedUp)
 			t.policy.SessionUp(now, t.peerOf(c))
@@ -138,7 +139,12 @@ func (t *Table) collectOut(now time.Time, c *conn) {
 			t.bind(now, c, id)
 		}
 		if o.Ended != health.CauseNone && c.st == connLive {
-			t.ended = append(t.ended, c)
+			if c.heldBy != nil {
+				t.touch(c.heldBy) // it is proven dead: the newcomer replaces it
+			}
+			if c.rep != reaped { // a sibling closed by a reap was reaped with it
+				t.ended = append(t.ended, c)
+			}
 			if c.s.Lingering() {
 				// The peer said goodbye after sending: let its last bytes land.
 				c.linger = now.Add(lingerFor)

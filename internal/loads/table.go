@@ -25,8 +25,14 @@ type conn struct {
 	endedBy  endedBy   // why the table ended it, if it did
 	linger   time.Time // connLingering: close at this time at the latest
 	flush    bool      // in the table's flush queue (lookups registered this step)
-	touched  bool      // in the table's touched queue (settle collects its output)
-	tm       timerState
+	// A newcomer held while the live session it would replace is probed
+	// (hold.go): holdFor is that session, which points back by heldBy.
+	holdFor   *conn
+	heldBy    *conn
+	holdUntil time.Time
+	holdSeq   uint64
+	touched   bool // in the table's touched queue (settle collects its output)
+	tm        timerState
 }
 
 // request is one engine request.
@@ -78,6 +84,7 @@ type Table struct {
 	byPeer     map[string]*conn // the live session per peer id
 	nextConn   ConnID
 	nextJob    uint64
+	nextHold   uint64 // the table's own probes (hold.go)
 
 	reqs     map[string]*request
 	failed   map[string]struct{} // kv request ids whose next lookup is MISS

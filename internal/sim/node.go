@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/kvp2p/kvp2p/internal/health"
 	"github.com/kvp2p/kvp2p/internal/loads"
@@ -20,6 +21,9 @@ type NodeOpts struct {
 	Fingerprint string
 	HashSeed    string
 	Log         *slog.Logger
+	// ProbeBeforeReplace: loads.Config's (plain TCP's check of a new
+	// incarnation); zero, as under TLS, replaces at once.
+	ProbeBeforeReplace time.Duration
 }
 
 // NewNode builds a node with its own store and table and adds it to n.
@@ -54,6 +58,7 @@ func (n *Net) NewNode(id string, o NodeOpts) (*Node, error) {
 	}, t, pol)
 	cfg.Log = o.Log
 	cfg.CheckTimers = n.CheckTimers
+	cfg.ProbeBeforeReplace = o.ProbeBeforeReplace
 	tb, err := loads.New(cfg, st)
 	if err != nil {
 		return nil, fmt.Errorf("sim: node %s: %w", id, err)
