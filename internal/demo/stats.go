@@ -118,12 +118,12 @@ func timeToHit(reqs []scenario.Request) []time.Duration {
 func PrintStats(w io.Writer, rs []Result) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "time to hit (arrival to loaded); the machine: the harness's step loop lateness (how long after")
-	fmt.Fprintln(w, "its due time a 5 ms step started, and how long a step took: its calls wait for the nodes' loops),")
-	fmt.Fprintln(w, "the nodes' loops' (longest stretch without a tick, excluded from their timeouts), and cpu wait")
-	fmt.Fprintln(w, "(share of the run some task waited for a CPU,")
-	fmt.Fprintln(w, "/proc/pressure/cpu); near 100% the machine, not the nodes, is the limit; the read-back of every")
-	fmt.Fprintln(w, "block of every load reported OK (missing: evicted before it was read; wrong, vanished: corrupt); loads")
-	fmt.Fprintln(w, "failed early for queueing past load_start_budget:")
+	fmt.Fprintln(w, "its due time a 5 ms step started) and how long a step took (its calls wait for the nodes' loops),")
+	fmt.Fprintln(w, "the nodes' loops' lateness (longest stretch without a tick, excluded from their timeouts), cpu")
+	fmt.Fprintln(w, "wait (share of the run some task waited for a CPU, /proc/pressure/cpu; near 100% the machine, not")
+	fmt.Fprintln(w, "the nodes, is the limit) and how long goroutines waited to run; the read-back of every block of")
+	fmt.Fprintln(w, "every load reported OK (missing: evicted before it was read; wrong, vanished: corrupt); loads failed early")
+	fmt.Fprintln(w, "for queueing past load_start_budget; the longest the driver spent applying one fault:")
 	for _, r := range rs {
 		t50, t99, tmx := bench.Quantiles(timeToHit(r.Requests))
 		l50, l99, lmx := bench.Quantiles(r.stats.late)
