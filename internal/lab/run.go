@@ -128,7 +128,7 @@ func Run(ctx context.Context, sc *scenario.Scenario, policy string, opt Options)
 		return res, err
 	}
 	r.progress("%s; load average %s at t=0, %s at the end", r.steps.summary(), load0, loadAvg())
-	r.progress("%s", issueLag(r.wl.Requests(), r.issued))
+	r.progress("%s", issueLag(r.sc, r.policy, r.wl.Requests(), r.issued))
 	leaked := r.finish(ctx)
 	if r.soak != nil {
 		r.gorSettle(ctx)

@@ -172,3 +172,39 @@ func TestLookupBatching(t *testing.T) {
 		t.Error("a key out of order was answered from the memo, or the memo kept")
 	}
 }
+
+// TTF from issue is the report's own ttf with each request's arrival
+// moved to when the driver handed it over: the driver's lateness out.
+func TestIssueLag(t *testing.T) {
+	sc, err := scenario.Parse([]byte(`
+name: x
+duration: 30s
+seed: 1
+pods:
+  - {name: src, host: 10.0.0.1, ranks: 1, base_port: 7777, domain: d}
+  - {name: dst, host: 10.0.0.2, ranks: 1, base_port: 7777}
+workload: {mode: symmetric, rate: 1, blocks: 1, block_bytes: 4096, sources: [src], consumers: [dst], start: 0s, stop: 20s}
+faults:
+  - {at: 10s, kind: blackhole, target: src/0}
+  - {at: 20s, kind: heal, target: src/0}
+`), "x.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := time.Second
+	reqs := []scenario.Request{
+		{ID: "dst/0#1", Consumer: "dst/0", Source: "src/0", Arrived: 11 * s, Resolved: 12300 * time.Millisecond, Outcome: scenario.Fallback},
+		{ID: "dst/0#2", Consumer: "dst/0", Source: "src/0", Arrived: 2 * s, Resolved: 2100 * time.Millisecond, Outcome: scenario.Hit},
+	}
+	issued := map[string]time.Duration{"dst/0#1": 11300 * time.Millisecond, "dst/0#2": 2 * s}
+	got := issueLag(sc, "domain", reqs, issued)
+	if want := "ttf from their issue p50/p99/max 1000.0/1000.0/1000.0 ms"; !strings.Contains(got, want) {
+		t.Errorf("%q, want it to contain %q", got, want)
+	}
+	if want := "by p50/p99/max 300.0/300.0/300 ms"; !strings.Contains(got, want) {
+		t.Errorf("%q, want it to contain %q", got, want)
+	}
+	if reqs[0].Arrived != 11*s {
+		t.Error("the records were changed")
+	}
+}
