@@ -167,7 +167,7 @@ func (r *run) setup() error {
 			rk := &rank{id: id, pod: p, r: i, ns: r.hosts.NS(p.Host), addr: r.hosts.Addr(p.Host), port: p.BasePort + i,
 				cfg: filepath.Join(r.dir, name+".yaml"), sock: filepath.Join(r.dir, name+".sock"),
 				region: filepath.Join(RegionDir, r.sc.Name+"-"+r.policy+"-"+name+".mmap"), logPath: filepath.Join(r.dir, name+".log"),
-				metricsPort: metricsBase + len(r.ranks)}
+				metricsPort: MetricsBase + len(r.ranks)}
 			switch {
 			case slices.Contains(w.Consumers, p.Name):
 				// Room for every load a per-peer run can leave waiting out
