@@ -153,7 +153,8 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		ns, _ := lab.Namespaces()
 		fmt.Fprintf(stdout, "\n--keep: the last run's hosts are up: %s\n"+
 			"  poke:     sudo ip netns exec %s ss -tnp   (configs, sockets, logs in %s)\n"+
-			"  clean up: sudo %s lab --clean\n", strings.Join(ns, " "), firstHost(ns), lab.StateDir, bin)
+			"  metrics:  sudo ip netns exec %s curl -s 127.0.0.1:%d/metrics   (rank i of the scenario: port %d+i, on its host's loopback)\n"+
+			"  clean up: sudo %s lab --clean\n", strings.Join(ns, " "), firstHost(ns), lab.StateDir, firstHost(ns), lab.MetricsBase, lab.MetricsBase, bin)
 	}
 	if len(runnable) == 0 {
 		return fmt.Errorf("no scenario the lab can make")

@@ -17,4 +17,10 @@
 // so all three make the same requests: each rank's calls become engine
 // API Steps on its sidecar's Unix socket, and the engine's chunks live in
 // a region file the sidecar maps.
+//
+// Each serve also serves /metrics on its host namespace's loopback
+// (MetricsBase+i); the soak reads goroutines and sessions there from a
+// thread that enters the namespace (goroutines.go), and every run prints
+// how late the driver ran (lag.go), so that a time figure can be told
+// from a starved machine's.
 package lab

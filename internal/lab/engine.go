@@ -56,6 +56,7 @@ type engine struct {
 	nextJob uint64
 	nextPin uint64
 	full    int // loads refused for want of free chunks
+	memo    lookupMemo
 }
 
 type ejob struct {

@@ -26,11 +26,12 @@ import (
 // a thread that has entered the host's namespace instead.
 
 const (
-	// metricsBase is the first rank's metrics port; rank i's is
-	// metricsBase+i. Below the ephemeral range (32768-60999), so an
+	// MetricsBase is the first rank's metrics port (its serve's
+	// metrics_addr, on its host namespace's loopback); rank i's is
+	// MetricsBase+i. Below the ephemeral range (32768-60999), so an
 	// outgoing connection of a process in the namespace can never hold
 	// it when a serve restarts.
-	metricsBase  = 20000
+	MetricsBase  = 20000
 	metricsPorts = 10000
 	scrapeWait   = 2 * time.Second
 	// perSession is the goroutines a session holds while it lives: the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"syscall"
 	"time"
 
@@ -65,6 +66,7 @@ func (r *run) loop(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		stepStart := time.Now()
 		now := r.now()
 		if now >= r.sc.Duration {
 			r.wl.Step(now)
@@ -75,14 +77,21 @@ func (r *run) loop(ctx context.Context) error {
 			n++
 		}
 		for _, ft := range dueOrder(r.faults[:n]) {
+			t0 := time.Now()
 			if err := r.fault(ft); err != nil {
 				return fmt.Errorf("fault at %v (%s %s): %w", ft.At, ft.Kind, ft.Target, err)
 			}
+			r.progress("fault %s %s due at %v made at %v, took %v", ft.Kind, ft.Target, ft.At,
+				(t0.Sub(r.zero)).Truncate(time.Millisecond), time.Since(t0).Truncate(time.Millisecond))
 		}
 		r.faults = r.faults[n:]
+		t1 := time.Now()
 		r.wl.Step(now)
+		r.steps.wl += time.Since(t1)
 		if time.Since(lastPoll) >= 50*time.Millisecond {
+			t2 := time.Now()
 			r.pollSources()
+			r.steps.polls += time.Since(t2)
 			lastPoll = time.Now()
 		}
 		if r.soak != nil && time.Since(lastCheck) >= soakCheckEvery {
@@ -95,10 +104,13 @@ func (r *run) loop(ctx context.Context) error {
 			lastProgress = time.Now()
 		}
 		next = next.Add(tick)
-		if d := time.Until(next); d > 0 {
-			time.Sleep(d)
-		} else {
+		d := time.Until(next)
+		if d <= 0 {
 			next = time.Now() // running late: no burst to catch up
+		}
+		r.steps.add(time.Since(stepStart))
+		if d > 0 {
+			time.Sleep(d)
 		}
 	}
 }
@@ -124,8 +136,13 @@ func dueOrder(fs []scenario.Fault) []scenario.Fault {
 }
 
 // pollSources steps the engines the workload does not poll (the sources'
-// stores end there), and notices sidecars that died.
+// stores end there), and notices sidecars that died. The steps go out
+// together, as the engines of a fleet step independently: one after
+// another, each waiting for its sidecar to be scheduled, they took a
+// seventh of the driver's time on a loaded machine and made it late for
+// everything else (arrivals, the consumers' polls).
 func (r *run) pollSources() {
+	var wg sync.WaitGroup
 	for _, rk := range r.ranks {
 		e := rk.eng
 		if e == nil || rk.stalled {
@@ -135,8 +152,9 @@ func (r *run) pollSources() {
 			e.sidecarGone()
 			continue
 		}
-		_, _ = e.step(&pb.StepRequest{})
+		wg.Go(func() { _, _ = e.step(&pb.StepRequest{}) })
 	}
+	wg.Wait()
 }
 
 // fault makes one timeline entry happen to every rank it targets. The

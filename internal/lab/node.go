@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 
 	pb "github.com/kvp2p/kvp2p/internal/engineapi/enginepb"
@@ -35,6 +37,12 @@ func (n node) Status() workload.Status {
 }
 
 func (n node) NewRequest(id string, p loads.TransferParams) error {
+	if _, ok := n.r.issued[id]; n.rk.consumer && !ok {
+		n.r.issued[id] = n.r.now()
+		if p.RemoteKVSource != nil {
+			n.r.sym[id] = true
+		}
+	}
 	if d := p.RemoteDecoder; d != nil && d.RemoteHost == "" {
 		// The workload names no decoder address (the in-process Manager
 		// needs none); the engine API wants the one vLLM's router gives:
@@ -62,18 +70,82 @@ func pbParams(p loads.TransferParams) *pb.TransferParams {
 	return &pb.TransferParams{RemotePrefiller: conv(p.RemotePrefiller), RemoteDecoder: conv(p.RemoteDecoder), RemoteKvSource: conv(p.RemoteKVSource)}
 }
 
+// Lookup answers one key. The workload asks a symmetric request's keys
+// one at a time, in order, every step; vLLM asks them in one call. So
+// the first key's Lookup asks the sidecar for all of the request's keys
+// in one Step and the rest are answered from that: one engine call per
+// request and step, not one per key (sixteen Step round trips a step for
+// every waiting request made the driver late on a loaded machine, and its
+// lateness went into every time-to-fallback).
 func (n node) Lookup(id string, k wire.Key) session.Verdict {
-	resp, err := n.e.step(&pb.StepRequest{Lookups: []*pb.LookupBatch{{ReqId: id, Keys: [][]byte{k[:]}}}})
-	if err != nil || len(resp.Lookups) != 1 || len(resp.Lookups[0].Verdicts) != 1 {
+	e := n.e
+	if v, ok := e.memo.take(id, k); ok {
+		return v
+	}
+	keys := n.r.symKeys(id, k)
+	raw := make([][]byte, len(keys))
+	for i := range keys {
+		raw[i] = keys[i][:]
+	}
+	resp, err := e.step(&pb.StepRequest{Lookups: []*pb.LookupBatch{{ReqId: id, Keys: raw}}})
+	if err != nil || len(resp.Lookups) != 1 || len(resp.Lookups[0].Verdicts) != len(keys) {
 		return session.Miss // the engine prefills: what vLLM does when its connector errs
 	}
-	switch resp.Lookups[0].Verdicts[0] {
-	case pb.Verdict_VERDICT_HIT:
-		return session.Hit
-	case pb.Verdict_VERDICT_RETRY:
-		return session.Retry
+	vs := make([]session.Verdict, len(keys))
+	for i, v := range resp.Lookups[0].Verdicts {
+		switch v {
+		case pb.Verdict_VERDICT_HIT:
+			vs[i] = session.Hit
+		case pb.Verdict_VERDICT_RETRY:
+			vs[i] = session.Retry
+		default:
+			vs[i] = session.Miss
+		}
 	}
-	return session.Miss
+	e.memo = lookupMemo{id: id, keys: keys, v: vs, next: 1}
+	return vs[0]
+}
+
+// lookupMemo is the verdicts of a request's keys from one Step, handed
+// out to the key-by-key Lookups that follow it in the same step.
+type lookupMemo struct {
+	id   string
+	keys []wire.Key
+	v    []session.Verdict
+	next int
+}
+
+// take answers k if it is the next key of the memo's request.
+func (m *lookupMemo) take(id string, k wire.Key) (session.Verdict, bool) {
+	if m.id != id || m.next >= len(m.keys) || m.keys[m.next] != k {
+		*m = lookupMemo{}
+		return 0, false
+	}
+	v := m.v[m.next]
+	if m.next++; m.next == len(m.keys) {
+		*m = lookupMemo{}
+	}
+	return v, true
+}
+
+// symKeys is every key of request id if k is its first key and the
+// request is a symmetric one (its keys follow workload.Key), else just k.
+func (r *run) symKeys(id string, k wire.Key) []wire.Key {
+	cons, seqS, _ := strings.Cut(id, "#")
+	seq, err := strconv.Atoi(seqS)
+	c := slices.IndexFunc(r.cons, func(rk *rank) bool { return rk.id == cons })
+	if err != nil || c < 0 || !r.sym[id] {
+		return []wire.Key{k}
+	}
+	seed := uint64(r.sc.Seed)
+	if workload.Key(seed, c, seq, 0) != k {
+		return []wire.Key{k}
+	}
+	keys := make([]wire.Key, r.sc.Workload.Blocks)
+	for i := range keys {
+		keys[i] = workload.Key(seed, c, seq, i)
+	}
+	return keys
 }
 
 func (n node) EndStep() { _, _ = n.e.step(&pb.StepRequest{EndStep: true}) }

@@ -58,6 +58,7 @@ type rank struct {
 	logPath     string
 	hn          *hostNet
 
+	consumer bool
 	p        *proc   // nil while crashed
 	eng      *engine // the current incarnation's engine; nil while crashed
 	stalled  bool
@@ -83,6 +84,11 @@ type run struct {
 	got    []byte
 	olds   []*engine // engines of incarnations that are gone, closed at the end
 	soak   *soakState
+	steps  stepLog
+	// issued is when the driver handed each request to its consumer's
+	// sidecar: its arrival, plus however late the driver ran.
+	issued map[string]time.Duration
+	sym    map[string]bool // symmetric requests (their lookups are batched)
 }
 
 // Run runs scenario sc under policy on real processes in network
@@ -93,7 +99,8 @@ func Run(ctx context.Context, sc *scenario.Scenario, policy string, opt Options)
 	if err := CheckKinds(sc); err != nil {
 		return res, err
 	}
-	r := &run{sc: sc, policy: policy, opt: opt, block: opt.BlockBytes, nets: map[string]*hostNet{}, byID: map[string]*rank{}, soak: opt.soak}
+	r := &run{sc: sc, policy: policy, opt: opt, block: opt.BlockBytes, nets: map[string]*hostNet{}, byID: map[string]*rank{}, soak: opt.soak,
+		issued: map[string]time.Duration{}, sym: map[string]bool{}}
 	if r.block <= 0 {
 		r.block = sc.Workload.BlockBytes
 	}
@@ -115,9 +122,13 @@ func Run(ctx context.Context, sc *scenario.Scenario, policy string, opt Options)
 		r.gorBaseline(ctx)
 	}
 	r.zero = time.Now()
+	load0 := loadAvg()
+	r.progress("t=0 at %s; load average %s", r.zero.UTC().Format("15:04:05.000"), load0)
 	if err := r.loop(ctx); err != nil {
 		return res, err
 	}
+	r.progress("%s; load average %s at t=0, %s at the end", r.steps.summary(), load0, loadAvg())
+	r.progress("%s", issueLag(r.sc, r.policy, r.wl.Requests(), r.issued))
 	leaked := r.finish(ctx)
 	if r.soak != nil {
 		r.gorSettle(ctx)
@@ -156,7 +167,7 @@ func (r *run) setup() error {
 			rk := &rank{id: id, pod: p, r: i, ns: r.hosts.NS(p.Host), addr: r.hosts.Addr(p.Host), port: p.BasePort + i,
 				cfg: filepath.Join(r.dir, name+".yaml"), sock: filepath.Join(r.dir, name+".sock"),
 				region: filepath.Join(RegionDir, r.sc.Name+"-"+r.policy+"-"+name+".mmap"), logPath: filepath.Join(r.dir, name+".log"),
-				metricsPort: metricsBase + len(r.ranks)}
+				metricsPort: MetricsBase + len(r.ranks)}
 			switch {
 			case slices.Contains(w.Consumers, p.Name):
 				// Room for every load a per-peer run can leave waiting out
@@ -164,6 +175,7 @@ func (r *run) setup() error {
 				// flight are ever touched.
 				rk.slots = min(16384, max(1024, int(w.Rate*float64(w.Blocks)*35)))
 				r.cons = append(r.cons, rk)
+				rk.consumer = true
 			default:
 				rk.slots = 2048
 				if slices.Contains(w.Sources, p.Name) {
@@ -302,3 +314,10 @@ func (r *run) nodeOf(rk *rank) workload.Node {
 }
 
 func (r *run) now() time.Duration { return time.Since(r.zero) }
+
+// progress writes one line of the run's progress, if asked for.
+func (r *run) progress(format string, args ...any) {
+	if r.opt.Progress != nil {
+		fmt.Fprintf(r.opt.Progress, "  %s %s: %s\n", r.sc.Name, r.policy, fmt.Sprintf(format, args...))
+	}
+}

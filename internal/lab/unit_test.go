@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/scenario"
+	"github.com/kvp2p/kvp2p/internal/session"
 	"github.com/kvp2p/kvp2p/internal/wire"
+	"github.com/kvp2p/kvp2p/internal/workload"
 )
 
 func TestCheckKindsRefusesWhatTheKernelCannotMake(t *testing.T) {
@@ -127,5 +129,82 @@ func TestSoakScenario(t *testing.T) {
 	}
 	if _, err := SoakScenario(30*time.Second, 1); err == nil {
 		t.Error("a soak shorter than its drain was accepted")
+	}
+}
+
+// A symmetric request's lookups: the first key's Lookup asks for every
+// key of the request (workload.Key), the rest are answered from it in
+// order; anything out of order, another request, or a PD request asks
+// for its own key alone.
+func TestLookupBatching(t *testing.T) {
+	r := &run{sc: &scenario.Scenario{Seed: 5, Workload: scenario.Workload{Blocks: 3}},
+		cons: []*rank{{id: "dst/0"}, {id: "dst/1"}}, sym: map[string]bool{"dst/1#7": true}}
+	k0 := workload.Key(5, 1, 7, 0)
+	keys := r.symKeys("dst/1#7", k0)
+	if len(keys) != 3 || keys[2] != workload.Key(5, 1, 7, 2) {
+		t.Fatalf("keys %v: want the request's 3 keys", keys)
+	}
+	for _, tc := range []struct {
+		id string
+		k  wire.Key
+	}{
+		{"dst/1#7", workload.Key(5, 1, 7, 1)}, // not the first key
+		{"dst/0#7", workload.Key(5, 0, 7, 0)}, // not symmetric
+		{"dst/9#7", k0},                       // no such consumer
+		{"dst/1#x", k0},
+	} {
+		if got := r.symKeys(tc.id, tc.k); len(got) != 1 || got[0] != tc.k {
+			t.Errorf("%s: %v, want its own key alone", tc.id, got)
+		}
+	}
+	m := lookupMemo{id: "dst/1#7", keys: keys, v: []session.Verdict{session.Hit, session.Retry, session.Miss}, next: 1}
+	if v, ok := m.take("dst/1#7", keys[1]); !ok || v != session.Retry {
+		t.Errorf("second key: %v %v, want Retry from the memo", v, ok)
+	}
+	if v, ok := m.take("dst/1#7", keys[2]); !ok || v != session.Miss {
+		t.Errorf("third key: %v %v, want Miss from the memo", v, ok)
+	}
+	if _, ok := m.take("dst/1#7", keys[0]); ok {
+		t.Error("the next step's first key was answered from the old step's memo")
+	}
+	m = lookupMemo{id: "dst/1#7", keys: keys, v: make([]session.Verdict, 3), next: 1}
+	if _, ok := m.take("dst/1#7", keys[2]); ok || m.id != "" {
+		t.Error("a key out of order was answered from the memo, or the memo kept")
+	}
+}
+
+// TTF from issue is the report's own ttf with each request's arrival
+// moved to when the driver handed it over: the driver's lateness out.
+func TestIssueLag(t *testing.T) {
+	sc, err := scenario.Parse([]byte(`
+name: x
+duration: 30s
+seed: 1
+pods:
+  - {name: src, host: 10.0.0.1, ranks: 1, base_port: 7777, domain: d}
+  - {name: dst, host: 10.0.0.2, ranks: 1, base_port: 7777}
+workload: {mode: symmetric, rate: 1, blocks: 1, block_bytes: 4096, sources: [src], consumers: [dst], start: 0s, stop: 20s}
+faults:
+  - {at: 10s, kind: blackhole, target: src/0}
+  - {at: 20s, kind: heal, target: src/0}
+`), "x.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := time.Second
+	reqs := []scenario.Request{
+		{ID: "dst/0#1", Consumer: "dst/0", Source: "src/0", Arrived: 11 * s, Resolved: 12300 * time.Millisecond, Outcome: scenario.Fallback},
+		{ID: "dst/0#2", Consumer: "dst/0", Source: "src/0", Arrived: 2 * s, Resolved: 2100 * time.Millisecond, Outcome: scenario.Hit},
+	}
+	issued := map[string]time.Duration{"dst/0#1": 11300 * time.Millisecond, "dst/0#2": 2 * s}
+	got := issueLag(sc, "domain", reqs, issued)
+	if want := "ttf from their issue p50/p99/max 1000.0/1000.0/1000.0 ms"; !strings.Contains(got, want) {
+		t.Errorf("%q, want it to contain %q", got, want)
+	}
+	if want := "by p50/p99/max 300.0/300.0/300 ms"; !strings.Contains(got, want) {
+		t.Errorf("%q, want it to contain %q", got, want)
+	}
+	if reqs[0].Arrived != 11*s {
+		t.Error("the records were changed")
 	}
 }
