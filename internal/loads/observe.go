@@ -29,10 +29,13 @@ func (t *Table) Lookup(now time.Time, id string, k wire.Key) session.Verdict {
 		t.settle(now)
 		return v
 	}
-	_, wasFailed := t.failed[r.src.kvID]
 	from := r.waitFrom
 	v := t.lookup(now, id, k)
-	if _, failed := t.failed[r.src.kvID]; v == session.Miss && failed && !wasFailed {
+	// Count the first MISS a failed request's lookup answers, whether the
+	// failure was decided inside this lookup or by a tick or reap since
+	// the previous one (the settle step runs those between lookups).
+	if _, failed := t.failed[r.src.kvID]; v == session.Miss && failed && !r.fellBack {
+		r.fellBack = true
 		var waited time.Duration
 		if !from.IsZero() {
 			waited = now.Sub(from)

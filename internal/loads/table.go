@@ -41,6 +41,7 @@ type request struct {
 	src      *source
 	dst      *dest
 	waitFrom time.Time // first RETRY the policy asked for
+	fellBack bool      // a lookup's MISS sent it to local prefill (counted once)
 	redialed bool      // its session ended while it waited, and it dialed again
 }
 
