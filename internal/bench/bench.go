@@ -533,22 +533,14 @@ func Print(w io.Writer, r *Report) {
 		fmt.Fprintf(w, "cpu:    kvp2p %.3f CPU-s/GB, raw TCP %.3f CPU-s/GB (process CPU, both ends, per GB moved)\n", r.KVP2PCPUsPerGB, r.RawCPUsPerGB)
 	}
 	if r.FanInSources > 0 {
-		var per []string
-		for _, x := range r.PerRun {
-			per = append(per, fmt.Sprintf("%.3f", x.FanInRatio))
-		}
 		fmt.Fprintf(w, "fan-in: %d sources into one consumer, %s in all: kvp2p %.1f MB/s, %d raw TCP streams %.1f MB/s, kvp2p/raw %.3f (median; runs %s)\n",
-			r.FanInSources, sizeString(r.FanInBytes), r.FanInMBps, r.FanInSources, r.FanInRawMBps, r.FanInRatio, strings.Join(per, " "))
+			r.FanInSources, sizeString(r.FanInBytes), r.FanInMBps, r.FanInSources, r.FanInRawMBps, r.FanInRatio, perRun(r.PerRun, func(x RunMs) float64 { return x.FanInRatio }))
 		if r.FanInCPUsPerGB > 0 {
 			fmt.Fprintf(w, "fan-in cpu: kvp2p %.3f CPU-s/GB, raw TCP %.3f CPU-s/GB\n", r.FanInCPUsPerGB, r.FanInRawCPU)
 		}
 	}
 	if r.TLSMBps > 0 {
-		var per []string
-		for _, x := range r.PerRun {
-			per = append(per, fmt.Sprintf("%.3f", x.TLSRatio))
-		}
-		fmt.Fprintf(w, "tls:    kvp2p over mutual TLS %.1f MB/s, TLS/plain %.3f (median; runs %s)\n", r.TLSMBps, r.TLSRatio, strings.Join(per, " "))
+		fmt.Fprintf(w, "tls:    kvp2p over mutual TLS %.1f MB/s, TLS/plain %.3f (median; runs %s)\n", r.TLSMBps, r.TLSRatio, perRun(r.PerRun, func(x RunMs) float64 { return x.TLSRatio }))
 	}
 }
 
@@ -587,4 +579,13 @@ func FormatMs(v float64) string {
 		return fmt.Sprintf("%.0f", v)
 	}
 	return fmt.Sprintf("%.1f", v)
+}
+
+// perRun lists one ratio of every run, as printed after a median.
+func perRun(runs []RunMs, ratio func(RunMs) float64) string {
+	per := make([]string, len(runs))
+	for i, x := range runs {
+		per[i] = fmt.Sprintf("%.3f", ratio(x))
+	}
+	return strings.Join(per, " ")
 }
