@@ -86,3 +86,26 @@ func (c *coalescedTLS) Write(p []byte) (int, error) {
 // NetConn is the socket, for socket options (datapath sets
 // TCP_USER_TIMEOUT through it).
 func (c *coalescedTLS) NetConn() net.Conn { return c.co.Conn }
+
+// WriteBuffers writes bufs in order as one unit: their records reach the
+// socket in one write where they fit in coalesceMax. The data path's
+// writer uses it for a chunk header and its payload (datapath.BuffersWriter),
+// which would otherwise be two socket writes, and two wake-ups of the
+// reader, per chunk.
+func (c *coalescedTLS) WriteBuffers(bufs [][]byte) (int64, error) {
+	c.co.hold()
+	var n int64
+	var err error
+	for _, b := range bufs {
+		var k int
+		k, err = c.Conn.Write(b)
+		n += int64(k)
+		if err != nil {
+			break
+		}
+	}
+	if ferr := c.co.release(); err == nil && ferr != nil {
+		return 0, ferr
+	}
+	return n, err
+}

@@ -22,7 +22,9 @@ func (c *countConn) Write(p []byte) (int, error) {
 
 // TestCoalescedTLSOneWritePerCall: a 256 KiB Write over TLS (sixteen-plus
 // records) reaches the socket in one write, intact; a 1 MiB Write in at
-// most coalesceMax-sized writes; and AES-GCM is what gets negotiated here.
+// most coalesceMax-sized writes; a chunk header and its 256 KiB payload
+// through WriteBuffers in one write; and AES-GCM is what gets negotiated
+// here.
 func TestCoalescedTLSOneWritePerCall(t *testing.T) {
 	f := newTLSFleet(t)
 	sc, err := newTLSCreds(f.node(t, "127.0.0.1"))
@@ -44,9 +46,15 @@ func TestCoalescedTLSOneWritePerCall(t *testing.T) {
 	defer b.Close()
 
 	sizes := []int{256 << 10, 1 << 20, 100}
+	// Then a chunk as the data path writes it: header frames and payload
+	// through WriteBuffers.
+	chunk := [][]byte{bytes.Repeat([]byte{'h'}, 40), bytes.Repeat([]byte{'p'}, 256<<10)}
 	want := make([]byte, 0, 2<<20)
 	for i, n := range sizes {
 		want = append(want, bytes.Repeat([]byte{byte('a' + i)}, n)...)
+	}
+	for _, b := range chunk {
+		want = append(want, b...)
 	}
 	got := make(chan []byte, 1)
 	go func() {
@@ -84,6 +92,13 @@ func TestCoalescedTLSOneWritePerCall(t *testing.T) {
 		if w < 1 || w > limit {
 			t.Errorf("Write(%d): %d socket writes, want 1..%d", n, w, limit)
 		}
+	}
+	before := cnt.writes.Load()
+	if k, err := ct.WriteBuffers(chunk); err != nil || k != int64(len(chunk[0])+len(chunk[1])) {
+		t.Fatalf("WriteBuffers = %d, %v", k, err)
+	}
+	if w := cnt.writes.Load() - before; w != 1 {
+		t.Errorf("WriteBuffers(header, 256 KiB): %d socket writes, want 1", w)
 	}
 	if b := <-got; !bytes.Equal(b, want) {
 		t.Fatalf("server read %d bytes, not what was written", len(b))

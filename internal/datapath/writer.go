@@ -367,6 +367,15 @@ func (w *writer) appendFrame(m wire.Message) {
 	w.out = out
 }
 
+// BuffersWriter is a connection that writes several buffers in one go
+// more cheaply than one Write each, where net.Buffers cannot see it (it
+// uses writev only on the net package's own connections). kvp2p's TLS
+// connection is one: the chunk header's record and the payload's records
+// then reach the socket in one write, as plain TCP's writev does.
+type BuffersWriter interface {
+	WriteBuffers(bufs [][]byte) (int64, error)
+}
+
 // write writes out, then payload if any, in one writev, and on success
 // reports the terminal frames that were in it.
 func (w *writer) write(payload []byte, now time.Time) error {
@@ -377,6 +386,10 @@ func (w *writer) write(payload []byte, now time.Time) error {
 	var err error
 	if payload == nil {
 		_, err = c.nc.Write(w.out)
+	} else if bw, ok := c.nc.(BuffersWriter); ok {
+		w.bufArr = [2][]byte{w.out, payload}
+		_, err = bw.WriteBuffers(w.bufArr[:])
+		w.bufArr = [2][]byte{}
 	} else {
 		w.bufArr = [2][]byte{w.out, payload}
 		w.bufs = w.bufArr[:]
