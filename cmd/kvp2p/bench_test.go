@@ -14,7 +14,7 @@ import (
 // TestBenchOutput runs bench with tiny sizes and checks the shape of its
 // table and of its JSON, not the numbers.
 func TestBenchOutput(t *testing.T) {
-	args := []string{"bench", "--bytes", "256KiB", "--block-bytes", "65536", "--runs", "2", "--lookups", "10", "--fanin", "2"}
+	args := []string{"bench", "--bytes", "256KiB", "--block-bytes", "65536", "--runs", "2", "--lookups", "10", "--fanin", "2", "--tls"}
 	var out, errb bytes.Buffer
 	if code := run(context.Background(), args, &out, &errb); code != 0 {
 		t.Fatalf("exit %d; stderr:\n%s", code, &errb)
@@ -32,6 +32,8 @@ func TestBenchOutput(t *testing.T) {
 		`(?m)^cpu: +kvp2p ` + num + ` CPU-s/GB, raw TCP ` + num + ` CPU-s/GB `,
 		`(?m)^fan-in: 2 sources into one consumer, 256 KiB in all: kvp2p ` + num + ` MB/s, 2 raw TCP streams ` + num + ` MB/s, kvp2p/raw ` + num + ` \(median; runs ` + num + ` ` + num + `\)$`,
 		`(?m)^fan-in cpu: kvp2p ` + num + ` CPU-s/GB, raw TCP ` + num + ` CPU-s/GB$`,
+		`(?m)^tls: +kvp2p over mutual TLS ` + num + ` MB/s, TLS/plain ` + num + ` \(median; runs ` + num + ` ` + num + `\)$`,
+		`(?m)^tls cpu: ` + num + ` CPU-s/GB \(plain ` + num + `\); AES-128-GCM seal\+open alone ` + num + ` CPU-s/GB, so TLS/plain <= ` + num + ` `,
 	} {
 		if !regexp.MustCompile(re).MatchString(out.String()) {
 			t.Errorf("output does not match %s:\n%s", re, &out)
@@ -62,6 +64,8 @@ func TestBenchOutput(t *testing.T) {
 		"kvp2p_cpu_s_per_gb": rep.KVP2PCPUsPerGB, "raw_cpu_s_per_gb": rep.RawCPUsPerGB,
 		"fanin_mb_s": rep.FanInMBps, "fanin_raw_mb_s": rep.FanInRawMBps, "fanin_ratio": rep.FanInRatio,
 		"fanin_cpu_s_per_gb": rep.FanInCPUsPerGB, "fanin_raw_cpu_s_per_gb": rep.FanInRawCPU,
+		"tls_mb_s": rep.TLSMBps, "tls_ratio": rep.TLSRatio, "tls_cpu_s_per_gb": rep.TLSCPUsPerGB,
+		"aead_cpu_s_per_gb": rep.AEADCPUsPerGB, "tls_ceiling": rep.TLSCeiling,
 	} {
 		if !(v > 0) {
 			t.Errorf("%s = %v, want > 0", name, v)

@@ -46,6 +46,12 @@ type Report struct {
 	LookupsPerS float64 `json:"lookups_per_s"`       // median over the runs, one lookup at a time
 	TLSMBps     float64 `json:"tls_mb_s,omitempty"`  // --tls: kvp2p load over mutual TLS
 	TLSRatio    float64 `json:"tls_ratio,omitempty"` // --tls: median of the runs' TLS/plain kvp2p
+	// --tls: process CPU per GB of the TLS loads; of AES-128-GCM sealing
+	// and opening the same bytes alone (tls.go, aeadRig); and the TLS/plain
+	// ratio a CPU-bound machine allows at best, plain/(plain + AEAD).
+	TLSCPUsPerGB  float64 `json:"tls_cpu_s_per_gb,omitempty"`
+	AEADCPUsPerGB float64 `json:"aead_cpu_s_per_gb,omitempty"`
+	TLSCeiling    float64 `json:"tls_ceiling,omitempty"`
 	// A plain TCP ping-pong of 64 bytes on the same loopback, interleaved
 	// with the lookups (as many round trips per run), and the lookup's
 	// quantiles over the ping-pong's.
@@ -196,11 +202,15 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (*Report, error) {
 		return nil, err
 	}
 	var tp *tlsPair
+	var aead *aeadRig
 	if o.TLS {
 		if tp, err = newTLSPair(ctx, o.Block, keys); err != nil {
 			return nil, err
 		}
 		defer tp.close()
+		if aead, err = newAEADRig(); err != nil {
+			return nil, err
+		}
 	}
 
 	var fi *fanIn
@@ -230,7 +240,7 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (*Report, error) {
 	rep := &Report{Bytes: size, BlockBytes: o.Block, Runs: o.Runs, LookupRate: o.LookupRate}
 	var kv, rw, ratios, rates, allRTT, allPing, tlsMB, tlsRatios []float64
 	var fkv, frw, fratios []float64
-	var kvCPU, rawCPU, fkvCPU, frawCPU cpuMeter
+	var kvCPU, rawCPU, fkvCPU, frawCPU, tlsCPU, aeadCPU cpuMeter
 	for run := range o.Runs {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -259,9 +269,12 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (*Report, error) {
 		kv, rw, ratios, rates = append(kv, k), append(rw, r), append(ratios, k/r), append(rates, rate)
 		pr := RunMs{KVP2PMBps: k, RawMBps: r, Ratio: k / r, LookupP50us: quantile(rtts, 0.5), LookupsPerS: rate}
 		if tp != nil {
-			t, err := loadOnce(ctx, tp.prod, tp.cons, keys, fmt.Sprintf("r%d", run))
+			t, err := tlsCPU.time(func() (time.Duration, error) { return loadOnce(ctx, tp.prod, tp.cons, keys, fmt.Sprintf("r%d", run)) })
 			if err != nil {
 				return nil, fmt.Errorf("tls: %w", err)
+			}
+			if _, err := aeadCPU.time(func() (time.Duration, error) { return aead.once(size) }); err != nil {
+				return nil, err
 			}
 			pr.TLSMBps = float64(size) / t.Seconds() / 1e6
 			pr.TLSRatio = pr.TLSMBps / k
@@ -293,6 +306,10 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (*Report, error) {
 	}
 	if tp != nil {
 		rep.TLSMBps, rep.TLSRatio = quantile(tlsMB, 0.5), quantile(tlsRatios, 0.5)
+		rep.TLSCPUsPerGB, rep.AEADCPUsPerGB = tlsCPU.perGB(size, o.Runs), aeadCPU.perGB(size, o.Runs)
+		if rep.KVP2PCPUsPerGB > 0 && rep.AEADCPUsPerGB > 0 {
+			rep.TLSCeiling = rep.KVP2PCPUsPerGB / (rep.KVP2PCPUsPerGB + rep.AEADCPUsPerGB)
+		}
 	}
 	// The bytes of the last load are the blocks' own.
 	for _, k := range []kvp2p.Key{keys[0], keys[len(keys)-1]} {
@@ -541,6 +558,10 @@ func Print(w io.Writer, r *Report) {
 	}
 	if r.TLSMBps > 0 {
 		fmt.Fprintf(w, "tls:    kvp2p over mutual TLS %.1f MB/s, TLS/plain %.3f (median; runs %s)\n", r.TLSMBps, r.TLSRatio, perRun(r.PerRun, func(x RunMs) float64 { return x.TLSRatio }))
+		if r.TLSCPUsPerGB > 0 {
+			fmt.Fprintf(w, "tls cpu: %.3f CPU-s/GB (plain %.3f); AES-128-GCM seal+open alone %.3f CPU-s/GB, so TLS/plain <= %.3f while the CPU is the limit\n",
+				r.TLSCPUsPerGB, r.KVP2PCPUsPerGB, r.AEADCPUsPerGB, r.TLSCeiling)
+		}
 	}
 }
 
