@@ -33,7 +33,7 @@ func TestBenchOutput(t *testing.T) {
 		`(?m)^fan-in: 2 sources into one consumer, 256 KiB in all: kvp2p ` + num + ` MB/s, 2 raw TCP streams ` + num + ` MB/s, kvp2p/raw ` + num + ` \(median; runs ` + num + ` ` + num + `\)$`,
 		`(?m)^fan-in cpu: kvp2p ` + num + ` CPU-s/GB, raw TCP ` + num + ` CPU-s/GB$`,
 		`(?m)^tls: +kvp2p over mutual TLS ` + num + ` MB/s, TLS/plain ` + num + ` \(median; runs ` + num + ` ` + num + `\)$`,
-		`(?m)^tls cpu: ` + num + ` CPU-s/GB \(plain ` + num + `\); AES-128-GCM seal\+open alone ` + num + ` CPU-s/GB, so TLS/plain <= ` + num + ` `,
+		`(?m)^tls cpu: ` + num + ` CPU-s/GB \(plain ` + num + `, plain/TLS ` + num + `\); AES-128-GCM seal\+open alone ` + num + ` CPU-s/GB, so TLS/plain <= ` + num + ` `,
 	} {
 		if !regexp.MustCompile(re).MatchString(out.String()) {
 			t.Errorf("output does not match %s:\n%s", re, &out)

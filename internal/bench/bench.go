@@ -559,8 +559,8 @@ func Print(w io.Writer, r *Report) {
 	if r.TLSMBps > 0 {
 		fmt.Fprintf(w, "tls:    kvp2p over mutual TLS %.1f MB/s, TLS/plain %.3f (median; runs %s)\n", r.TLSMBps, r.TLSRatio, perRun(r.PerRun, func(x RunMs) float64 { return x.TLSRatio }))
 		if r.TLSCPUsPerGB > 0 {
-			fmt.Fprintf(w, "tls cpu: %.3f CPU-s/GB (plain %.3f); AES-128-GCM seal+open alone %.3f CPU-s/GB, so TLS/plain <= %.3f while the CPU is the limit\n",
-				r.TLSCPUsPerGB, r.KVP2PCPUsPerGB, r.AEADCPUsPerGB, r.TLSCeiling)
+			fmt.Fprintf(w, "tls cpu: %.3f CPU-s/GB (plain %.3f, plain/TLS %.3f); AES-128-GCM seal+open alone %.3f CPU-s/GB, so TLS/plain <= %.3f while the CPU is the limit\n",
+				r.TLSCPUsPerGB, r.KVP2PCPUsPerGB, r.KVP2PCPUsPerGB/r.TLSCPUsPerGB, r.AEADCPUsPerGB, r.TLSCeiling)
 		}
 	}
 }
