@@ -218,6 +218,11 @@ func TestSpoofedHelloForgesBlocks(t *testing.T) {
 					case <-time.After(5 * time.Second):
 						t.Fatal("the spoofer was not sent away")
 					}
+					select {
+					case <-sp.ready:
+						t.Fatal("the held spoofer was answered with a HelloAck")
+					default:
+					}
 				} else if r := c.Refused(); r.TLS+r.Identity == 0 {
 					t.Fatalf("the spoof was not counted as refused: %+v", r)
 				}

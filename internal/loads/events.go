@@ -58,6 +58,9 @@ func (t *Table) Receive(now time.Time, id ConnID, m wire.Message) {
 		return
 	}
 	known := c.s.Identified()
+	if h, ok := m.(*wire.Hello); ok && !known && t.holdsFor(c, h) != nil {
+		c.s.DeferAck() // identified holds it: no HelloAck until it replaces (hold.go)
+	}
 	c.s.Receive(now, m)
 	if !known && c.s.Identified() {
 		t.identified(now, c)
@@ -71,6 +74,13 @@ func (t *Table) Receive(now time.Time, id ConnID, m wire.Message) {
 // session with the same incarnation is refused, except that of two
 // simultaneous dials the one from the lower peer id wins on both sides.
 func (t *Table) identified(now time.Time, c *conn) {
+	// Receive deferred c's HelloAck if it would be held; a no-op otherwise,
+	// and a guard against a newcomer left without an answer.
+	defer func() {
+		if c.holdFor == nil && !c.rejected {
+			c.s.AckHello(now)
+		}
+	}()
 	h := c.s.PeerHello()
 	c.peer = c.s.Peer()
 	old := t.byPeer[c.peer]
@@ -80,8 +90,7 @@ func (t *Table) identified(now time.Time, c *conn) {
 	}
 	oh := old.s.PeerHello()
 	switch {
-	case old.s.Identified() && oh.Incarnation != h.Incarnation && t.cfg.ProbeBeforeReplace > 0 &&
-		!c.s.Outbound() && old.s.Ready():
+	case t.holdsFor(c, &h) == old:
 		t.hold(now, c, old)
 	case old.s.Identified() && oh.Incarnation != h.Incarnation:
 		t.log.Warn("peer restarted: failing what the old incarnation owed", "peer", c.peer,

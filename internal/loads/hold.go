@@ -19,6 +19,26 @@ import (
 // end, proves it dead and the newcomer replaces it. Under mutual TLS the
 // certificate proves the identity and the newcomer replaces at once.
 
+// The held newcomer gets no HelloAck until it replaces the old session
+// (Session.DeferAck): the peer behind it does not become ready, so nothing
+// is sent through it while it waits, and a refused newcomer never had a
+// session. A newcomer's handshake_timeout outlasts the wait with the
+// presets (5 s and 30 s against heartbeat_timeout 2 s and 10 s).
+
+// holdsFor returns the live session an inbound newcomer whose Hello is h
+// would be held on (see identified), or nil.
+func (t *Table) holdsFor(c *conn, h *wire.Hello) *conn {
+	if t.cfg.ProbeBeforeReplace <= 0 || c.s.Outbound() {
+		return nil
+	}
+	old := t.byPeer[h.PeerID]
+	if old == nil || old == c || old.s.Ended() != health.CauseNone || !old.s.Identified() ||
+		!old.s.Ready() || old.s.PeerHello().Incarnation == h.Incarnation {
+		return nil
+	}
+	return old
+}
+
 // holdSeqBit marks the table's own probe sequence numbers, apart from the
 // policy's (which count up from 1).
 const holdSeqBit = 1 << 63
@@ -71,6 +91,7 @@ func (t *Table) checkHold(now time.Time, c *conn) {
 		if b := t.byPeer[c.peer]; b == nil || b == old || b.s.Ended() != health.CauseNone {
 			t.byPeer[c.peer] = c
 		}
+		c.s.AckHello(now)
 	}
 }
 

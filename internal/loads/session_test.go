@@ -213,6 +213,11 @@ func TestNewIncarnationProbedFirst(t *testing.T) {
 	np.T.NewRequest(f.net.Now, "back", pd("kv-back", "10.0.0.2", 7777)) // it dials us
 	f.net.Advance(time.Second)
 	f.noResult(c, j) // held: the old session is being probed
+	// Held without a HelloAck: the newcomer's own session is not ready, so
+	// it sends nothing through the held connection.
+	if st := sessionState(np, f.net.Now, "10.0.0.2:7777"); st != loads.SessionConnecting {
+		t.Fatalf("newcomer's session to the consumer while held: %v, want still handshaking", st)
+	}
 	if !strings.Contains(f.log.String(), "probing the live session first") {
 		t.Fatal("no hold log line")
 	}
@@ -223,6 +228,10 @@ func TestNewIncarnationProbedFirst(t *testing.T) {
 	}
 	if !strings.Contains(f.log.String(), "did not answer its probe") {
 		t.Fatal("no replacement log line")
+	}
+	f.net.Run()
+	if st := sessionState(np, f.net.Now, "10.0.0.2:7777"); st != loads.SessionReady {
+		t.Fatalf("newcomer's session after it replaced the old one: %v, want ready", st)
 	}
 	// The newcomer is the peer's session now: a new request loads through it.
 	ks := keys("b", 2)
@@ -269,4 +278,16 @@ func TestFinishedRequestLeavesFailedSet(t *testing.T) {
 		t.Fatal("finished request's id put in the failed set by the reap")
 	}
 	f.settled(c)
+}
+
+// sessionState is the state of n's live (not ended) session with peer, or
+// "none".
+func sessionState(n *sim.Node, now time.Time, peer string) string {
+	st := "none"
+	for _, s := range n.T.View(now).Sessions {
+		if s.Peer == peer && s.State != loads.SessionEnded {
+			st = s.State
+		}
+	}
+	return st
 }

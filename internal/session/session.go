@@ -72,6 +72,7 @@ type Session struct {
 	created    time.Time
 	helloRecv  bool
 	ackRecv    bool
+	ackHeld    bool // DeferAck: our HelloAck waits for AckHello
 	peerHello  wire.Hello
 	queued     []wire.Message // our sends held until the handshake completes
 	lastRecv   time.Time
@@ -266,8 +267,30 @@ func (s *Session) onHello(now time.Time, h *wire.Hello) {
 	if s.peer == "" {
 		s.peer = h.PeerID
 	}
-	s.sendNow(now, &wire.HelloAck{PeerID: s.cfg.LocalID, Incarnation: s.cfg.Incarnation})
+	if !s.ackHeld {
+		s.sendNow(now, &wire.HelloAck{PeerID: s.cfg.LocalID, Incarnation: s.cfg.Incarnation})
+	}
 	s.maybeReady(now)
+}
+
+// DeferAck holds back the HelloAck that the peer's Hello would get until
+// AckHello. The table calls it for a newcomer it will hold while a live
+// session of the same peer is probed (loads/hold.go): without our
+// HelloAck the peer's session is not ready, so it sends no lookups or
+// fetches that would have to be refused, and a spoofer that is then
+// refused never had a session at all.
+func (s *Session) DeferAck() { s.ackHeld = true }
+
+// AckHello sends the HelloAck DeferAck held back, if the peer's Hello was
+// accepted; otherwise it does nothing.
+func (s *Session) AckHello(now time.Time) {
+	if !s.ackHeld || s.phase >= ended {
+		return
+	}
+	s.ackHeld = false
+	if s.helloRecv {
+		s.sendNow(now, &wire.HelloAck{PeerID: s.cfg.LocalID, Incarnation: s.cfg.Incarnation})
+	}
 }
 
 // incompatible returns why a Hello is refused, or "".
