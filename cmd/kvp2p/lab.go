@@ -13,7 +13,7 @@ import (
 
 	"github.com/kvp2p/kvp2p/internal/health"
 	"github.com/kvp2p/kvp2p/internal/lab"
-	"github.com/kvp2p/kvp2p/internal/scenario"
+	"github.com/kvp2p/kvp2p/internal/report"
 )
 
 const labUsage = `usage: sudo kvp2p lab [--scenario FILE|NAME|all] [--policy NAME|all] [--json] [--keep] [--clean]
@@ -166,7 +166,7 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 type labRequest struct {
 	Scenario string `json:"scenario"`
 	Policy   string `json:"policy"`
-	scenario.Request
+	report.Request
 }
 
 func firstHost(ns []string) string {
@@ -205,7 +205,7 @@ func runSoak(ctx context.Context, d time.Duration, seed int64, policy, logLevel 
 		return err
 	}
 	fmt.Fprintln(stdout)
-	scenario.Table(stdout, []scenario.Report{res.Run.Report})
+	report.Table(stdout, []report.Report{res.Run.Report})
 	kinds := make([]string, 0, len(res.Faults))
 	for k, n := range res.Faults {
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, n))

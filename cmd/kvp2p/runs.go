@@ -9,7 +9,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kvp2p/kvp2p/internal/chart"
 	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/report"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 )
 
@@ -94,14 +96,14 @@ func (f *runFlags) checkSVG(scs []*scenario.Scenario) error {
 type runReport struct {
 	w    io.Writer
 	json bool
-	reps []scenario.Report
-	runs []scenario.Run
+	reps []report.Report
+	runs []report.Run
 }
 
 func (f *runFlags) report(w io.Writer) *runReport { return &runReport{w: w, json: f.json} }
 
 // add records one (scenario, policy) run.
-func (rr *runReport) add(r scenario.Run) error {
+func (rr *runReport) add(r report.Run) error {
 	rr.reps = append(rr.reps, r.Report)
 	rr.runs = append(rr.runs, r)
 	if !rr.json {
@@ -116,7 +118,7 @@ func (rr *runReport) add(r scenario.Run) error {
 }
 
 // table prints design.md §7's table of every run.
-func (rr *runReport) table() { scenario.Table(rr.w, rr.reps) }
+func (rr *runReport) table() { report.Table(rr.w, rr.reps) }
 
 // writeSVG draws the runs of sc to path, if path is set.
 func (rr *runReport) writeSVG(path string, sc *scenario.Scenario) error {
@@ -127,7 +129,7 @@ func (rr *runReport) writeSVG(path string, sc *scenario.Scenario) error {
 	if err != nil {
 		return err
 	}
-	if err := scenario.SVG(f, sc, rr.runs); err != nil {
+	if err := chart.SVG(f, sc, rr.runs); err != nil {
 		f.Close()
 		return err
 	}

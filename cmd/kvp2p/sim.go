@@ -6,7 +6,7 @@ import (
 	"io"
 
 	"github.com/kvp2p/kvp2p/internal/health"
-	"github.com/kvp2p/kvp2p/internal/scenario"
+	"github.com/kvp2p/kvp2p/internal/report"
 	"github.com/kvp2p/kvp2p/internal/sim"
 )
 
@@ -71,7 +71,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 				if err != nil {
 					return fmt.Errorf("%s under %s: %w", sc.Name, p, err)
 				}
-				if err := rep.add(scenario.Run{Policy: p, Requests: res.Requests, Report: res.Report}); err != nil {
+				if err := rep.add(report.Run{Policy: p, Requests: res.Requests, Report: res.Report}); err != nil {
 					return err
 				}
 			}
@@ -80,7 +80,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	switch {
 	case common.json:
 	case *ablation:
-		scenario.AblationTable(stdout, rep.reps)
+		report.AblationTable(stdout, rep.reps)
 	default:
 		rep.table()
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/kvp2p/kvp2p"
 	"github.com/kvp2p/kvp2p/internal/cpuwait"
 	"github.com/kvp2p/kvp2p/internal/faultnet"
+	"github.com/kvp2p/kvp2p/internal/report"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 	"github.com/kvp2p/kvp2p/internal/session"
 	"github.com/kvp2p/kvp2p/internal/workload"
@@ -105,9 +106,9 @@ func RunScenario(ctx context.Context, sc *scenario.Scenario, policy string, bloc
 		return Result{}, err
 	}
 	recs := r.eng.Requests()
-	rep := scenario.Compute(sc, policy, recs, leaked)
+	rep := report.Compute(sc, policy, recs, leaked)
 	rep.PeakSlots, rep.OrphanSlots = r.slots.peak, r.slots.orphans
-	return Result{Run: scenario.Run{Policy: policy, Requests: recs, Report: rep}, stats: r.stats}, nil
+	return Result{Run: report.Run{Policy: policy, Requests: recs, Report: rep}, stats: r.stats}, nil
 }
 
 func (r *Run) now() time.Duration { return time.Since(r.zero) }
