@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/percentile"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 )
 
@@ -212,7 +212,7 @@ func summarise(ss []sample) TTF {
 		return out
 	}
 	at := func(p float64) (float64, bool) {
-		s := ss[nearestRankIndex(len(ss), p)]
+		s := ss[percentile.Index(len(ss), p)]
 		return s.ms, s.censored
 	}
 	out.P50, out.P50Censored = at(50)
@@ -222,22 +222,6 @@ func summarise(ss []sample) TTF {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-// nearestRank is the p-th percentile of sorted values by the nearest-rank
-// method (always one of the values, never an interpolation); zero when
-// there are none.
-func nearestRank(sorted []float64, p float64) float64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	return sorted[nearestRankIndex(len(sorted), p)]
-}
-
-// nearestRankIndex is the index of the p-th percentile of n sorted values.
-func nearestRankIndex(n int, p float64) int {
-	k := int(math.Ceil(p / 100 * float64(n)))
-	return min(max(k, 1), n) - 1
-}
 
 // JSON is the report as one line of JSON with design.md §7's field names,
 // for `--json` output (one object per line per scenario and policy).

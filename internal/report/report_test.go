@@ -199,21 +199,6 @@ func TestComputeCollateral(t *testing.T) {
 	}
 }
 
-func TestNearestRank(t *testing.T) {
-	for _, tc := range []struct {
-		v    []float64
-		p    float64
-		want float64
-	}{
-		{nil, 50, 0}, {[]float64{7}, 50, 7}, {[]float64{7}, 99, 7},
-		{[]float64{1, 2}, 50, 1}, {[]float64{1, 2}, 99, 2}, {[]float64{1, 2, 3, 4}, 50, 2}, {[]float64{1, 2, 3, 4}, 100, 4},
-	} {
-		if got := nearestRank(tc.v, tc.p); got != tc.want {
-			t.Errorf("nearestRank(%v, %v) = %v, want %v", tc.v, tc.p, got, tc.want)
-		}
-	}
-}
-
 func TestReportJSON(t *testing.T) {
 	b, err := Report{Scenario: "pod-partial", Policy: "domain", TTFms: TTF{P50: 1.5}}.JSON()
 	if err != nil {
