@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/percentile"
@@ -269,34 +270,37 @@ func Table(w io.Writer, reps []Report) {
 }
 
 // writeAligned writes rows with the first names columns left-aligned and
-// the rest right-aligned, two spaces apart.
+// the rest right-aligned, two spaces apart. text/tabwriter aligns every
+// column of a table the same way, so each block is aligned by a writer of
+// its own and the two are joined line by line; the names block's last
+// column loses the two spaces of padding that the numbers' right-aligned
+// padding already puts in front of them.
 func writeAligned(w io.Writer, rows [][]string, names int) {
-	width := make([]int, len(rows[0]))
-	for _, row := range rows {
-		for i, c := range row {
-			width[i] = max(width[i], len(c))
-		}
-	}
+	left := tabulate(rows, 0, names, 0)
+	right := tabulate(rows, names, len(rows[0]), tabwriter.AlignRight)
 	var b strings.Builder
-	for _, row := range rows {
-		for i, c := range row {
-			pad := strings.Repeat(" ", width[i]-len(c))
-			switch {
-			case i < names:
-				b.WriteString(c)
-				if i < len(row)-1 {
-					b.WriteString(pad)
-				}
-			default:
-				b.WriteString(pad + c)
-			}
-			if i < len(row)-1 {
-				b.WriteString("  ")
-			}
+	for i := range rows {
+		if names > 0 && names < len(rows[i]) {
+			left[i] = strings.TrimSuffix(left[i], "  ")
 		}
-		b.WriteByte('\n')
+		b.WriteString(strings.TrimRight(left[i]+right[i], " ") + "\n")
 	}
 	_, _ = io.WriteString(w, b.String())
+}
+
+// tabulate aligns columns [from, to) of rows with text/tabwriter, two
+// spaces of padding, and returns one string per row.
+func tabulate(rows [][]string, from, to int, flags uint) []string {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', flags)
+	for _, row := range rows {
+		for _, c := range row[from:to] {
+			_, _ = io.WriteString(tw, c+"\t")
+		}
+		_, _ = io.WriteString(tw, "\n")
+	}
+	_ = tw.Flush() // a strings.Builder never fails
+	return strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
 }
 
 // fmtAt is a time, marked ">=" when it is only a lower bound.
