@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/drive"
 	"github.com/kvp2p/kvp2p/internal/report"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 )
@@ -202,7 +203,7 @@ func (r *run) gorSettle(ctx context.Context) {
 			}
 		}
 		over = gorOver(s.gorStart, s.gorEnd)
-		if len(over) == 0 || time.Now().After(deadline) || sleepCtx(ctx, 500*time.Millisecond) != nil {
+		if len(over) == 0 || time.Now().After(deadline) || drive.Sleep(ctx, 500*time.Millisecond) != nil {
 			break
 		}
 	}
