@@ -4,12 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"net"
-	"slices"
 	"testing"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/percentile"
 	"github.com/kvp2p/kvp2p/internal/proccpu"
 )
 
@@ -259,16 +258,6 @@ func interleave(b *testing.B, aName string, a func(*testing.B) time.Duration, cN
 	}
 }
 
-// quantile is the nearest-rank quantile of xs (sorted in place).
-func quantile(xs []float64, q float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	slices.Sort(xs)
-	i := int(math.Ceil(q*float64(len(xs)))) - 1
-	return xs[max(0, min(i, len(xs)-1))]
-}
-
 // BenchmarkLookupRTT: one symmetric lookup round trip per op (Lookup is
 // RETRY, EndStep sends it, then the caller waits for HIT), then the request
 // ends. poll: Lookup is polled until HIT (each poll a hop into the loop);
@@ -328,8 +317,8 @@ func benchPingPong(b *testing.B) {
 	if err := <-echoed; err != nil {
 		b.Fatal(err)
 	}
-	b.ReportMetric(quantile(rtts, 0.5), "p50_us")
-	b.ReportMetric(quantile(rtts, 0.99), "p99_us")
+	b.ReportMetric(percentile.Of(rtts, 50), "p50_us")
+	b.ReportMetric(percentile.Of(rtts, 99), "p99_us")
 }
 
 func benchLookupRTT(b *testing.B, wait bool, every time.Duration) {
@@ -370,7 +359,7 @@ func benchLookupRTT(b *testing.B, wait bool, every time.Duration) {
 	}
 	el := time.Since(start)
 	b.StopTimer()
-	b.ReportMetric(quantile(rtts, 0.5), "p50_us")
-	b.ReportMetric(quantile(rtts, 0.99), "p99_us")
+	b.ReportMetric(percentile.Of(rtts, 50), "p50_us")
+	b.ReportMetric(percentile.Of(rtts, 99), "p99_us")
 	b.ReportMetric(float64(b.N)/el.Seconds(), "lookups/s")
 }

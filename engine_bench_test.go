@@ -8,6 +8,7 @@ import (
 	"time"
 
 	pb "github.com/kvp2p/kvp2p/internal/engineapi/enginepb"
+	"github.com/kvp2p/kvp2p/internal/percentile"
 )
 
 // engineRig is a PD pair of sidecars, each with an engine attached through
@@ -135,8 +136,8 @@ func BenchmarkEngineStep(b *testing.B) {
 				lat = append(lat, float64(time.Since(t0).Microseconds()))
 			}
 			b.StopTimer()
-			b.ReportMetric(quantile(lat, 0.5), "p50_us")
-			b.ReportMetric(quantile(lat, 0.99), "p99_us")
+			b.ReportMetric(percentile.Of(lat, 50), "p50_us")
+			b.ReportMetric(percentile.Of(lat, 99), "p99_us")
 		})
 	}
 }

@@ -26,13 +26,13 @@ type logBuf = logtest.Buffer
 type tnode struct {
 	*Node
 	m      *Manager
-	fl     *testListener // the wrapped listener (nil unless wrapped)
+	fl     *testFaults // faults on its accepted data connections (nil unless wrapped)
 	logs   *logBuf
 	served chan error
 }
 
 type nodeOpt struct {
-	wrap   bool // wrap the listener in a testListener
+	wrap   bool // wrap the listener for testFaults
 	wrapLn func(net.Listener) net.Listener
 	mut    func(*Config)
 }
@@ -60,8 +60,7 @@ func startTN(t testing.TB, o nodeOpt) *tnode {
 	tn := &tnode{Node: n, m: n.Manager(), logs: logs, served: make(chan error, 1)}
 	var l net.Listener = ln
 	if o.wrap {
-		tn.fl = newTestListener(ln, min(n.cfg.ChunkBytes, n.cfg.BlockBytes))
-		l = tn.fl
+		tn.fl, l = newTestFaults(ln)
 	}
 	if o.wrapLn != nil {
 		l = o.wrapLn(l)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/report"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 	"github.com/kvp2p/kvp2p/internal/sim"
 )
@@ -45,7 +46,7 @@ func TestDemoScenarioRealSockets(t *testing.T) {
 			t.Errorf("JSON report lacks %q: %s", k, lines[0])
 		}
 	}
-	var rep scenario.Report
+	var rep report.Report
 	if err := json.Unmarshal([]byte(lines[0]), &rep); err != nil {
 		t.Fatal(err)
 	}

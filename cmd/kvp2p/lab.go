@@ -2,13 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"os"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/health"
@@ -44,7 +40,8 @@ and ss (apt-get install -y iproute2 nftables). Everything is removed at the
 end, on Ctrl-C, and at the next start if a lab died.
 `
 
-// runLab is `kvp2p lab`.
+// runLab is `kvp2p lab`: its flags, and holding the lab while it runs;
+// the runs and their report are internal/lab's (lab.Execute).
 func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, common := newRunFlags("lab", labUsage, "pod-partial", "or all", stderr)
 	keep := fs.Bool("keep", false, "leave the last run's namespaces and processes up, and print how to clean up")
@@ -75,23 +72,13 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *soak > 0 {
 		return runSoak(ctx, *soak, *seed, common.policy, *logLevel, stdout)
 	}
-	scs, err := loadScenarios(common.scenario)
+	scs, err := scenario.Select(common.scenario)
 	if err != nil {
 		return err
 	}
-	for _, sc := range scs {
-		if err := lab.CheckKinds(sc); err != nil {
-			if common.scenario != "all" {
-				return err
-			}
-			fmt.Fprintf(stderr, "kvp2p lab: skipping %v\n", err)
-		}
-	}
-	runnable := scs[:0]
-	for _, sc := range scs {
-		if lab.CheckKinds(sc) == nil {
-			runnable = append(runnable, sc)
-		}
+	runnable, err := lab.Runnable(scs, common.scenario != "all", stderr)
+	if err != nil {
+		return err
 	}
 	policies, err := common.pickPolicies(health.Names())
 	if err != nil {
@@ -109,82 +96,27 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer l.Release()
-	var reqOut *json.Encoder
+	out := lab.Output{JSON: common.json, Keep: *keep}
 	if *reqPath != "" {
 		f, err := os.Create(*reqPath)
 		if err != nil {
 			return err
 		}
 		defer f.Close()
-		reqOut = json.NewEncoder(f)
+		out.Requests = f
 	}
-	rep := common.report(stdout)
-	for i, sc := range runnable {
-		for j, p := range policies {
-			last := i == len(runnable)-1 && j == len(policies)-1
-			if !common.json {
-				fmt.Fprintf(stdout, "%s under %s: %v on real processes...\n", sc.Name, p, sc.Duration)
-			}
-			var progress io.Writer
-			if !common.json {
-				progress = stdout
-			}
-			r, err := lab.Run(ctx, sc, p, lab.Options{Bin: bin, BlockBytes: *blockBytes, Keep: *keep && last, Progress: progress, LogLevel: *logLevel})
-			if err != nil {
-				return fmt.Errorf("%s under %s: %w", sc.Name, p, err)
-			}
-			if reqOut != nil {
-				for _, q := range r.Requests {
-					if err := reqOut.Encode(labRequest{sc.Name, p, q}); err != nil {
-						return err
-					}
-				}
-			}
-			if err := rep.add(r); err != nil {
-				return err
-			}
-		}
+	runs, err := lab.Execute(ctx, runnable, policies, lab.Options{Bin: bin, BlockBytes: *blockBytes, LogLevel: *logLevel}, out, stdout)
+	if err != nil {
+		return err
 	}
-	if !common.json {
-		fmt.Fprintln(stdout)
-		rep.table()
-	}
-	if *keep && len(runnable) > 0 {
-		ns, _ := lab.Namespaces()
-		fmt.Fprintf(stdout, "\n--keep: the last run's hosts are up: %s\n"+
-			"  poke:     sudo ip netns exec %s ss -tnp   (configs, sockets, logs in %s)\n"+
-			"  metrics:  sudo ip netns exec %s curl -s 127.0.0.1:%d/metrics   (rank i of the scenario: port %d+i, on its host's loopback)\n"+
-			"  clean up: sudo %s lab --clean\n", strings.Join(ns, " "), firstHost(ns), lab.StateDir, firstHost(ns), lab.MetricsBase, lab.MetricsBase, bin)
-	}
-	if len(runnable) == 0 {
-		return fmt.Errorf("no scenario the lab can make")
-	}
-	return rep.writeSVG(common.svg, runnable[0])
-}
-
-// labRequest is one line of --requests.
-type labRequest struct {
-	Scenario string `json:"scenario"`
-	Policy   string `json:"policy"`
-	scenario.Request
-}
-
-func firstHost(ns []string) string {
-	for _, n := range ns {
-		if !strings.HasSuffix(n, "-br") {
-			return n
-		}
-	}
-	return "kvp2plab-h0"
+	return writeSVG(common.svg, runnable[0], runs)
 }
 
 // runSoak is `kvp2p lab --soak D`: under one policy (domain for "all").
 func runSoak(ctx context.Context, d time.Duration, seed int64, policy, logLevel string, stdout io.Writer) error {
-	if policy == "all" {
-		policy = health.Domain
-	}
-	if !slices.Contains(health.Names(), policy) {
-		return fmt.Errorf("--policy %q: want %s", policy, strings.Join(health.Names(), ", "))
+	policy, err := lab.SoakPolicy(policy)
+	if err != nil {
+		return err
 	}
 	sc, err := lab.SoakScenario(d, seed)
 	if err != nil {
@@ -204,45 +136,5 @@ func runSoak(ctx context.Context, d time.Duration, seed int64, policy, logLevel 
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout)
-	scenario.Table(stdout, []scenario.Report{res.Run.Report})
-	kinds := make([]string, 0, len(res.Faults))
-	for k, n := range res.Faults {
-		kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
-	}
-	slices.Sort(kinds)
-	fmt.Fprintf(stdout, "\nfaults made: %s\n", strings.Join(kinds, ", "))
-	var maxAnon int64
-	maxThreads, who := 0, ""
-	for id, a := range res.MaxAnon {
-		if a > maxAnon {
-			maxAnon, who = a, id
-		}
-	}
-	for _, t := range res.MaxThreads {
-		maxThreads = max(maxThreads, t)
-	}
-	maxGor, gorWho, grew, grewWho := 0, "", math.MinInt, ""
-	for id, g := range res.MaxGoroutines {
-		if g > maxGor {
-			maxGor, gorWho = g, id
-		}
-	}
-	for id, end := range res.EndOwn {
-		if d := end - res.StartOwn[id]; d > grew {
-			grew, grewWho = d, id
-		}
-	}
-	fmt.Fprintf(stdout, "largest process RssAnon %.1f MiB (%s), most threads %d, most goroutines %d (%s)\n",
-		float64(maxAnon)/(1<<20), who, maxThreads, maxGor, gorWho)
-	if grewWho != "" {
-		fmt.Fprintf(stdout, "goroutines beyond their sessions', start to end: largest change %+d (%s) over %d processes\n",
-			grew, grewWho, len(res.EndOwn))
-	}
-	if len(res.Violations) > 0 {
-		fmt.Fprintf(stdout, "\n%d violations:\n  %s\n", len(res.Violations), strings.Join(res.Violations, "\n  "))
-		return fmt.Errorf("soak: %d violations", len(res.Violations))
-	}
-	fmt.Fprintln(stdout, "no violation: no corrupt load, no leaked slot, nothing stuck, no request older than its timeouts, memory, threads and goroutines bounded, no goroutine growth")
-	return nil
+	return lab.PrintSoak(stdout, res)
 }

@@ -9,12 +9,14 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kvp2p/kvp2p/internal/chart"
 	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/report"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 )
 
-// What kvp2p sim and kvp2p demo share: the scenario and policy flags, and
-// the report of their (scenario, policy) runs.
+// What kvp2p sim, demo and lab share: the scenario and policy flags, and
+// the SVG file of their (scenario, policy) runs.
 
 // runFlags are the flags of a command that runs scenarios under policies.
 type runFlags struct {
@@ -57,19 +59,6 @@ func parseRunArgs(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-// loadScenarios is every built-in scenario for "all", else the one file
-// or built-in name.
-func loadScenarios(name string) ([]*scenario.Scenario, error) {
-	if name == "all" {
-		return scenario.LoadAll()
-	}
-	sc, err := scenario.Load(name)
-	if err != nil {
-		return nil, err
-	}
-	return []*scenario.Scenario{sc}, nil
-}
-
 // pickPolicies is every one of policies for "all", else the one named.
 func (f *runFlags) pickPolicies(policies []string) ([]string, error) {
 	if f.policy == "all" {
@@ -89,37 +78,8 @@ func (f *runFlags) checkSVG(scs []*scenario.Scenario) error {
 	return nil
 }
 
-// runReport collects the runs of a command: with --json it prints each
-// run's report as it comes; Table and SVG print the rest at the end.
-type runReport struct {
-	w    io.Writer
-	json bool
-	reps []scenario.Report
-	runs []scenario.Run
-}
-
-func (f *runFlags) report(w io.Writer) *runReport { return &runReport{w: w, json: f.json} }
-
-// add records one (scenario, policy) run.
-func (rr *runReport) add(r scenario.Run) error {
-	rr.reps = append(rr.reps, r.Report)
-	rr.runs = append(rr.runs, r)
-	if !rr.json {
-		return nil
-	}
-	b, err := r.Report.JSON()
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(rr.w, "%s\n", b)
-	return nil
-}
-
-// table prints design.md §7's table of every run.
-func (rr *runReport) table() { scenario.Table(rr.w, rr.reps) }
-
 // writeSVG draws the runs of sc to path, if path is set.
-func (rr *runReport) writeSVG(path string, sc *scenario.Scenario) error {
+func writeSVG(path string, sc *scenario.Scenario, runs []report.Run) error {
 	if path == "" {
 		return nil
 	}
@@ -127,7 +87,7 @@ func (rr *runReport) writeSVG(path string, sc *scenario.Scenario) error {
 	if err != nil {
 		return err
 	}
-	if err := scenario.SVG(f, sc, rr.runs); err != nil {
+	if err := chart.SVG(f, sc, runs); err != nil {
 		f.Close()
 		return err
 	}

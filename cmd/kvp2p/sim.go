@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/report"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 	"github.com/kvp2p/kvp2p/internal/sim"
 )
@@ -23,12 +24,6 @@ and host-group: vllm, which also models vLLM's transport; domain: kvp2p).
 domains, and prints the matrix: what the watchdog and the timers give (the
 timers column), and what failure domains give (the domains column).
 `
-
-// variant is one (timer set, domains) a policy runs with.
-type variant struct {
-	timers  string // "" : the policy's preset
-	dropped bool
-}
 
 // runSim is `kvp2p sim`.
 func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -49,7 +44,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if *ablation && (*timers != "" || *drop || common.svg != "") {
 		return fmt.Errorf("--ablation runs every timer set and both domain settings itself: no --timers, --drop-domains or --svg")
 	}
-	scs, err := loadScenarios(common.scenario)
+	scs, err := scenario.Select(common.scenario)
 	if err != nil {
 		return err
 	}
@@ -60,43 +55,17 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := common.checkSVG(scs); err != nil {
 		return err
 	}
-	rep := common.report(stdout)
-	for _, sc := range scs {
-		for _, p := range policies {
-			for _, v := range variants(p, *ablation, variant{*timers, *drop}) {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-				res, err := sim.Run(sc, p, sim.Options{Seed: *seed, TimerSet: v.timers, DropDomains: v.dropped})
-				if err != nil {
-					return fmt.Errorf("%s under %s: %w", sc.Name, p, err)
-				}
-				if err := rep.add(scenario.Run{Policy: p, Requests: res.Requests, Report: res.Report}); err != nil {
-					return err
-				}
-			}
-		}
+	rep := report.NewCollector(stdout, common.json)
+	m := sim.Matrix{Scenarios: scs, Policies: policies, Seed: *seed, One: sim.Variant{Timers: *timers, DropDomains: *drop}, Ablation: *ablation}
+	if err := m.Run(ctx, rep.Add); err != nil {
+		return err
 	}
 	switch {
 	case common.json:
 	case *ablation:
-		scenario.AblationTable(stdout, rep.reps)
+		rep.AblationTable()
 	default:
-		rep.table()
+		rep.Table()
 	}
-	return rep.writeSVG(common.svg, scs[0])
-}
-
-// variants is what policy p runs with: one, or the ablation's matrix (both
-// timer sets; domain also with its domains dropped, which changes nothing
-// for the policies that ignore domains).
-func variants(p string, ablation bool, one variant) []variant {
-	if !ablation {
-		return []variant{one}
-	}
-	vs := []variant{{timers: sim.TimersVLLM}, {timers: sim.TimersKVP2P}}
-	if p == health.Domain {
-		vs = append(vs, variant{sim.TimersVLLM, true}, variant{sim.TimersKVP2P, true})
-	}
-	return vs
+	return writeSVG(common.svg, scs[0], rep.Runs())
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"net"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -160,35 +159,4 @@ func (f *frameCounter) count() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.n
-}
-
-// TestDemoStatusPorts: --metrics-addr gives policy i port + i, and a run
-// that has not started answers 503 rather than hanging.
-func TestDemoStatusPorts(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := ln.Addr().(*net.TCPAddr).Port
-	ln.Close() // free again for startDemoStatus (a race with other listeners is harmless: the test then fails to listen)
-	var out bytes.Buffer
-	stop, err := startDemoStatus(ln.Addr().String(), []string{"per-peer", "domain"}, func(string) *kvp2p.Node { return nil }, &out)
-	if err != nil {
-		t.Skipf("port %d taken meanwhile: %v", base, err)
-	}
-	defer stop()
-	for i, pol := range []string{"per-peer", "domain"} {
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(base+i))
-		if !strings.Contains(out.String(), pol+"'s first consumer: http://"+addr+"/") {
-			t.Errorf("no address line for %s on %s:\n%s", pol, addr, out.String())
-		}
-		var errb bytes.Buffer
-		if code := run(context.Background(), []string{"status", "--addr", addr}, io.Discard, &errb); code != 1 ||
-			!strings.Contains(errb.String(), "has not started") {
-			t.Errorf("status of a run not started: exit %d, %q", code, errb.String())
-		}
-	}
-	if _, err := startDemoStatus("127.0.0.1:0", []string{"a", "b"}, nil, io.Discard); err == nil {
-		t.Error("port 0 accepted for two policies")
-	}
 }

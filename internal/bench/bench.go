@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"slices"
 	"strconv"
@@ -14,7 +13,9 @@ import (
 	"time"
 
 	"github.com/kvp2p/kvp2p"
+	"github.com/kvp2p/kvp2p/internal/percentile"
 	"github.com/kvp2p/kvp2p/internal/proccpu"
+	"github.com/kvp2p/kvp2p/internal/report"
 )
 
 // Options are what kvp2p bench measures; its flags fill them.
@@ -267,7 +268,7 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (*Report, error) {
 		allPing = append(allPing, pings...)
 		allRTT = append(allRTT, rtts...)
 		kv, rw, ratios, rates = append(kv, k), append(rw, r), append(ratios, k/r), append(rates, rate)
-		pr := RunMs{KVP2PMBps: k, RawMBps: r, Ratio: k / r, LookupP50us: quantile(rtts, 0.5), LookupsPerS: rate}
+		pr := RunMs{KVP2PMBps: k, RawMBps: r, Ratio: k / r, LookupP50us: percentile.Of(rtts, 50), LookupsPerS: rate}
 		if tp != nil {
 			t, err := tlsCPU.time(func() (time.Duration, error) { return loadOnce(ctx, tp.prod, tp.cons, keys, fmt.Sprintf("r%d", run)) })
 			if err != nil {
@@ -301,11 +302,11 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (*Report, error) {
 			return nil, err
 		}
 		rep.FanInSources, rep.FanInBytes = o.FanIn, fanSize
-		rep.FanInMBps, rep.FanInRawMBps, rep.FanInRatio = quantile(fkv, 0.5), quantile(frw, 0.5), quantile(fratios, 0.5)
+		rep.FanInMBps, rep.FanInRawMBps, rep.FanInRatio = percentile.Of(fkv, 50), percentile.Of(frw, 50), percentile.Of(fratios, 50)
 		rep.FanInCPUsPerGB, rep.FanInRawCPU = fkvCPU.perGB(fanSize, o.Runs), frawCPU.perGB(fanSize, o.Runs)
 	}
 	if tp != nil {
-		rep.TLSMBps, rep.TLSRatio = quantile(tlsMB, 0.5), quantile(tlsRatios, 0.5)
+		rep.TLSMBps, rep.TLSRatio = percentile.Of(tlsMB, 50), percentile.Of(tlsRatios, 50)
 		rep.TLSCPUsPerGB, rep.AEADCPUsPerGB = tlsCPU.perGB(size, o.Runs), aeadCPU.perGB(size, o.Runs)
 		if rep.KVP2PCPUsPerGB > 0 && rep.AEADCPUsPerGB > 0 {
 			rep.TLSCeiling = rep.KVP2PCPUsPerGB / (rep.KVP2PCPUsPerGB + rep.AEADCPUsPerGB)
@@ -317,10 +318,10 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (*Report, error) {
 			return nil, fmt.Errorf("block %x was not loaded intact", k[:4])
 		}
 	}
-	rep.KVP2PMBps, rep.RawMBps, rep.Ratio = quantile(kv, 0.5), quantile(rw, 0.5), quantile(ratios, 0.5)
-	rep.LookupP50us, rep.LookupP99us = quantile(allRTT, 0.5), quantile(allRTT, 0.99)
-	rep.LookupsPerS = quantile(rates, 0.5)
-	rep.PingP50us, rep.PingP99us = quantile(allPing, 0.5), quantile(allPing, 0.99)
+	rep.KVP2PMBps, rep.RawMBps, rep.Ratio = percentile.Of(kv, 50), percentile.Of(rw, 50), percentile.Of(ratios, 50)
+	rep.LookupP50us, rep.LookupP99us = percentile.Of(allRTT, 50), percentile.Of(allRTT, 99)
+	rep.LookupsPerS = percentile.Of(rates, 50)
+	rep.PingP50us, rep.PingP99us = percentile.Of(allPing, 50), percentile.Of(allPing, 99)
 	rep.LookupPerPing, rep.LookupPerPing9 = rep.LookupP50us/rep.PingP50us, rep.LookupP99us/rep.PingP99us
 	return rep, nil
 }
@@ -520,16 +521,6 @@ func (p *rawPair) close() {
 	}
 }
 
-// quantile is the nearest-rank quantile of xs; it sorts a copy.
-func quantile(xs []float64, q float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Sorted(slices.Values(xs))
-	i := int(math.Ceil(q*float64(len(s)))) - 1
-	return s[max(0, min(i, len(s)-1))]
-}
-
 func Print(w io.Writer, r *Report) {
 	fmt.Fprintf(w, "kvp2p bench: %s per load in %d blocks of %d bytes, 127.0.0.1, %d interleaved runs\n\n",
 		sizeString(r.Bytes), r.Bytes/int64(r.BlockBytes), r.BlockBytes, r.Runs)
@@ -585,22 +576,15 @@ func Quantiles(ds []time.Duration) (p50, p99, mx float64) {
 	}
 	s := slices.Clone(ds)
 	slices.Sort(s)
-	at := func(p float64) float64 {
-		k := int(p/100*float64(len(s))+0.999999) - 1
-		return toMs(s[min(max(k, 0), len(s)-1)])
-	}
+	at := func(p float64) float64 { return toMs(s[percentile.Index(len(s), p)]) }
 	return at(50), at(99), toMs(s[len(s)-1])
 }
 
 func toMs(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// FormatMs prints milliseconds with one decimal below 100, none above.
-func FormatMs(v float64) string {
-	if v >= 100 {
-		return fmt.Sprintf("%.0f", v)
-	}
-	return fmt.Sprintf("%.1f", v)
-}
+// FormatMs prints milliseconds as the scenario reports do (one decimal
+// below 100, none above): it is report.FormatMs.
+func FormatMs(v float64) string { return report.FormatMs(v) }
 
 // perRun lists one ratio of every run, as printed after a median.
 func perRun(runs []RunMs, ratio func(RunMs) float64) string {

@@ -20,9 +20,6 @@ func TestQuantiles(t *testing.T) {
 	if p50, p99, mx := Quantiles(nil); p50 != 0 || p99 != 0 || mx != 0 {
 		t.Errorf("Quantiles(nil) = %v %v %v", p50, p99, mx)
 	}
-	if q := quantile([]float64{3, 1, 2}, 0.5); q != 2 {
-		t.Errorf("quantile p50 of 1,2,3 = %v", q)
-	}
 	if got := FormatMs(123.4) + " " + FormatMs(12.34); got != "123 12.3" {
 		t.Errorf("FormatMs: %q", got)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/report"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 )
 
@@ -42,11 +43,11 @@ func TestDemoScenarioRecords(t *testing.T) {
 	}
 	for _, q := range r.Requests {
 		switch {
-		case q.Outcome == scenario.Stuck:
+		case q.Outcome == report.Stuck:
 			t.Errorf("%s stuck", q.ID)
 		case q.Resolved < q.Arrived:
 			t.Errorf("%s resolved at %v before it arrived at %v", q.ID, q.Resolved, q.Arrived)
-		case q.Outcome == scenario.Hit && q.Bytes != 4*16384:
+		case q.Outcome == report.Hit && q.Bytes != 4*16384:
 			t.Errorf("%s hit with %d bytes", q.ID, q.Bytes)
 		case q.Corrupt:
 			t.Errorf("%s corrupt", q.ID)

@@ -3,6 +3,10 @@
 // the simulator (run.go), with the scenario's faults injected frame by
 // frame by internal/faultnet, crashes and restarts done on the nodes
 // themselves, and an optional mutual-TLS fleet (tls.go). Its Result carries
-// the simulator's report format plus the harness's own figures (stats.go);
-// cmd/kvp2p's demo command parses the flags, runs the policies and prints.
+// the simulator's report format plus the harness's own figures (stats.go).
+//
+// demo.go is the command around the runs: the built-in demo's scenario and
+// story, the policies side by side or one after another (memory allowing),
+// progress, and the table (Execute); status.go serves each run's first
+// consumer's status page (--metrics-addr). cmd/kvp2p only reads the flags.
 package demo

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvp2p/kvp2p"
 	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/report"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 	"github.com/kvp2p/kvp2p/internal/workload"
 )
@@ -92,7 +93,7 @@ func TestReadBackClassifies(t *testing.T) {
 
 	// The report line says what was found.
 	var b strings.Builder
-	PrintStats(&b, []Result{{Run: scenario.Run{Policy: health.Domain, Report: scenario.Report{Scenario: "tiny"}}, stats: r.stats}})
+	PrintStats(&b, []Result{{Run: report.Run{Policy: health.Domain, Report: report.Report{Scenario: "tiny"}}, stats: r.stats}})
 	if !strings.Contains(b.String(), "intact 3 missing 1 wrong 1 vanished 1") {
 		t.Errorf("stats line lacks the read-back: %q", b.String())
 	}

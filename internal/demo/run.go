@@ -11,7 +11,9 @@ import (
 
 	"github.com/kvp2p/kvp2p"
 	"github.com/kvp2p/kvp2p/internal/cpuwait"
+	"github.com/kvp2p/kvp2p/internal/drive"
 	"github.com/kvp2p/kvp2p/internal/faultnet"
+	"github.com/kvp2p/kvp2p/internal/report"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 	"github.com/kvp2p/kvp2p/internal/session"
 	"github.com/kvp2p/kvp2p/internal/workload"
@@ -105,9 +107,9 @@ func RunScenario(ctx context.Context, sc *scenario.Scenario, policy string, bloc
 		return Result{}, err
 	}
 	recs := r.eng.Requests()
-	rep := scenario.Compute(sc, policy, recs, leaked)
+	rep := report.Compute(sc, policy, recs, leaked)
 	rep.PeakSlots, rep.OrphanSlots = r.slots.peak, r.slots.orphans
-	return Result{Run: scenario.Run{Policy: policy, Requests: recs, Report: rep}, stats: r.stats}, nil
+	return Result{Run: report.Run{Policy: policy, Requests: recs, Report: rep}, stats: r.stats}, nil
 }
 
 func (r *Run) now() time.Duration { return time.Since(r.zero) }
@@ -118,26 +120,15 @@ func (r *Run) warm(ctx context.Context) error {
 	deadline := time.Now().Add(5 * time.Second)
 	for _, c := range r.f.cons {
 		for _, s := range r.f.srcs {
-			// A fresh request per try: per-peer and host-group answer MISS
-			// while the handshake is pending, and a request that missed
-			// stays missed.
-			for n := 0; time.Now().Before(deadline); n++ {
-				id := fmt.Sprintf("warm-%s-%s-%d", c.id, s.id, n)
-				if err := c.m.NewRequest(id, workload.Params(s.target(), id, true)); err != nil {
-					return fmt.Errorf("warming %s to %s: %w", c.id, s.id, err)
-				}
-				v := c.m.Lookup(id, kvp2p.Key{})
-				c.m.RequestFinished(id)
-				if v == kvp2p.Hit {
-					break
-				}
-				if err := sleepCtx(ctx, demoStep); err != nil {
+			if _, err := drive.Warm(ctx, r.nodeOf(c), s.target(), "warm-"+c.id+"-"+s.id, deadline, demoStep); err != nil {
+				if ctx.Err() != nil {
 					return err
 				}
+				return fmt.Errorf("warming %s to %s: %w", c.id, s.id, err)
 			}
 		}
 	}
-	return sleepCtx(ctx, demoWarmup/2)
+	return drive.Sleep(ctx, demoWarmup/2)
 }
 
 // target is the rank as the engines' request target.
@@ -146,16 +137,7 @@ func (rk *demoRank) target() workload.Source {
 }
 
 func (r *Run) loop(ctx context.Context) error {
-	next := time.Now()
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		now := r.now()
-		if now >= r.sc.Duration {
-			r.step() // the simulator's last step is at the end too
-			return nil
-		}
+	return drive.Steps(ctx, r.zero, r.sc.Duration, demoStep, func(now time.Duration, due time.Time) error {
 		for len(r.faults) > 0 && r.faults[0].At <= now {
 			t0 := time.Now()
 			if err := r.fault(r.faults[0]); err != nil {
@@ -164,17 +146,12 @@ func (r *Run) loop(ctx context.Context) error {
 			r.stats.faultTook(r.faults[0], time.Since(t0))
 			r.faults = r.faults[1:]
 		}
-		r.stats.late = append(r.stats.late, max(time.Since(next), 0))
+		r.stats.late = append(r.stats.late, max(time.Since(due), 0))
 		began := time.Now()
 		r.step()
 		r.stats.took = append(r.stats.took, time.Since(began))
-		next = next.Add(demoStep)
-		if d := time.Until(next); d > 0 {
-			time.Sleep(d)
-		} else {
-			next = time.Now() // running late: do not try to catch up in a burst
-		}
-	}
+		return nil
+	}, func(time.Duration) { r.step() }) // the simulator's last step is at the end too
 }
 
 // fault applies one timeline entry to every rank it targets.
@@ -374,17 +351,6 @@ func (r *Run) content(k kvp2p.Key) []byte {
 		b[off+4] ^= k[0]
 	}
 	return b
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // FirstConsumer is the fleet's first consumer node (nil while crashed),

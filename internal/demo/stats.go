@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/bench"
+	"github.com/kvp2p/kvp2p/internal/report"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 )
 
@@ -19,7 +20,7 @@ import (
 
 // Result is one run's records and report, and the harness's figures.
 type Result struct {
-	scenario.Run
+	report.Run
 	stats demoStats
 }
 
@@ -103,10 +104,10 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 
 // timeToHit is, for every hit, the time from its arrival to its
 // resolution.
-func timeToHit(reqs []scenario.Request) []time.Duration {
+func timeToHit(reqs []report.Request) []time.Duration {
 	var out []time.Duration
 	for _, r := range reqs {
-		if r.Outcome == scenario.Hit {
+		if r.Outcome == report.Hit {
 			out = append(out, r.Resolved-r.Arrived)
 		}
 	}

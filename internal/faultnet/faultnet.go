@@ -32,6 +32,9 @@ type Injector struct {
 	conns  map[*faultConn]struct{}
 	change chan struct{}        // closed and replaced on every change of faults
 	egress map[string]time.Time // a slow rank's link: when what it carries has left
+
+	pauses  map[string]*dataPause    // PauseData, by rank (datafaults.go)
+	corrupt map[string]chan struct{} // CorruptNextChunk, by rank
 }
 
 func NewInjector() *Injector {
@@ -195,6 +198,8 @@ type faultConn struct {
 	wcut      map[uint64]bool
 	byePend   bool // a Goodbye waits for a frame boundary
 	goodbyeIn atomic.Bool
+	flipAt    int64         // CorruptNextChunk: bytes to emit before the one to flip
+	flipDone  chan struct{} // non-nil while a flip is armed
 
 	rdl, wdl  atomic.Int64 // deadlines (unix ns; 0 none), for held calls
 	closeOnce sync.Once
@@ -301,6 +306,9 @@ func (c *faultConn) Write(p []byte) (int, error) {
 	if err := c.hold(&c.wdl); err != nil {
 		return 0, err
 	}
+	if err := c.pauseData(len(p)); err != nil {
+		return 0, err
+	}
 	c.inj.mu.Lock()
 	l, r := c.inj.state(c)
 	c.inj.mu.Unlock()
@@ -308,7 +316,7 @@ func (c *faultConn) Write(p []byte) (int, error) {
 		time.Sleep(d)
 	}
 	var bufs [][]byte
-	c.wf.process(p, func(b []byte) { bufs = append(bufs, b) }, c.decideOut)
+	c.wf.process(p, func(b []byte) { bufs = append(bufs, c.corruptOut(b)) }, c.decideOut)
 	n := 0
 	for _, b := range bufs {
 		n += len(b)
@@ -426,6 +434,9 @@ func (c *faultConn) decideOut(head []byte, first bool) ([]byte, bool) {
 		c.wcut = map[uint64]bool{}
 	}
 	repl, drop := c.decide(head, c.wcut)
+	if !drop {
+		c.armCorrupt(head)
+	}
 	if drop || !first || len(head) < 6 || wire.Type(head[5]) != wire.TypeHello {
 		return repl, drop
 	}

@@ -23,4 +23,8 @@
 // thread that enters the namespace (goroutines.go), and every run prints
 // how late the driver ran (lag.go), so that a time figure can be told
 // from a starved machine's.
+//
+// command.go is what `kvp2p lab` does once its flags are read and the lab
+// is held: which scenarios it can make (Runnable), the runs and their
+// table (Execute), and the soak's verdict (PrintSoak).
 package lab

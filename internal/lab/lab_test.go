@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/report"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 )
 
@@ -112,7 +113,7 @@ func TestLabScenarios(t *testing.T) {
 			}
 			rep := res.Report
 			var tb strings.Builder
-			scenario.Table(&tb, []scenario.Report{rep})
+			report.Table(&tb, []report.Report{rep})
 			t.Logf("\n%s", tb.String())
 			if rep.Requests == 0 || rep.Hits == 0 {
 				t.Errorf("requests %d, hits %d: the workload did not run", rep.Requests, rep.Hits)

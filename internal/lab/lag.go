@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/report"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 )
 
@@ -66,9 +67,9 @@ func loadAvg() string {
 // issueLag summarises how late the driver handed requests to their
 // consumers' sidecars, after their arrival, and what the report's ttf
 // would be measured from that hand-over instead (the same definition,
-// scenario.Compute's, with each request's arrival moved to its issue):
+// report.Compute's, with each request's arrival moved to its issue):
 // what kvp2p took, without the driver's lateness.
-func issueLag(sc *scenario.Scenario, policy string, reqs []scenario.Request, issued map[string]time.Duration) string {
+func issueLag(sc *scenario.Scenario, policy string, reqs []report.Request, issued map[string]time.Duration) string {
 	var lag []time.Duration
 	adj := slices.Clone(reqs)
 	for i, q := range adj {
@@ -86,7 +87,7 @@ func issueLag(sc *scenario.Scenario, policy string, reqs []scenario.Request, iss
 	ms := func(p float64) float64 {
 		return float64(lag[min(len(lag)-1, int(p*float64(len(lag))))]) / float64(time.Millisecond)
 	}
-	t := scenario.Compute(sc, policy, adj, 0).TTFms
+	t := report.Compute(sc, policy, adj, 0).TTFms
 	return fmt.Sprintf("requests issued after their arrival by p50/p99/max %.1f/%.1f/%.0f ms; ttf from their issue p50/p99/max %.1f/%.1f/%.1f ms",
 		ms(0.5), ms(0.99), ms(1), t.P50, t.P99, t.Max)
 }

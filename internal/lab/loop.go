@@ -8,10 +8,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/drive"
 	pb "github.com/kvp2p/kvp2p/internal/engineapi/enginepb"
 	"github.com/kvp2p/kvp2p/internal/scenario"
-	"github.com/kvp2p/kvp2p/internal/session"
-	"github.com/kvp2p/kvp2p/internal/workload"
 )
 
 // refused are the fault kinds the lab cannot make for real, and why. It
@@ -39,39 +38,25 @@ func (r *run) warm(ctx context.Context) error {
 	for _, c := range r.cons {
 		nd := r.nodeOf(c)
 		for _, s := range r.srcs {
-			hit := false
-			for n := 0; !hit && time.Now().Before(deadline); n++ {
-				id := fmt.Sprintf("warm-%s-%s-%d", c.id, s.id, n)
-				if err := nd.NewRequest(id, workload.Params(r.target(s), id, true)); err != nil {
-					return fmt.Errorf("warming %s to %s: %w", c.id, s.id, err)
-				}
-				hit = nd.Lookup(id, [16]byte{}) == session.Hit
-				nd.RequestFinished(id)
-				if err := sleepCtx(ctx, tick); err != nil {
+			hit, err := drive.Warm(ctx, nd, r.target(s), "warm-"+c.id+"-"+s.id, deadline, tick)
+			if err != nil {
+				if ctx.Err() != nil {
 					return err
 				}
+				return fmt.Errorf("warming %s to %s: %w", c.id, s.id, err)
 			}
 			if !hit {
 				return fmt.Errorf("warming %s to %s: no session within 10 s (see %s and %s)", c.id, s.id, c.logPath, s.logPath)
 			}
 		}
 	}
-	return sleepCtx(ctx, warmup/2)
+	return drive.Sleep(ctx, warmup/2)
 }
 
 func (r *run) loop(ctx context.Context) error {
-	next := time.Now()
 	lastPoll, lastProgress, lastCheck := time.Now(), time.Now(), time.Now()
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
+	return drive.Steps(ctx, r.zero, r.sc.Duration, tick, func(now time.Duration, _ time.Time) error {
 		stepStart := time.Now()
-		now := r.now()
-		if now >= r.sc.Duration {
-			r.wl.Step(now)
-			return nil
-		}
 		n := 0
 		for n < len(r.faults) && r.faults[n].At <= now {
 			n++
@@ -103,16 +88,9 @@ func (r *run) loop(ctx context.Context) error {
 			fmt.Fprintf(r.opt.Progress, "  %s %s t=%v: %d/%d resolved\n", r.sc.Name, r.policy, now.Truncate(time.Second), res, n)
 			lastProgress = time.Now()
 		}
-		next = next.Add(tick)
-		d := time.Until(next)
-		if d <= 0 {
-			next = time.Now() // running late: no burst to catch up
-		}
 		r.steps.add(time.Since(stepStart))
-		if d > 0 {
-			time.Sleep(d)
-		}
-	}
+		return nil
+	}, func(now time.Duration) { r.wl.Step(now) })
 }
 
 // dueOrder orders the faults due at one step so that what lasts (a
@@ -298,16 +276,5 @@ func (r *run) finish(ctx context.Context) int {
 			return held
 		}
 		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/report"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 	"github.com/kvp2p/kvp2p/internal/workload"
 )
@@ -95,7 +96,7 @@ type run struct {
 // namespaces and reports it. The caller holds the lock (Acquire). Unless
 // opt.Keep, everything made is removed before Run returns, whatever
 // happens (an error, ctx's end).
-func Run(ctx context.Context, sc *scenario.Scenario, policy string, opt Options) (res scenario.Run, err error) {
+func Run(ctx context.Context, sc *scenario.Scenario, policy string, opt Options) (res report.Run, err error) {
 	if err := CheckKinds(sc); err != nil {
 		return res, err
 	}
@@ -134,8 +135,8 @@ func Run(ctx context.Context, sc *scenario.Scenario, policy string, opt Options)
 		r.gorSettle(ctx)
 	}
 	recs := r.wl.Requests()
-	rep := scenario.Compute(sc, policy, recs, leaked)
-	return scenario.Run{Policy: policy, Requests: recs, Report: rep}, nil
+	rep := report.Compute(sc, policy, recs, leaked)
+	return report.Run{Policy: policy, Requests: recs, Report: rep}, nil
 }
 
 func (r *run) setup() error {

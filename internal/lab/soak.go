@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/drive"
+	"github.com/kvp2p/kvp2p/internal/report"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 )
 
@@ -126,7 +128,7 @@ func (s *soakState) violate(format string, args ...any) {
 func (r *run) check(ctx context.Context, now time.Duration) {
 	s := r.soak
 	for _, q := range r.wl.Requests() {
-		if q.Outcome == scenario.Stuck && now-q.Arrived > soakMaxAge && !s.old[q.ID] {
+		if q.Outcome == report.Stuck && now-q.Arrived > soakMaxAge && !s.old[q.ID] {
 			s.old[q.ID] = true
 			s.violate("t=%v: request %s (source %s) unresolved for %v, longer than its timeouts allow",
 				now.Truncate(time.Millisecond), q.ID, q.Source, (now - q.Arrived).Truncate(time.Millisecond))
@@ -201,7 +203,7 @@ func (r *run) gorSettle(ctx context.Context) {
 			}
 		}
 		over = gorOver(s.gorStart, s.gorEnd)
-		if len(over) == 0 || time.Now().After(deadline) || sleepCtx(ctx, 500*time.Millisecond) != nil {
+		if len(over) == 0 || time.Now().After(deadline) || drive.Sleep(ctx, 500*time.Millisecond) != nil {
 			break
 		}
 	}
@@ -263,7 +265,7 @@ func procStatus(pid int) (anon int64, threads int, err error) {
 
 // SoakResult is a soak's report, what it checked, and what it found.
 type SoakResult struct {
-	Run        scenario.Run
+	Run        report.Run
 	Faults     map[scenario.FaultKind]int // faults made, by kind
 	Violations []string
 	MaxAnon    map[string]int64 // rank -> largest RssAnon seen, bytes

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/report"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 	"github.com/kvp2p/kvp2p/internal/session"
 	"github.com/kvp2p/kvp2p/internal/wire"
@@ -192,9 +193,9 @@ faults:
 		t.Fatal(err)
 	}
 	s := time.Second
-	reqs := []scenario.Request{
-		{ID: "dst/0#1", Consumer: "dst/0", Source: "src/0", Arrived: 11 * s, Resolved: 12300 * time.Millisecond, Outcome: scenario.Fallback},
-		{ID: "dst/0#2", Consumer: "dst/0", Source: "src/0", Arrived: 2 * s, Resolved: 2100 * time.Millisecond, Outcome: scenario.Hit},
+	reqs := []report.Request{
+		{ID: "dst/0#1", Consumer: "dst/0", Source: "src/0", Arrived: 11 * s, Resolved: 12300 * time.Millisecond, Outcome: report.Fallback},
+		{ID: "dst/0#2", Consumer: "dst/0", Source: "src/0", Arrived: 2 * s, Resolved: 2100 * time.Millisecond, Outcome: report.Hit},
 	}
 	issued := map[string]time.Duration{"dst/0#1": 11300 * time.Millisecond, "dst/0#2": 2 * s}
 	got := issueLag(sc, "domain", reqs, issued)

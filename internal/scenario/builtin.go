@@ -62,3 +62,16 @@ func LoadAll() ([]*Scenario, error) {
 	}
 	return out, nil
 }
+
+// Select is every built-in scenario for "all", else the one file or
+// built-in name (Load): what the commands' --scenario takes.
+func Select(name string) ([]*Scenario, error) {
+	if name == "all" {
+		return LoadAll()
+	}
+	sc, err := Load(name)
+	if err != nil {
+		return nil, err
+	}
+	return []*Scenario{sc}, nil
+}

@@ -92,3 +92,18 @@ func TestLoadPath(t *testing.T) {
 		t.Error("Load(missing file) succeeded")
 	}
 }
+
+// TestSelect: "all" is every built-in, a name is that one.
+func TestSelect(t *testing.T) {
+	all, err := Select("all")
+	if err != nil || len(all) != len(wantBuiltins) {
+		t.Fatalf("Select(all) = %d scenarios, %v", len(all), err)
+	}
+	one, err := Select("rank-crash")
+	if err != nil || len(one) != 1 || one[0].Name != "rank-crash" {
+		t.Fatalf("Select(rank-crash) = %v, %v", one, err)
+	}
+	if _, err := Select("no-such-scenario"); err == nil {
+		t.Error("Select(unknown) succeeded")
+	}
+}

@@ -1,5 +1,8 @@
-// Package scenario is the scenario model shared by the simulator and the
-// demo (design.md §7): the YAML file format and its validation, the
-// built-in scenarios, the per-request records a run produces, and the
-// report computed from them. It does no I/O beyond reading a scenario.
+// Package scenario is the scenario file format shared by the simulator,
+// the demo and the lab (design.md §7): the model (fleet, workload, fault
+// timeline), the YAML parser and its validation, fault targets, and the
+// built-in scenarios. It does no I/O beyond reading a scenario.
+//
+// What a run of a scenario produces and how it is scored is
+// internal/report; how it is drawn is internal/chart.
 package scenario

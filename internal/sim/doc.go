@@ -100,7 +100,7 @@
 // time so far, censored); then every fault is healed,
 // every request finished, every table shut down and drained, and the
 // slots still Filling or Pinned are the leaked slots. The report is
-// scenario.Compute's. A run is deterministic for (scenario, policy,
+// report.Compute's. A run is deterministic for (scenario, policy,
 // seed, Options): the same records, the same number of events.
 //
 // Options.TimerSet runs any policy with either timer set ("vllm" also

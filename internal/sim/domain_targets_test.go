@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/report"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 )
 
@@ -51,19 +52,19 @@ func domainTargets() []target {
 	var ts []target
 	for _, name := range scenario.Builtins() {
 		ts = append(ts, target{name, health.Domain, "ttf p99 <= 1500 ms, stuck 0, corrupt 0, leaked 0, orphans 0, no false fallbacks",
-			func(r scenario.Report, _ map[string]scenario.Report) bool {
+			func(r report.Report, _ map[string]report.Report) bool {
 				return r.TTFms.P99 <= 1500 && r.Stuck == 0 && r.CorruptLoads == 0 && r.LeakedSlots == 0 &&
 					r.OrphanSlots == 0 && r.FalseFallbacks == 0
 			}})
 		if !slices.Contains(tthOverExempt, name) {
 			ts = append(ts, target{name, health.Domain, "tth p99 within 50 ms of per-peer's",
-				func(r scenario.Report, by map[string]scenario.Report) bool {
+				func(r report.Report, by map[string]report.Report) bool {
 					return r.TTHms.P99 <= by[health.PerPeer].TTHms.P99+50
 				}})
 		}
 		if name == "flapping" {
 			ts = append(ts, target{name, health.Domain, "fewer fallbacks than per-peer",
-				func(r scenario.Report, by map[string]scenario.Report) bool {
+				func(r report.Report, by map[string]report.Report) bool {
 					return r.Fallbacks < by[health.PerPeer].Fallbacks
 				}})
 		}
@@ -111,11 +112,11 @@ func TestDomainTTHUnaffected(t *testing.T) {
 	}
 }
 
-func unaffectedTTHp99(sc *scenario.Scenario, reqs []scenario.Request) float64 {
-	ws := scenario.Windows(sc)
+func unaffectedTTHp99(sc *scenario.Scenario, reqs []report.Request) float64 {
+	ws := report.Windows(sc)
 	var ms []float64
 	for _, q := range reqs {
-		if q.Outcome != scenario.Hit {
+		if q.Outcome != report.Hit {
 			continue
 		}
 		hit := false

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvp2p/kvp2p/internal/health"
 	"github.com/kvp2p/kvp2p/internal/loads"
+	"github.com/kvp2p/kvp2p/internal/report"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 	"github.com/kvp2p/kvp2p/internal/wire"
 	"github.com/kvp2p/kvp2p/internal/workload"
@@ -110,8 +111,8 @@ func (o *Options) defaults() {
 
 // Result is one (scenario, policy) run.
 type Result struct {
-	Requests []scenario.Request // in arrival order per engine step
-	Report   scenario.Report
+	Requests []report.Request // in arrival order per engine step
+	Report   report.Report
 	Leaked   int    // slots still Filling or Pinned after the drain
 	Peak     int    // most slots Filling or Pinned at once, at engine steps
 	Orphans  int    // most of them at once that no job, pin or parked store owned
@@ -271,7 +272,7 @@ func (r *runner) run() (Result, error) {
 	}
 	out := r.finish()
 	out.Peak, out.Orphans, out.TimerSet, out.QueuedAcks = r.peak, r.orphans, r.timerSet, n.queuedAcks
-	out.Report = scenario.Compute(r.sc, r.policy, out.Requests, out.Leaked)
+	out.Report = report.Compute(r.sc, r.policy, out.Requests, out.Leaked)
 	out.Report.PeakSlots, out.Report.OrphanSlots = r.peak, r.orphans
 	out.Report.Timers, out.Report.DomainsDropped = r.timerSet, r.o.DropDomains
 	return out, nil

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/report"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 )
 
@@ -99,7 +100,7 @@ func cached(t *testing.T, name, policy string) Result {
 type target struct {
 	scenario, policy string
 	what             string
-	check            func(r scenario.Report, by map[string]scenario.Report) bool
+	check            func(r report.Report, by map[string]report.Report) bool
 }
 
 // targets pins the issue's targets for per-peer and host-group, and what
@@ -107,15 +108,15 @@ type target struct {
 // policy's on every built-in.
 var targets = append(domainTargets(), []target{
 	{"pod-partial", health.PerPeer, "ranks 1-7 wait out their load timeout: ttf max >= 9 s",
-		func(r scenario.Report, _ map[string]scenario.Report) bool { return r.TTFms.Max >= 9000 }},
+		func(r report.Report, _ map[string]report.Report) bool { return r.TTFms.Max >= 9000 }},
 	// vLLM #64251: the first load to time out faults its session, and the
 	// session's other loads fail with it: none is left waiting.
 	{"pod-partial", health.PerPeer, "#64251 fails the rest of a stalled session's loads: nothing stuck",
-		func(r scenario.Report, _ map[string]scenario.Report) bool { return r.Stuck == 0 && r.Censored == 0 }},
+		func(r report.Report, _ map[string]report.Report) bool { return r.Stuck == 0 && r.Censored == 0 }},
 	{"slow-sibling", health.PerPeer, "no false fallbacks",
-		func(r scenario.Report, _ map[string]scenario.Report) bool { return r.FalseFallbacks == 0 }},
+		func(r report.Report, _ map[string]report.Report) bool { return r.FalseFallbacks == 0 }},
 	{"slow-sibling", health.HostGroup, "false fallbacks",
-		func(r scenario.Report, _ map[string]scenario.Report) bool { return r.FalseFallbacks > 0 }},
+		func(r report.Report, _ map[string]report.Report) bool { return r.FalseFallbacks > 0 }},
 	// Issue 8: this target used to say p99 < 1 s, an artifact of a run that
 	// stopped before the later loads to ranks 1-7 timed out (they were
 	// counted stuck, not slow). What PR #64678 does: the reap fails the
@@ -123,45 +124,45 @@ var targets = append(domainTargets(), []target{
 	// sessions to ranks 1-7, whose data path is still dead, wait out the
 	// 30 s PD load timeout.
 	{"pod-partial", health.HostGroup, "rank 0's reap fails ranks 1-7's loads at once (ttf p50 < 1 s); after the quarantine they wait out the load timeout (p99 >= 9 s); nothing stuck",
-		func(r scenario.Report, _ map[string]scenario.Report) bool {
+		func(r report.Report, _ map[string]report.Report) bool {
 			return r.TTFms.P50 < 1000 && r.TTFms.P99 >= 9000 && r.Stuck == 0
 		}},
 	{"pod-partial", health.HostGroup, "src-b is taken down too: false fallbacks",
-		func(r scenario.Report, _ map[string]scenario.Report) bool { return r.FalseFallbacks > 0 }},
+		func(r report.Report, _ map[string]report.Report) bool { return r.FalseFallbacks > 0 }},
 	{"colocated", health.HostGroup, "false fallbacks",
-		func(r scenario.Report, _ map[string]scenario.Report) bool { return r.FalseFallbacks > 0 }},
+		func(r report.Report, _ map[string]report.Report) bool { return r.FalseFallbacks > 0 }},
 	{"colocated", health.PerPeer, "no false fallbacks",
-		func(r scenario.Report, _ map[string]scenario.Report) bool { return r.FalseFallbacks == 0 }},
+		func(r report.Report, _ map[string]report.Report) bool { return r.FalseFallbacks == 0 }},
 	{"idle-eviction", health.HostGroup, "false fallbacks, more than per-peer's",
-		func(r scenario.Report, by map[string]scenario.Report) bool {
+		func(r report.Report, by map[string]report.Report) bool {
 			return r.FalseFallbacks > 0 && r.FalseFallbacks > by[health.PerPeer].FalseFallbacks
 		}},
 	{"idle-eviction", health.PerPeer, "nothing affected",
-		func(r scenario.Report, _ map[string]scenario.Report) bool { return r.Affected == 0 }},
+		func(r report.Report, _ map[string]report.Report) bool { return r.Affected == 0 }},
 	{"handshake-fail", health.HostGroup, "false fallbacks",
-		func(r scenario.Report, _ map[string]scenario.Report) bool { return r.FalseFallbacks > 0 }},
+		func(r report.Report, _ map[string]report.Report) bool { return r.FalseFallbacks > 0 }},
 	{"rank-crash", health.PerPeer, "reset seen at once: no false fallbacks, ttf max < 100 ms",
-		func(r scenario.Report, _ map[string]scenario.Report) bool {
+		func(r report.Report, _ map[string]report.Report) bool {
 			return r.FalseFallbacks == 0 && r.TTFms.Max < 100 && r.Fallbacks > 0
 		}},
 	{"rank-crash", health.HostGroup, "false fallbacks",
-		func(r scenario.Report, _ map[string]scenario.Report) bool { return r.FalseFallbacks > 0 }},
+		func(r report.Report, _ map[string]report.Report) bool { return r.FalseFallbacks > 0 }},
 	{"pod-crash", health.PerPeer, "no false fallbacks",
-		func(r scenario.Report, _ map[string]scenario.Report) bool { return r.FalseFallbacks == 0 }},
+		func(r report.Report, _ map[string]report.Report) bool { return r.FalseFallbacks == 0 }},
 	{"data-stall", health.PerPeer, "no watchdog: ttf p99 >= 9 s",
-		func(r scenario.Report, _ map[string]scenario.Report) bool { return r.TTFms.P99 >= 9000 }},
+		func(r report.Report, _ map[string]report.Report) bool { return r.TTFms.P99 >= 9000 }},
 	{"flapping", health.PerPeer, "loads caught in a silent spell wait out the load timeout: ttf p50 >= 9 s",
-		func(r scenario.Report, _ map[string]scenario.Report) bool { return r.TTFms.P50 >= 9000 }},
+		func(r report.Report, _ map[string]report.Report) bool { return r.TTFms.P50 >= 9000 }},
 	{"slow-peer", health.PerPeer, "slow is not a fault: no fallbacks",
-		func(r scenario.Report, _ map[string]scenario.Report) bool { return r.Fallbacks == 0 }},
+		func(r report.Report, _ map[string]report.Report) bool { return r.Fallbacks == 0 }},
 	{"slow-peer", health.HostGroup, "slow is not a fault: no fallbacks",
-		func(r scenario.Report, _ map[string]scenario.Report) bool { return r.Fallbacks == 0 }},
+		func(r report.Report, _ map[string]report.Report) bool { return r.Fallbacks == 0 }},
 }...)
 
 func TestScenarioTargets(t *testing.T) {
 	for _, tg := range targets {
 		t.Run(tg.scenario+"/"+tg.policy+"/"+tg.what, func(t *testing.T) {
-			by := map[string]scenario.Report{}
+			by := map[string]report.Report{}
 			for _, p := range health.Names() {
 				by[p] = cached(t, tg.scenario, p).Report
 			}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/loads"
+	"github.com/kvp2p/kvp2p/internal/report"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 	"github.com/kvp2p/kvp2p/internal/session"
 	"github.com/kvp2p/kvp2p/internal/wire"
@@ -147,7 +148,7 @@ const (
 )
 
 type req struct {
-	rec    scenario.Request
+	rec    report.Request
 	keys   []wire.Key
 	pd     bool
 	state  reqState
@@ -236,7 +237,7 @@ func (e *Engine) arrivals(now time.Duration, c *consumer, nd Node) {
 		src := e.cfg.Sources[j]
 		pd := w.Mode == scenario.ModePD || (w.Mode == scenario.ModeMixed && c.rng.IntN(2) == 0)
 		id := fmt.Sprintf("%s#%d", c.id, c.seq)
-		q := &req{pd: pd, rec: scenario.Request{
+		q := &req{pd: pd, rec: report.Request{
 			ID: id, Consumer: c.id, Source: src.ID, Mode: scenario.ModeSymmetric, Arrived: at,
 		}}
 		if pd {
@@ -256,7 +257,7 @@ func (e *Engine) arrivals(now time.Duration, c *consumer, nd Node) {
 			sn.PutBlocks(q.keys) // the source computed this prefix earlier
 		}
 		if err := nd.NewRequest(id, Params(src, id, pd)); err != nil {
-			e.resolve(now, nd, c, q, scenario.Fallback)
+			e.resolve(now, nd, c, q, report.Fallback)
 			continue
 		}
 		c.pending = append(c.pending, q)
@@ -294,9 +295,9 @@ func (e *Engine) results(now time.Duration, c *consumer, nd Node) {
 		}
 		if q.result.OK && !q.rec.Corrupt {
 			q.rec.Bytes = uint64(len(q.keys)) * uint64(e.cfg.BlockBytes)
-			e.resolve(now, nd, c, q, scenario.Hit)
+			e.resolve(now, nd, c, q, report.Hit)
 		} else {
-			e.resolve(now, nd, c, q, scenario.Fallback)
+			e.resolve(now, nd, c, q, report.Fallback)
 		}
 	}
 	clear(c.done)
@@ -330,14 +331,14 @@ func (e *Engine) lookups(now time.Duration, c *consumer, nd Node) (registered bo
 		case session.Hit:
 			job, err := nd.SubmitLoad(q.rec.ID, q.keys)
 			if err != nil {
-				e.resolve(now, nd, c, q, scenario.Fallback)
+				e.resolve(now, nd, c, q, report.Fallback)
 				continue
 			}
 			q.state, q.job = loading, job
 			c.jobs[job] = q
 			nd.Flush() // a load that cannot start fails now: its result is in c.done
 		case session.Miss:
-			e.resolve(now, nd, c, q, scenario.Fallback)
+			e.resolve(now, nd, c, q, report.Fallback)
 		}
 	}
 	kept := c.pending[:0]
@@ -351,7 +352,7 @@ func (e *Engine) lookups(now time.Duration, c *consumer, nd Node) (registered bo
 	return registered
 }
 
-func (e *Engine) resolve(now time.Duration, nd Node, c *consumer, q *req, o scenario.Outcome) {
+func (e *Engine) resolve(now time.Duration, nd Node, c *consumer, q *req, o report.Outcome) {
 	q.state = resolved
 	q.rec.Outcome = o
 	q.rec.Resolved = now
@@ -384,8 +385,8 @@ func (e *Engine) EndRun() {
 
 // Requests returns the records of every request so far, in arrival order
 // per engine step.
-func (e *Engine) Requests() []scenario.Request {
-	out := make([]scenario.Request, len(e.reqs))
+func (e *Engine) Requests() []report.Request {
+	out := make([]report.Request, len(e.reqs))
 	for i, q := range e.reqs {
 		out[i] = q.rec
 	}

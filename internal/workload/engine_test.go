@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/loads"
+	"github.com/kvp2p/kvp2p/internal/report"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 	"github.com/kvp2p/kvp2p/internal/session"
 	"github.com/kvp2p/kvp2p/internal/wire"
@@ -192,7 +193,7 @@ func TestArrivalsMatchTheStream(t *testing.T) {
 	}
 	got := e.Requests()
 
-	var want []scenario.Request
+	var want []report.Request
 	for i, c := range cfg.Consumers {
 		rng := rand.New(rand.NewPCG(42, uint64(i)))
 		gap := func() time.Duration { return time.Duration(rng.ExpFloat64() / w.Rate * float64(time.Second)) }
@@ -205,12 +206,12 @@ func TestArrivalsMatchTheStream(t *testing.T) {
 			if rng.IntN(2) == 0 {
 				mode = scenario.ModePD
 			}
-			want = append(want, scenario.Request{ID: fmt.Sprintf("%s#%d", c, seq), Consumer: c, Source: src, Mode: mode, Arrived: at})
+			want = append(want, report.Request{ID: fmt.Sprintf("%s#%d", c, seq), Consumer: c, Source: src, Mode: mode, Arrived: at})
 		}
 	}
-	key := func(q scenario.Request) string { return q.ID }
-	slices.SortFunc(got, func(a, b scenario.Request) int { return strings.Compare(key(a), key(b)) })
-	slices.SortFunc(want, func(a, b scenario.Request) int { return strings.Compare(key(a), key(b)) })
+	key := func(q report.Request) string { return q.ID }
+	slices.SortFunc(got, func(a, b report.Request) int { return strings.Compare(key(a), key(b)) })
+	slices.SortFunc(want, func(a, b report.Request) int { return strings.Compare(key(a), key(b)) })
 	if len(got) != len(want) || len(got) < 40 {
 		t.Fatalf("%d requests, want %d (and some 80)", len(got), len(want))
 	}
@@ -231,7 +232,7 @@ func TestArrivalsMatchTheStream(t *testing.T) {
 		e2.Step(now)
 	}
 	again := e2.Requests()
-	slices.SortFunc(again, func(a, b scenario.Request) int { return strings.Compare(key(a), key(b)) })
+	slices.SortFunc(again, func(a, b report.Request) int { return strings.Compare(key(a), key(b)) })
 	for i := range got {
 		if got[i] != again[i] {
 			t.Fatalf("two runs differ at %d: %+v vs %+v", i, got[i], again[i])
@@ -298,7 +299,7 @@ func TestSymmetricHit(t *testing.T) {
 		t.Fatal("busy with nothing in flight")
 	}
 	q := r.e.Requests()[0]
-	if q.Outcome != scenario.Hit || q.Bytes != 2000 || q.Resolved != at+10*time.Millisecond || q.Corrupt {
+	if q.Outcome != report.Hit || q.Bytes != 2000 || q.Resolved != at+10*time.Millisecond || q.Corrupt {
 		t.Fatalf("record %+v", q)
 	}
 	if n, res := r.e.Counts(); n != 1 || res != 1 {
@@ -315,7 +316,7 @@ func TestCorruptLoadFallsBack(t *testing.T) {
 	r.cons().polled = []loads.JobResult{{Job: 1, Kind: loads.JobLoad, OK: true}} // the Poll path
 	r.e.Step(at + time.Millisecond)
 	r.expect("dst/0 flush", "dst/0 verify 2", "dst/0 finished dst/0#1")
-	if q := r.e.Requests()[0]; q.Outcome != scenario.Fallback || !q.Corrupt || q.Bytes != 0 {
+	if q := r.e.Requests()[0]; q.Outcome != report.Fallback || !q.Corrupt || q.Bytes != 0 {
 		t.Fatalf("record %+v", q)
 	}
 }
@@ -342,13 +343,13 @@ func TestFailedLoadDuringFlush(t *testing.T) {
 	if !delivered {
 		t.Fatal("no flush right after SubmitLoad")
 	}
-	if q := r.e.Requests()[0]; q.Outcome != scenario.Stuck {
+	if q := r.e.Requests()[0]; q.Outcome != report.Stuck {
 		t.Fatalf("resolved within the step: %+v", q)
 	}
 	r.take()
 	r.e.Step(at + 10*time.Millisecond)
 	r.expect("dst/0 flush", "dst/0 finished dst/0#1")
-	if q := r.e.Requests()[0]; q.Outcome != scenario.Fallback || q.Corrupt || q.Resolved != at+10*time.Millisecond {
+	if q := r.e.Requests()[0]; q.Outcome != report.Fallback || q.Corrupt || q.Resolved != at+10*time.Millisecond {
 		t.Fatalf("record %+v", q)
 	}
 }
@@ -411,7 +412,7 @@ func TestMissAndErrorsFallBack(t *testing.T) {
 			if got[0] != "src/0 put 2" || !slices.Equal(got[1:], tc.want) {
 				t.Fatalf("calls %q", got)
 			}
-			if q := r.e.Requests()[0]; q.Outcome != scenario.Fallback || q.Resolved != first(1) {
+			if q := r.e.Requests()[0]; q.Outcome != report.Fallback || q.Resolved != first(1) {
 				t.Fatalf("record %+v", q)
 			}
 		})
@@ -426,12 +427,12 @@ func TestMixedRetryThenMiss(t *testing.T) {
 	at := first(1)
 	r.e.Step(at)
 	r.take()
-	if q := r.e.Requests()[0]; q.Outcome != scenario.Stuck {
+	if q := r.e.Requests()[0]; q.Outcome != report.Stuck {
 		t.Fatalf("resolved on Retry: %+v", q)
 	}
 	r.cons().verdict = session.Miss
 	r.e.Step(at + 10*time.Millisecond)
-	if q := r.e.Requests()[0]; q.Outcome != scenario.Fallback {
+	if q := r.e.Requests()[0]; q.Outcome != report.Fallback {
 		t.Fatalf("not a fallback on Miss: %+v", q)
 	}
 }
@@ -464,7 +465,7 @@ func TestDownConsumerAndAbandon(t *testing.T) {
 	if slices.ContainsFunc(got, func(s string) bool { return strings.HasPrefix(s, "src/0") }) {
 		t.Fatalf("a prefill ran after EndRun: %q", got)
 	}
-	if q := r.e.Requests()[0]; q.Outcome != scenario.Stuck {
+	if q := r.e.Requests()[0]; q.Outcome != report.Stuck {
 		t.Fatalf("record %+v", q)
 	}
 }

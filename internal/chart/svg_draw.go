@@ -1,4 +1,4 @@
-package scenario
+package chart
 
 import (
 	"bytes"
@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/kvp2p/kvp2p/internal/report"
+	"github.com/kvp2p/kvp2p/internal/scenario"
 )
 
 func esc(s string) string {
@@ -46,14 +49,14 @@ func (t *timeline) header(b *bytes.Buffer) {
 }
 
 // panel draws one policy's run starting at y and returns the y after it.
-func (t *timeline) panel(b *bytes.Buffer, r Run, y int) int {
+func (t *timeline) panel(b *bytes.Buffer, r report.Run, y int) int {
 	rep := r.Report
 	fmt.Fprintf(b, `<g class="panel" data-policy="%s">`+"\n", esc(r.Policy))
 	fmt.Fprintf(b, `<text x="12" y="%d" fill="#333"><tspan font-weight="bold" font-size="13" fill="#000">%s</tspan>`+
 		` &#160; %d requests (%d affected) · %d fallbacks, <tspan fill="#e03131" font-weight="bold">%d false</tspan>`+
 		` · %d stuck · TTF p50 %s / p99 %s / max %s ms</text>`+"\n",
 		y+17, esc(r.Policy), rep.Requests, rep.Affected, rep.Fallbacks, rep.FalseFallbacks, rep.Stuck,
-		fmtMs(rep.TTFms.P50), fmtMs(rep.TTFms.P99), fmtMs(rep.TTFms.Max))
+		report.FormatMs(rep.TTFms.P50), report.FormatMs(rep.TTFms.P99), report.FormatMs(rep.TTFms.Max))
 	y += panelTitleH
 	top := y
 	bars := t.pack(r.Requests)
@@ -108,7 +111,7 @@ func (t *timeline) faults(b *bytes.Buffer, bd *band, y int) {
 	}
 	var labels []label
 	for i, f := range t.sc.Faults {
-		if f.Target.Pod != bd.pod || f.Kind == Heal {
+		if f.Target.Pod != bd.pod || f.Kind == scenario.Heal {
 			continue
 		}
 		x0 := t.x(f.At)
@@ -152,7 +155,7 @@ func (t *timeline) healOf(i int) time.Duration {
 	f := t.sc.Faults[i]
 	mine := t.sc.Ranks(f.Target)
 	for _, h := range t.sc.Faults[i+1:] {
-		if h.Kind != Heal || h.At < f.At {
+		if h.Kind != scenario.Heal || h.At < f.At {
 			continue
 		}
 		for _, r := range t.sc.Ranks(h.Target) {

@@ -1,4 +1,4 @@
-package scenario
+package chart
 
 import (
 	"bytes"
@@ -10,55 +10,84 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvp2p/kvp2p/internal/report"
+	"github.com/kvp2p/kvp2p/internal/scenario"
 )
+
+// fleet, f and req are as in internal/report's tests.
+
+const s = time.Second
+
+func fleet(faults ...scenario.Fault) *scenario.Scenario {
+	return &scenario.Scenario{
+		Name: "t", Duration: 40 * s, Seed: 1,
+		Pods: []scenario.Pod{{Name: "a", Host: "h1", Ranks: 4, BasePort: 7777}, {Name: "d", Host: "h2", Ranks: 1, BasePort: 7777}},
+		Workload: scenario.Workload{Mode: scenario.ModePD, Rate: 1, Blocks: 1, BlockBytes: 1, Sources: []string{"a"},
+			Consumers: []string{"d"}, Stop: 40 * s},
+		Faults: faults,
+	}
+}
+
+func f(at time.Duration, k scenario.FaultKind, target string) scenario.Fault {
+	t, err := scenario.ParseTarget(target)
+	if err != nil {
+		panic(err)
+	}
+	return scenario.Fault{At: at, Kind: k, Target: t}
+}
+
+func req(src string, arrived, resolved time.Duration, o report.Outcome) report.Request {
+	return report.Request{Source: src, Arrived: arrived, Resolved: resolved, Outcome: o}
+}
 
 // toyRuns fabricates plausible runs of pod-partial under the three
 // policies (not a simulation: just enough shape to draw), so that the
 // timeline can be tested and looked at without the simulator.
-func toyRuns(sc *Scenario) []Run {
+func toyRuns(sc *scenario.Scenario) []report.Run {
 	ms := time.Millisecond
-	var runs []Run
+	var runs []report.Run
 	for _, policy := range []string{"per-peer", "host-group", "domain"} {
 		rng := rand.New(rand.NewPCG(uint64(sc.Seed), 0))
-		var reqs []Request
+		var reqs []report.Request
 		var ranks []string
 		for _, p := range sc.Workload.Sources {
 			pod, _ := sc.Pod(p)
 			for r := range pod.Ranks {
-				ranks = append(ranks, RankID(p, r))
+				ranks = append(ranks, scenario.RankID(p, r))
 			}
 		}
 		gap := time.Duration(float64(time.Second) / sc.Workload.Rate)
 		for at := sc.Workload.Start; at < sc.Workload.Stop; at += gap {
 			src := ranks[rng.IntN(len(ranks))]
-			q := Request{ID: fmt.Sprintf("r%d", len(reqs)), Source: src, Consumer: "dst/0", Arrived: at,
-				Resolved: at + time.Duration(5+rng.IntN(30))*ms, Outcome: Hit, Bytes: 4 << 20}
+			q := report.Request{ID: fmt.Sprintf("r%d", len(reqs)), Source: src, Consumer: "dst/0", Arrived: at,
+				Resolved: at + time.Duration(5+rng.IntN(30))*ms, Outcome: report.Hit, Bytes: 4 << 20}
 			inFault := at+40*ms >= 10*time.Second && at < 25*time.Second
 			onHost := strings.HasPrefix(src, "src-")
 			switch {
 			case policy == "host-group" && onHost && at+40*ms >= 10*time.Second && at < 20*time.Second:
-				q.Outcome, q.Bytes = Fallback, 0
+				q.Outcome, q.Bytes = report.Fallback, 0
 				q.Resolved = max(at, 10*time.Second) + 2*ms
 			case !inFault || !strings.HasPrefix(src, "src-a/"):
 			case src == "src-a/0" || policy == "domain":
-				q.Outcome, q.Bytes = Fallback, 0
+				q.Outcome, q.Bytes = report.Fallback, 0
 				q.Resolved = max(at, 10*time.Second) + time.Duration(200+rng.IntN(60))*ms
 			default:
-				q.Outcome, q.Bytes = Fallback, 0
+				q.Outcome, q.Bytes = report.Fallback, 0
 				q.Resolved = at + 30*time.Second
 				if q.Resolved > sc.Duration {
-					q.Outcome = Stuck
+					q.Outcome = report.Stuck
 				}
 			}
 			reqs = append(reqs, q)
 		}
-		runs = append(runs, Run{Policy: policy, Requests: reqs, Report: Compute(sc, policy, reqs, 0)})
+		runs = append(runs, report.Run{Policy: policy, Requests: reqs, Report: report.Compute(sc, policy, reqs, 0)})
 	}
 	return runs
 }
 
 func TestSVG(t *testing.T) {
-	sc, err := Load("pod-partial")
+	sc, err := scenario.Load("pod-partial")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,13 +156,13 @@ func TestSVG(t *testing.T) {
 
 // Heights stay bounded however many requests wait at once.
 func TestSVGBoundedHeight(t *testing.T) {
-	sc := fleet(f(10*s, Crash, "a/0"))
-	var reqs []Request
+	sc := fleet(f(10*s, scenario.Crash, "a/0"))
+	var reqs []report.Request
 	for i := range 5000 {
-		reqs = append(reqs, req("a/0", time.Duration(i)*time.Millisecond, 0, Stuck))
+		reqs = append(reqs, req("a/0", time.Duration(i)*time.Millisecond, 0, report.Stuck))
 	}
 	var b bytes.Buffer
-	if err := SVG(&b, sc, []Run{{Policy: "p", Requests: reqs, Report: Compute(sc, "p", reqs, 0)}}); err != nil {
+	if err := SVG(&b, sc, []report.Run{{Policy: "p", Requests: reqs, Report: report.Compute(sc, "p", reqs, 0)}}); err != nil {
 		t.Fatal(err)
 	}
 	want := headerH + panelTitleH + axisH + panelGap + bandPadTop + maxLanes*laneStride + bandPadBot
@@ -145,7 +174,7 @@ func TestSVGBoundedHeight(t *testing.T) {
 func TestSVGEscapesAndRejects(t *testing.T) {
 	sc := fleet()
 	var b bytes.Buffer
-	if err := SVG(&b, sc, []Run{{Policy: `<a&"b">`}}); err != nil {
+	if err := SVG(&b, sc, []report.Run{{Policy: `<a&"b">`}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := xml.Unmarshal(b.Bytes(), new(struct{})); err != nil {
@@ -159,7 +188,7 @@ func TestSVGEscapesAndRejects(t *testing.T) {
 
 // Every built-in draws, with its fault markers, as well-formed SVG.
 func TestSVGBuiltins(t *testing.T) {
-	all, err := LoadAll()
+	all, err := scenario.LoadAll()
 	if err != nil {
 		t.Fatal(err)
 	}

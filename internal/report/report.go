@@ -1,14 +1,17 @@
-package scenario
+package report
 
 import (
 	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"strings"
+	"text/tabwriter"
 	"time"
+
+	"github.com/kvp2p/kvp2p/internal/percentile"
+	"github.com/kvp2p/kvp2p/internal/scenario"
 )
 
 // Windows derives, from the fault timeline, the intervals during which
@@ -20,15 +23,15 @@ import (
 //
 // The windows are the ground truth a policy is judged against: they come
 // from the scenario, never from what the policy under test believed.
-func Windows(sc *Scenario) []Window {
+func Windows(sc *scenario.Scenario) []Window {
 	faults := slices.Clone(sc.Faults) // Parse sorts them; a Scenario built in code may not
-	slices.SortStableFunc(faults, func(a, b Fault) int { return cmp.Compare(a.At, b.At) })
+	slices.SortStableFunc(faults, func(a, b scenario.Fault) int { return cmp.Compare(a.At, b.At) })
 	var out []Window
 	open := map[string][]int{} // rank -> indices into out still open
 	for _, f := range faults {
 		for _, r := range sc.Ranks(f.Target) {
 			switch {
-			case f.Kind == Heal:
+			case f.Kind == scenario.Heal:
 				for _, i := range open[r] {
 					out[i].To = f.At
 				}
@@ -45,21 +48,21 @@ func Windows(sc *Scenario) []Window {
 	return out
 }
 
-// faultIndex holds the fault windows by rank and by domain, and classifies
+// FaultIndex holds the fault windows by rank and by domain, and classifies
 // requests against them (affected, collateral); shared by Compute and SVG
 // so that the picture and the numbers can never disagree.
-type faultIndex struct {
+type FaultIndex struct {
 	byRank   map[string][]Window // each ordered by From
 	byDomain map[string][]Window // windows of the ranks of each named domain, ordered by From
 	domainOf map[string]string   // rank -> its pod's domain ("" : its own)
 	end      time.Duration       // a stuck request lives until here
 }
 
-func newFaultIndex(sc *Scenario) faultIndex {
-	j := faultIndex{byRank: map[string][]Window{}, byDomain: map[string][]Window{}, domainOf: map[string]string{}, end: sc.Duration}
+func NewFaultIndex(sc *scenario.Scenario) FaultIndex {
+	j := FaultIndex{byRank: map[string][]Window{}, byDomain: map[string][]Window{}, domainOf: map[string]string{}, end: sc.Duration}
 	for _, p := range sc.Pods {
 		for r := range p.Ranks {
-			j.domainOf[RankID(p.Name, r)] = p.Domain
+			j.domainOf[scenario.RankID(p.Name, r)] = p.Domain
 		}
 	}
 	for _, w := range Windows(sc) {
@@ -76,8 +79,8 @@ func newFaultIndex(sc *Scenario) faultIndex {
 	return j
 }
 
-// lifeEnd is when a request stopped depending on its source.
-func (j faultIndex) lifeEnd(r Request) time.Duration {
+// LifeEnd is when a request stopped depending on its source.
+func (j FaultIndex) LifeEnd(r Request) time.Duration {
 	if r.Outcome == Stuck {
 		return max(j.end, r.Arrived)
 	}
@@ -86,8 +89,8 @@ func (j faultIndex) lifeEnd(r Request) time.Duration {
 
 // overlaps returns the earliest of ws (ordered by From) that overlaps r's
 // life [Arrived, end], bounds included, skipping the windows of skip.
-func (j faultIndex) overlaps(r Request, ws []Window, skip string) (Window, bool) {
-	end := j.lifeEnd(r)
+func (j FaultIndex) overlaps(r Request, ws []Window, skip string) (Window, bool) {
+	end := j.LifeEnd(r)
 	for _, w := range ws {
 		if w.From > end {
 			break
@@ -99,15 +102,15 @@ func (j faultIndex) overlaps(r Request, ws []Window, skip string) (Window, bool)
 	return Window{}, false
 }
 
-// affected reports whether any window of r's source overlaps r's life
+// Affected reports whether any window of r's source overlaps r's life
 // [Arrived, end], bounds included: a fault at the very instant a request
 // arrives, or an instant fault at the moment it resolves, counts. It also
 // returns the earliest such window, from which time to fallback is taken.
-func (j faultIndex) affected(r Request) (Window, bool) { return j.overlaps(r, j.byRank[r.Source], "") }
+func (j FaultIndex) Affected(r Request) (Window, bool) { return j.overlaps(r, j.byRank[r.Source], "") }
 
 // collateral reports whether another rank of r's source's failure domain
 // had a fault while r was alive. A rank without a domain has no siblings.
-func (j faultIndex) collateral(r Request) bool {
+func (j FaultIndex) collateral(r Request) bool {
 	d := j.domainOf[r.Source]
 	if d == "" {
 		return false
@@ -133,13 +136,13 @@ type sample struct {
 // fault (or its arrival, if later) when it was affected, else in tth_ms
 // (and tth_domain_ms) from its arrival. Dropping it instead would make a
 // policy that never resolves a request look faster than one that does.
-func Compute(sc *Scenario, policy string, reqs []Request, leakedSlots int) Report {
+func Compute(sc *scenario.Scenario, policy string, reqs []Request, leakedSlots int) Report {
 	rep := Report{Scenario: sc.Name, Policy: policy, Requests: len(reqs), LeakedSlots: leakedSlots,
 		PeakSlots: -1, OrphanSlots: -1} // until the driver measures them
-	j := newFaultIndex(sc)
+	j := NewFaultIndex(sc)
 	var ttf, tth, tthDom []sample
 	for _, r := range reqs {
-		w, hit := j.affected(r)
+		w, hit := j.Affected(r)
 		if hit {
 			rep.Affected++
 		}
@@ -165,7 +168,7 @@ func Compute(sc *Scenario, policy string, reqs []Request, leakedSlots int) Repor
 		case Stuck:
 			rep.Stuck++
 			rep.Censored++
-			end := j.lifeEnd(r)
+			end := j.LifeEnd(r)
 			if hit {
 				ttf = append(ttf, sample{ms: sinceFault(end), censored: true})
 				break
@@ -210,7 +213,7 @@ func summarise(ss []sample) TTF {
 		return out
 	}
 	at := func(p float64) (float64, bool) {
-		s := ss[nearestRankIndex(len(ss), p)]
+		s := ss[percentile.Index(len(ss), p)]
 		return s.ms, s.censored
 	}
 	out.P50, out.P50Censored = at(50)
@@ -220,22 +223,6 @@ func summarise(ss []sample) TTF {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-// nearestRank is the p-th percentile of sorted values by the nearest-rank
-// method (always one of the values, never an interpolation); zero when
-// there are none.
-func nearestRank(sorted []float64, p float64) float64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	return sorted[nearestRankIndex(len(sorted), p)]
-}
-
-// nearestRankIndex is the index of the p-th percentile of n sorted values.
-func nearestRankIndex(n int, p float64) int {
-	k := int(math.Ceil(p / 100 * float64(n)))
-	return min(max(k, 1), n) - 1
-}
 
 // JSON is the report as one line of JSON with design.md §7's field names,
 // for `--json` output (one object per line per scenario and policy).
@@ -283,42 +270,45 @@ func Table(w io.Writer, reps []Report) {
 }
 
 // writeAligned writes rows with the first names columns left-aligned and
-// the rest right-aligned, two spaces apart.
+// the rest right-aligned, two spaces apart. text/tabwriter aligns every
+// column of a table the same way, so each block is aligned by a writer of
+// its own and the two are joined line by line; the names block's last
+// column loses the two spaces of padding that the numbers' right-aligned
+// padding already puts in front of them.
 func writeAligned(w io.Writer, rows [][]string, names int) {
-	width := make([]int, len(rows[0]))
-	for _, row := range rows {
-		for i, c := range row {
-			width[i] = max(width[i], len(c))
-		}
-	}
+	left := tabulate(rows, 0, names, 0)
+	right := tabulate(rows, names, len(rows[0]), tabwriter.AlignRight)
 	var b strings.Builder
-	for _, row := range rows {
-		for i, c := range row {
-			pad := strings.Repeat(" ", width[i]-len(c))
-			switch {
-			case i < names:
-				b.WriteString(c)
-				if i < len(row)-1 {
-					b.WriteString(pad)
-				}
-			default:
-				b.WriteString(pad + c)
-			}
-			if i < len(row)-1 {
-				b.WriteString("  ")
-			}
+	for i := range rows {
+		if names > 0 && names < len(rows[i]) {
+			left[i] = strings.TrimSuffix(left[i], "  ")
 		}
-		b.WriteByte('\n')
+		b.WriteString(strings.TrimRight(left[i]+right[i], " ") + "\n")
 	}
 	_, _ = io.WriteString(w, b.String())
+}
+
+// tabulate aligns columns [from, to) of rows with text/tabwriter, two
+// spaces of padding, and returns one string per row.
+func tabulate(rows [][]string, from, to int, flags uint) []string {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', flags)
+	for _, row := range rows {
+		for _, c := range row[from:to] {
+			_, _ = io.WriteString(tw, c+"\t")
+		}
+		_, _ = io.WriteString(tw, "\n")
+	}
+	_ = tw.Flush() // a strings.Builder never fails
+	return strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
 }
 
 // fmtAt is a time, marked ">=" when it is only a lower bound.
 func fmtAt(v float64, censored bool) string {
 	if censored {
-		return ">=" + fmtMs(v)
+		return ">=" + FormatMs(v)
 	}
-	return fmtMs(v)
+	return FormatMs(v)
 }
 
 // fmtSlots prints a slot count; a driver that did not measure it says -1.
@@ -329,7 +319,9 @@ func fmtSlots(n int) string {
 	return fmt.Sprint(n)
 }
 
-func fmtMs(v float64) string {
+// FormatMs prints milliseconds as the table does (one decimal below 100,
+// none above); the timeline uses it too, so that the two agree.
+func FormatMs(v float64) string {
 	if v >= 100 {
 		return fmt.Sprintf("%.0f", v)
 	}

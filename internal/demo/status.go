@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -13,11 +13,11 @@ import (
 	"github.com/kvp2p/kvp2p/internal/status"
 )
 
-// startDemoStatus serves, for each policy's run, the metrics, status page
+// ServeStatus serves, for each policy's run, the metrics, status page
 // and /status.json of its first consumer rank: policy i on addr's port + i.
 // node returns a run's consumer node once the run started (nil before).
 // The returned func stops the servers.
-func startDemoStatus(addr string, policies []string, node func(policy string) *kvp2p.Node, stdout io.Writer) (func(), error) {
+func ServeStatus(addr string, policies []string, node func(policy string) *kvp2p.Node, stdout io.Writer) (func(), error) {
 	host, p, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-addr: %w", err)

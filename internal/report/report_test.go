@@ -1,4 +1,4 @@
-package scenario
+package report
 
 import (
 	"bytes"
@@ -7,49 +7,51 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvp2p/kvp2p/internal/scenario"
 )
 
 const s = time.Second
 
-func fleet(faults ...Fault) *Scenario {
-	return &Scenario{
+func fleet(faults ...scenario.Fault) *scenario.Scenario {
+	return &scenario.Scenario{
 		Name: "t", Duration: 40 * s, Seed: 1,
-		Pods: []Pod{{Name: "a", Host: "h1", Ranks: 4, BasePort: 7777}, {Name: "d", Host: "h2", Ranks: 1, BasePort: 7777}},
-		Workload: Workload{Mode: ModePD, Rate: 1, Blocks: 1, BlockBytes: 1, Sources: []string{"a"},
+		Pods: []scenario.Pod{{Name: "a", Host: "h1", Ranks: 4, BasePort: 7777}, {Name: "d", Host: "h2", Ranks: 1, BasePort: 7777}},
+		Workload: scenario.Workload{Mode: scenario.ModePD, Rate: 1, Blocks: 1, BlockBytes: 1, Sources: []string{"a"},
 			Consumers: []string{"d"}, Stop: 40 * s},
 		Faults: faults,
 	}
 }
 
-func f(at time.Duration, k FaultKind, target string) Fault {
-	t, err := ParseTarget(target)
+func f(at time.Duration, k scenario.FaultKind, target string) scenario.Fault {
+	t, err := scenario.ParseTarget(target)
 	if err != nil {
 		panic(err)
 	}
-	return Fault{At: at, Kind: k, Target: t}
+	return scenario.Fault{At: at, Kind: k, Target: t}
 }
 
 func TestWindows(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		faults []Fault
+		faults []scenario.Fault
 		want   []Window
 	}{
 		{"none", nil, nil},
-		{"crash forever", []Fault{f(10*s, Crash, "a/1")}, []Window{{"a/1", Crash, 10 * s, -1}}},
-		{"instants", []Fault{f(5*s, CloseControl, "a/0"), f(6*s, Restart, "a/2")},
-			[]Window{{"a/0", CloseControl, 5 * s, 5 * s}, {"a/2", Restart, 6 * s, 6 * s}}},
-		{"non-faults ignored", []Fault{f(1*s, Slow, "a/0"), f(2*s, Delay, "a/0"), f(3*s, GoodbyeIdle, "a/0"), f(4*s, Heal, "a/0")}, nil},
-		{"range and star heal", []Fault{f(10*s, BlackholeData, "a/1-2"), f(25*s, Heal, "a/*")},
-			[]Window{{"a/1", BlackholeData, 10 * s, 25 * s}, {"a/2", BlackholeData, 10 * s, 25 * s}}},
-		{"partial heal", []Fault{f(10*s, Stall, "a/0-1"), f(12*s, Heal, "a/1")},
-			[]Window{{"a/0", Stall, 10 * s, -1}, {"a/1", Stall, 10 * s, 12 * s}}},
-		{"heal ends every open window", []Fault{f(1*s, Blackhole, "a/0"), f(2*s, RefuseHandshake, "a/0"), f(3*s, Heal, "a/0")},
-			[]Window{{"a/0", Blackhole, 1 * s, 3 * s}, {"a/0", RefuseHandshake, 2 * s, 3 * s}}},
-		{"flap", []Fault{f(1*s, BlackholeData, "a/3"), f(2*s, Heal, "a/3"), f(3*s, BlackholeData, "a/3")},
-			[]Window{{"a/3", BlackholeData, 1 * s, 2 * s}, {"a/3", BlackholeData, 3 * s, -1}}},
-		{"heal does not end a later fault", []Fault{f(1*s, Crash, "a/0"), f(2*s, Heal, "a/0"), f(2*s, Restart, "a/0")},
-			[]Window{{"a/0", Crash, 1 * s, 2 * s}, {"a/0", Restart, 2 * s, 2 * s}}},
+		{"crash forever", []scenario.Fault{f(10*s, scenario.Crash, "a/1")}, []Window{{"a/1", scenario.Crash, 10 * s, -1}}},
+		{"instants", []scenario.Fault{f(5*s, scenario.CloseControl, "a/0"), f(6*s, scenario.Restart, "a/2")},
+			[]Window{{"a/0", scenario.CloseControl, 5 * s, 5 * s}, {"a/2", scenario.Restart, 6 * s, 6 * s}}},
+		{"non-faults ignored", []scenario.Fault{f(1*s, scenario.Slow, "a/0"), f(2*s, scenario.Delay, "a/0"), f(3*s, scenario.GoodbyeIdle, "a/0"), f(4*s, scenario.Heal, "a/0")}, nil},
+		{"range and star heal", []scenario.Fault{f(10*s, scenario.BlackholeData, "a/1-2"), f(25*s, scenario.Heal, "a/*")},
+			[]Window{{"a/1", scenario.BlackholeData, 10 * s, 25 * s}, {"a/2", scenario.BlackholeData, 10 * s, 25 * s}}},
+		{"partial heal", []scenario.Fault{f(10*s, scenario.Stall, "a/0-1"), f(12*s, scenario.Heal, "a/1")},
+			[]Window{{"a/0", scenario.Stall, 10 * s, -1}, {"a/1", scenario.Stall, 10 * s, 12 * s}}},
+		{"heal ends every open window", []scenario.Fault{f(1*s, scenario.Blackhole, "a/0"), f(2*s, scenario.RefuseHandshake, "a/0"), f(3*s, scenario.Heal, "a/0")},
+			[]Window{{"a/0", scenario.Blackhole, 1 * s, 3 * s}, {"a/0", scenario.RefuseHandshake, 2 * s, 3 * s}}},
+		{"flap", []scenario.Fault{f(1*s, scenario.BlackholeData, "a/3"), f(2*s, scenario.Heal, "a/3"), f(3*s, scenario.BlackholeData, "a/3")},
+			[]Window{{"a/3", scenario.BlackholeData, 1 * s, 2 * s}, {"a/3", scenario.BlackholeData, 3 * s, -1}}},
+		{"heal does not end a later fault", []scenario.Fault{f(1*s, scenario.Crash, "a/0"), f(2*s, scenario.Heal, "a/0"), f(2*s, scenario.Restart, "a/0")},
+			[]Window{{"a/0", scenario.Crash, 1 * s, 2 * s}, {"a/0", scenario.Restart, 2 * s, 2 * s}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := Windows(fleet(tc.faults...)); !slices.Equal(got, tc.want) {
@@ -65,10 +67,10 @@ func req(src string, arrived, resolved time.Duration, o Outcome) Request {
 
 func TestComputeOneRequest(t *testing.T) {
 	ms := func(v float64) float64 { return v }
-	blackhole := []Fault{f(10*s, BlackholeData, "a/1"), f(20*s, Heal, "a/1")}
+	blackhole := []scenario.Fault{f(10*s, scenario.BlackholeData, "a/1"), f(20*s, scenario.Heal, "a/1")}
 	for _, tc := range []struct {
 		name     string
-		faults   []Fault
+		faults   []scenario.Fault
 		r        Request
 		affected bool
 		falseFB  bool
@@ -85,16 +87,16 @@ func TestComputeOneRequest(t *testing.T) {
 		{"arrives after the heal: false", blackhole, req("a/1", 20*s+1, 21*s, Fallback), false, true, -1},
 		{"another rank's fault: false", blackhole, req("a/2", 12*s, 13*s, Fallback), false, true, -1},
 		{"affected hit", blackhole, req("a/1", 9*s, 11*s, Hit), true, false, -1},
-		{"instant inside life", []Fault{f(10*s, CloseControl, "a/1")}, req("a/1", 9*s, 10*s+5*time.Millisecond, Fallback), true, false, ms(5)},
-		{"instant at arrival", []Fault{f(10*s, Restart, "a/1")}, req("a/1", 10*s, 10*s+5*time.Millisecond, Fallback), true, false, ms(5)},
-		{"instant before arrival: false", []Fault{f(10*s, Restart, "a/1")}, req("a/1", 10*s+1, 11*s, Fallback), false, true, -1},
-		{"instant after resolution: false", []Fault{f(10*s, CloseControl, "a/1")}, req("a/1", 9*s, 10*s-1, Fallback), false, true, -1},
-		{"stuck lives to the end: censored at the end", []Fault{f(39*s, Crash, "a/1")}, req("a/1", 1*s, 0, Stuck), true, false, ms(1000)},
+		{"instant inside life", []scenario.Fault{f(10*s, scenario.CloseControl, "a/1")}, req("a/1", 9*s, 10*s+5*time.Millisecond, Fallback), true, false, ms(5)},
+		{"instant at arrival", []scenario.Fault{f(10*s, scenario.Restart, "a/1")}, req("a/1", 10*s, 10*s+5*time.Millisecond, Fallback), true, false, ms(5)},
+		{"instant before arrival: false", []scenario.Fault{f(10*s, scenario.Restart, "a/1")}, req("a/1", 10*s+1, 11*s, Fallback), false, true, -1},
+		{"instant after resolution: false", []scenario.Fault{f(10*s, scenario.CloseControl, "a/1")}, req("a/1", 9*s, 10*s-1, Fallback), false, true, -1},
+		{"stuck lives to the end: censored at the end", []scenario.Fault{f(39*s, scenario.Crash, "a/1")}, req("a/1", 1*s, 0, Stuck), true, false, ms(1000)},
 		{"stuck, healthy: not a ttf", nil, req("a/1", 1*s, 0, Stuck), false, false, -1},
-		{"slow is not a fault", []Fault{f(1*s, Slow, "a/1"), f(9*s, Heal, "a/1")}, req("a/1", 2*s, 3*s, Fallback), false, true, -1},
-		{"earliest window gives the TTF", []Fault{f(10*s, Stall, "a/1"), f(12*s, Heal, "a/1"), f(14*s, Crash, "a/1")},
+		{"slow is not a fault", []scenario.Fault{f(1*s, scenario.Slow, "a/1"), f(9*s, scenario.Heal, "a/1")}, req("a/1", 2*s, 3*s, Fallback), false, true, -1},
+		{"earliest window gives the TTF", []scenario.Fault{f(10*s, scenario.Stall, "a/1"), f(12*s, scenario.Heal, "a/1"), f(14*s, scenario.Crash, "a/1")},
 			req("a/1", 8*s, 15*s, Fallback), true, false, ms(5000)},
-		{"later window when the first healed before arrival", []Fault{f(10*s, Stall, "a/1"), f(12*s, Heal, "a/1"), f(14*s, Crash, "a/1")},
+		{"later window when the first healed before arrival", []scenario.Fault{f(10*s, scenario.Stall, "a/1"), f(12*s, scenario.Heal, "a/1"), f(14*s, scenario.Crash, "a/1")},
 			req("a/1", 13*s, 15*s, Fallback), true, false, ms(1000)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -127,7 +129,7 @@ func TestComputeOneRequest(t *testing.T) {
 }
 
 func TestComputeTotals(t *testing.T) {
-	sc := fleet(f(10*s, Crash, "a/0"))
+	sc := fleet(f(10*s, scenario.Crash, "a/0"))
 	var reqs []Request
 	// 100 affected fallbacks with TTF 1..100 ms.
 	for i := 1; i <= 100; i++ {
@@ -159,7 +161,7 @@ func TestComputeTotals(t *testing.T) {
 // falls on one of them and is marked; a resolved sample equal to a
 // censored one is the one a percentile takes.
 func TestComputeCensoredP99(t *testing.T) {
-	sc := fleet(f(10*s, BlackholeData, "a/0"))
+	sc := fleet(f(10*s, scenario.BlackholeData, "a/0"))
 	var reqs []Request
 	for i := 1; i <= 98; i++ {
 		reqs = append(reqs, req("a/0", 10*s, 10*s+time.Duration(i)*time.Millisecond, Fallback))
@@ -179,7 +181,7 @@ func TestComputeCensoredP99(t *testing.T) {
 // TestComputeCollateral: tth_domain_ms takes the hits whose source shares
 // a named domain with another rank that had a fault while they were alive.
 func TestComputeCollateral(t *testing.T) {
-	sc := fleet(f(10*s, Crash, "a/1"))
+	sc := fleet(f(10*s, scenario.Crash, "a/1"))
 	sc.Pods[0].Domain = "pod-a"
 	reqs := []Request{
 		req("a/2", 9*s, 9*s+300*time.Millisecond, Hit),  // before the fault: not collateral
@@ -194,21 +196,6 @@ func TestComputeCollateral(t *testing.T) {
 	sc.Pods[0].Domain = ""
 	if r := Compute(sc, "p", reqs, 0); r.TTHDomainMs.N != 0 {
 		t.Errorf("no domain, yet collateral: %+v", r.TTHDomainMs)
-	}
-}
-
-func TestNearestRank(t *testing.T) {
-	for _, tc := range []struct {
-		v    []float64
-		p    float64
-		want float64
-	}{
-		{nil, 50, 0}, {[]float64{7}, 50, 7}, {[]float64{7}, 99, 7},
-		{[]float64{1, 2}, 50, 1}, {[]float64{1, 2}, 99, 2}, {[]float64{1, 2, 3, 4}, 50, 2}, {[]float64{1, 2, 3, 4}, 100, 4},
-	} {
-		if got := nearestRank(tc.v, tc.p); got != tc.want {
-			t.Errorf("nearestRank(%v, %v) = %v, want %v", tc.v, tc.p, got, tc.want)
-		}
 	}
 }
 
@@ -258,22 +245,6 @@ func TestTable(t *testing.T) {
 	for _, want := range []string{"per-peer", "30020", "1.2", "3.0"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
-		}
-	}
-}
-
-func TestFaultString(t *testing.T) {
-	for _, tc := range []struct {
-		f    Fault
-		want string
-	}{
-		{Fault{At: 5 * s, Kind: Slow, Target: Target{Pod: "a", First: 5, Last: 5}, BytesPerSec: 16 << 20}, "5s slow a/5 16 MiB/s"},
-		{Fault{At: 5 * s, Kind: Slow, Target: Target{Pod: "a", All: true}, BytesPerSec: 3 << 10}, "5s slow a/* 3 KiB/s"},
-		{Fault{At: 5 * s, Kind: Slow, Target: Target{Pod: "a", First: 1, Last: 2}, BytesPerSec: 1000}, "5s slow a/1-2 1000 B/s"},
-		{Fault{At: 1500 * time.Millisecond, Kind: Delay, Target: Target{Pod: "a"}, Latency: 20 * time.Millisecond}, "1.5s delay a/0 +20ms"},
-	} {
-		if got := tc.f.String(); got != tc.want {
-			t.Errorf("String() = %q, want %q", got, tc.want)
 		}
 	}
 }

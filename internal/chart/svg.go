@@ -1,4 +1,4 @@
-package scenario
+package chart
 
 import (
 	"bytes"
@@ -7,14 +7,10 @@ import (
 	"io"
 	"slices"
 	"time"
-)
 
-// Run is one policy's run of a scenario, as the SVG timeline draws it.
-type Run struct {
-	Policy   string
-	Requests []Request
-	Report   Report
-}
+	"github.com/kvp2p/kvp2p/internal/report"
+	"github.com/kvp2p/kvp2p/internal/scenario"
+)
 
 // Layout of the timeline, in SVG user units (pixels).
 const (
@@ -58,11 +54,11 @@ const (
 // explains it. Rows are requests grouped into a band per source pod, drawn
 // from arrival to resolution and coloured by outcome; faults are shaded
 // over the bands of the pods they hit.
-func SVG(w io.Writer, sc *Scenario, runs []Run) error {
+func SVG(w io.Writer, sc *scenario.Scenario, runs []report.Run) error {
 	if sc.Duration <= 0 {
 		return fmt.Errorf("scenario %q: no duration to draw", sc.Name)
 	}
-	t := &timeline{sc: sc, j: newFaultIndex(sc)}
+	t := &timeline{sc: sc, j: report.NewFaultIndex(sc)}
 	t.layout(runs)
 	var b bytes.Buffer
 	height := headerH + len(runs)*(panelTitleH+axisH+panelGap)
@@ -83,8 +79,8 @@ func SVG(w io.Writer, sc *Scenario, runs []Run) error {
 }
 
 type timeline struct {
-	sc    *Scenario
-	j     faultIndex
+	sc    *scenario.Scenario
+	j     report.FaultIndex
 	bands []*band
 }
 
@@ -111,7 +107,7 @@ func (t *timeline) x(d time.Duration) float64 {
 }
 
 func podOf(rank string) string {
-	if pod, _, ok := SplitRankID(rank); ok {
+	if pod, _, ok := scenario.SplitRankID(rank); ok {
 		return pod
 	}
 	return rank
@@ -120,7 +116,7 @@ func podOf(rank string) string {
 // layout decides the bands: every source pod in workload order, then any
 // other pod that requests name or faults hit (a fault on a consumer still
 // deserves a marker).
-func (t *timeline) layout(runs []Run) {
+func (t *timeline) layout(runs []report.Run) {
 	index := map[string]*band{}
 	add := func(pod string) {
 		if _, ok := index[pod]; ok {
@@ -166,14 +162,14 @@ func (t *timeline) layout(runs []Run) {
 // where they do not overlap an earlier bar; past maxLanes a bar goes to
 // the lane that frees up first and overlaps it, which keeps the height
 // bounded when a fault leaves hundreds of requests waiting at once.
-func (t *timeline) pack(reqs []Request) map[string][]bar {
-	byPod := map[string][]Request{}
+func (t *timeline) pack(reqs []report.Request) map[string][]bar {
+	byPod := map[string][]report.Request{}
 	for _, q := range reqs {
 		byPod[podOf(q.Source)] = append(byPod[podOf(q.Source)], q)
 	}
 	out := map[string][]bar{}
 	for pod, qs := range byPod {
-		slices.SortStableFunc(qs, func(a, b Request) int { return cmp.Compare(a.Arrived, b.Arrived) })
+		slices.SortStableFunc(qs, func(a, b report.Request) int { return cmp.Compare(a.Arrived, b.Arrived) })
 		var laneEnd []float64
 		for _, q := range qs {
 			br := t.bar(q)
@@ -204,15 +200,15 @@ func (t *timeline) pack(reqs []Request) map[string][]bar {
 	return out
 }
 
-func (t *timeline) bar(q Request) bar {
-	end := t.j.lifeEnd(q)
-	_, affected := t.j.affected(q)
+func (t *timeline) bar(q report.Request) bar {
+	end := t.j.LifeEnd(q)
+	_, affected := t.j.Affected(q)
 	br := bar{x0: t.x(q.Arrived), x1: t.x(end)}
 	br.x1 = max(br.x1, br.x0+1.5) // a 2 ms hit is still visible
 	switch {
-	case q.Outcome == Hit:
+	case q.Outcome == report.Hit:
 		br.class = clsHit
-	case q.Outcome == Stuck:
+	case q.Outcome == report.Stuck:
 		br.class = clsStuck
 		br.title = fmt.Sprintf("%s %s: arrived %v, unresolved at the end", q.ID, q.Source, q.Arrived)
 	case affected:
