@@ -97,21 +97,33 @@ func BenchmarkEngineLoadVsRaw(b *testing.B) {
 }
 
 // BenchmarkEngineStep: one Step over the Unix socket from a Go client,
-// looking up 0, 64 or 1024 keys (as a list, or packed in one field) of a symmetric request (the keys MISS at
-// once: the source holds nothing and said so), with p50/p99 per call.
+// looking up 0, 64 or 1024 keys (as a list, or packed in one field), with
+// p50/p99 per call. The plain cases look up for a request without a P2P
+// role (every key MISSes at once); the sourced ones, as bench/step.py
+// does, for a request whose source is a second sidecar that holds none of
+// the keys, so each lookup goes through the session (it answered MISS
+// after the first step).
 func BenchmarkEngineStep(b *testing.B) {
 	for _, c := range []struct {
-		n      int
-		packed bool
-	}{{0, false}, {64, false}, {64, true}, {1024, false}, {1024, true}} {
+		n       int
+		packed  bool
+		sourced bool
+	}{{0, false, false}, {64, false, false}, {64, true, false}, {1024, false, false}, {1024, true, false}, {1024, true, true}} {
 		n := c.n
 		name := fmt.Sprintf("keys=%d", n)
 		if c.packed {
 			name += "/packed"
 		}
+		if c.sourced {
+			name += "/sourced"
+		}
 		b.Run(name, func(b *testing.B) {
 			s := startSidecar(b, nil)
 			e := attach(b, s)
+			var params *pb.TransferParams
+			if c.sourced {
+				params = &pb.TransferParams{RemoteKvSource: remoteOf(b, startSidecar(b, nil)), KvRequestId: "kv"}
+			}
 			req := &pb.StepRequest{Lookups: []*pb.LookupBatch{{ReqId: "r"}}, EndStep: true}
 			for i := range n {
 				k := testKey("step", i)
@@ -120,13 +132,19 @@ func BenchmarkEngineStep(b *testing.B) {
 			if c.packed {
 				req.Lookups[0].KeysPacked = bytes.Join(req.Lookups[0].Keys, nil)
 				req.Lookups[0].Keys = nil
+				req.Lookups[0].PackedVerdicts = true
 			}
 			if n == 0 {
 				req.Lookups = nil
 			}
 			// A request without a P2P role: every lookup is a MISS, decided
 			// in the sidecar's loop, which is what one step costs.
-			e.mustStep(&pb.StepRequest{NewRequests: []*pb.NewRequest{{ReqId: "r"}}})
+			e.mustStep(&pb.StepRequest{NewRequests: []*pb.NewRequest{{ReqId: "r", Params: params}}})
+			if c.sourced { // until the source has answered every key
+				for e.mustStep(req).Lookups[0].VerdictsPacked[n-1] == byte(pb.Verdict_VERDICT_RETRY) {
+					<-time.After(time.Millisecond)
+				}
+			}
 			lat := make([]float64, 0, b.N)
 			b.ResetTimer()
 			for range b.N {
