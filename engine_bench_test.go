@@ -2,12 +2,18 @@ package kvp2p
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
+	"io"
+	"net"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/engineapi"
 	pb "github.com/kvp2p/kvp2p/internal/engineapi/enginepb"
+	"google.golang.org/protobuf/proto"
 )
 
 // engineRig is a PD pair of sidecars, each with an engine attached through
@@ -145,16 +151,64 @@ func BenchmarkEngineStep(b *testing.B) {
 					<-time.After(time.Millisecond)
 				}
 			}
+			step := e.mustStep
+			if c.sourced { // as the Python client steps: over the step socket
+				step = stepSocket(b, s, e)
+			}
 			lat := make([]float64, 0, b.N)
+			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
 				t0 := time.Now()
-				e.mustStep(req)
+				step(req)
 				lat = append(lat, float64(time.Since(t0).Microseconds()))
 			}
 			b.StopTimer()
 			b.ReportMetric(quantile(lat, 0.5), "p50_us")
 			b.ReportMetric(quantile(lat, 0.99), "p99_us")
 		})
+	}
+}
+
+// stepSocket serves s's step socket and returns a step over it.
+func stepSocket(b *testing.B, s *sidecar, e *fakeEngine) func(*pb.StepRequest) *pb.StepResponse {
+	path := engineapi.StepSocketPath(s.socket)
+	ln, err := engineapi.ListenUnix(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = s.sc.ServeSteps(ln) }() // returns when the sidecar stops
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	var out, in []byte
+	return func(req *pb.StepRequest) *pb.StepResponse {
+		req.Registration = e.reg
+		out, err = proto.MarshalOptions{}.MarshalAppend(append(out[:0], 0, 0, 0, 0), req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		binary.LittleEndian.PutUint32(out, uint32(len(out)-4))
+		if _, err := c.Write(out); err != nil {
+			b.Fatal(err)
+		}
+		var hdr [4]byte
+		if _, err := io.ReadFull(c, hdr[:]); err != nil {
+			b.Fatal(err)
+		}
+		in = slices.Grow(in[:0], int(binary.LittleEndian.Uint32(hdr[:])))[:binary.LittleEndian.Uint32(hdr[:])]
+		if _, err := io.ReadFull(c, in); err != nil {
+			b.Fatal(err)
+		}
+		if in[0] != 0 {
+			b.Fatalf("step: code %d: %s", in[0], in[1:])
+		}
+		resp := new(pb.StepResponse)
+		if err := proto.Unmarshal(in[1:], resp); err != nil {
+			b.Fatal(err)
+		}
+		return resp
 	}
 }

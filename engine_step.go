@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/engineapi"
 	pb "github.com/kvp2p/kvp2p/internal/engineapi/enginepb"
 	"github.com/kvp2p/kvp2p/internal/loads"
 	"github.com/kvp2p/kvp2p/internal/store"
@@ -95,10 +96,8 @@ func (n *Node) step(now time.Time, req *pb.StepRequest) (*pb.StepResponse, error
 // (loads.Table.LookupBatch); the slice is e's, valid until the next call.
 func (e *engine) lookup(n *Node, now time.Time, b *pb.LookupBatch) []Verdict {
 	e.lookKeys = e.lookKeys[:0]
-	for _, kb := range b.Keys {
-		e.lookKeys = append(e.lookKeys, wire.Key(kb))
-	}
-	e.lookOut = slices.Grow(e.lookOut[:0], len(b.Keys))[:len(b.Keys)]
+	engineapi.LookupKeys(b, func(k []byte) { e.lookKeys = append(e.lookKeys, wire.Key(k)) })
+	e.lookOut = slices.Grow(e.lookOut[:0], len(e.lookKeys))[:len(e.lookKeys)]
 	n.tb.LookupBatch(now, b.ReqId, e.lookKeys, e.lookOut)
 	return e.lookOut
 }

@@ -10,11 +10,13 @@ import (
 
 // LookupBatch is Lookup for each of keys in turn, for request id at now,
 // key i's verdict in out[i] (len(out) >= len(keys)): the same verdicts,
-// the same state and the same calls to the policy and the observer as
-// len(keys) Lookups. It exists for the engine's step, which looks up a
-// whole request's keys at once: a Lookup finds the request, its failed
-// mark and its session for every key, then settles, and at 1024 keys a
-// step that was most of the sidecar's time.
+// the same state and the same calls to the observer as len(keys)
+// Lookups, and the same policy decisions (its Gate is asked once for a
+// run of keys, not once per key: see lookupRun). It exists for the
+// engine's step, which looks up a whole request's keys at once: a Lookup
+// finds the request, its failed mark, its session and the policy's gate
+// for every key, then settles, and at 1024 keys that was most of the
+// sidecar's time in a step.
 //
 // The common case, a ready session whose policy gate is open, runs
 // without those per-key steps (lookupRun); any other key takes Lookup.
@@ -30,18 +32,18 @@ func (t *Table) LookupBatch(now time.Time, id string, keys []wire.Key, out []ses
 }
 
 // lookupRun answers the leading keys whose Lookup would find the request's
-// session ready and the policy's gate open, and returns how many. If it
-// stops at a key whose gate it asked (asked), g is that answer, for the
-// key's Lookup to use: the policy is asked exactly once per key.
+// session ready and the policy's gate open, and returns how many. If the
+// gate is not open, it answers none, and g is the gate's answer (asked)
+// for the first key's Lookup to use instead of asking again.
 //
 // Why a run equals that many Lookups: the table is settled (nothing
 // touched, the policy not to be asked, no end to reap), so each Lookup's
 // settle would do nothing; such a lookup changes only the session's
 // probes, the dirty mark and the flush queue, none of which the next
 // key's checks read; and it marks nothing failed, so the observer hears
-// nothing. The policy's Gate and the session's registrations touch
-// disjoint state, so asking the gate for the run first and registering
-// after keeps each one's sequence of calls.
+// nothing. Between the keys' Gates nothing calls the policy, and Gate is
+// idempotent at one instant (health.Policy), so one Gate answers for the
+// run; it is asked, as before, before the first key registers.
 func (t *Table) lookupRun(now time.Time, id string, keys []wire.Key, out []session.Verdict) (n int, g health.Gate, asked bool) {
 	if len(t.touched) > 0 || t.askPolicy || t.policyTick || len(t.ended) > 0 {
 		return 0, 0, false
@@ -57,22 +59,15 @@ func (t *Table) lookupRun(now time.Time, id string, keys []wire.Key, out []sessi
 	if c == nil || c.s.Ended() != health.CauseNone || c.s.Pending() {
 		return 0, 0, false
 	}
-	p := t.peerOf(c)
-	for n < len(keys) {
-		if g = t.policy.Gate(now, p); g != health.GateOpen {
-			asked = true
-			break
-		}
-		n++
+	if g = t.policy.Gate(now, t.peerOf(c)); g != health.GateOpen {
+		return 0, g, true
 	}
-	if n == 0 {
-		return 0, g, asked
-	}
+	n = len(keys)
 	if r.src.pd {
 		for i := range n {
 			out[i] = session.Hit
 		}
-		return n, g, asked
+		return n, g, false
 	}
 	c.s.RegisterLookups(r.src.kvID, keys[:n], out[:n])
 	t.markDirty(c)
@@ -85,5 +80,5 @@ func (t *Table) lookupRun(now time.Time, id string, keys []wire.Key, out []sessi
 			}
 		}
 	}
-	return n, g, asked
+	return n, g, false
 }
