@@ -108,14 +108,13 @@ class _Session:
 
     def __init__(self, channel: grpc.Channel, stub: pb_grpc.EngineStub, registered: pb.Registered,
                  out: "queue.SimpleQueue[pb.EngineMessage | None]", call: grpc.Future,
-                 steps: _StepSocket | None = None) -> None:
+                 steps: _StepSocket | None = None, *, now: float) -> None:
         self.channel = channel
         self.stub = stub
         self.registered = registered
         self.out = out
         self.call = call
         self.steps = steps
-        now = time.monotonic()
         self.heard = now
         self.pinged = now
         self.seq = 0
@@ -137,7 +136,12 @@ class EngineClient:
         dead_after: float = 0.75,
         retry_interval: float = 0.2,
         step_timeout: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+        ticker: bool = True,
     ) -> None:
+        """`clock` is the time the silence is measured in; with `ticker`
+        off no thread checks it, and the caller calls `tick()` instead
+        (a test that drives time itself)."""
         self._target = target_of(target)
         self._register = register
         self._on_ask = on_ask
@@ -148,6 +152,11 @@ class EngineClient:
         self._dead_after = dead_after
         self._retry_interval = retry_interval
         self._step_timeout = step_timeout
+        self._clock = clock
+        self._last_tick = clock()
+        # Why the last attachment ended, if the silence check ended it:
+        # (when, in clock time; the silence it measured).
+        self.silence_drop: tuple[float, float] | None = None
         self._mu = threading.Lock()
         self._step_mu = threading.Lock()  # one step at a time on the step socket
         self._sess: _Session | None = None
@@ -157,8 +166,9 @@ class EngineClient:
         self._refusal: str = ""  # the last refusal logged, so a retry loop logs it once
         self._threads = [
             threading.Thread(target=self._supervise, name="kvp2p-attach", daemon=True),
-            threading.Thread(target=self._tick, name="kvp2p-ping", daemon=True),
         ]
+        if ticker:
+            self._threads.append(threading.Thread(target=self._tick, name="kvp2p-ping", daemon=True))
 
     def start(self) -> None:
         for t in self._threads:
@@ -290,7 +300,7 @@ class EngineClient:
             first = next(call)
             if not first.HasField("registered"):
                 raise SidecarUnavailable(f"first message is not Registered: {first.WhichOneof('msg')}")
-            s = _Session(channel, stub, first.registered, out, call, self._dial_steps(first.registered))
+            s = _Session(channel, stub, first.registered, out, call, self._dial_steps(first.registered), now=self._clock())
             with self._mu:
                 if self._closed.is_set():
                     call.cancel()
@@ -340,7 +350,7 @@ class EngineClient:
     def _read(self, s: _Session) -> None:
         try:
             for m in s.call:
-                s.heard = time.monotonic()
+                s.heard = self._clock()
                 kind = m.WhichOneof("msg")
                 if kind == "ask":
                     self._on_ask(m.ask)
@@ -353,26 +363,35 @@ class EngineClient:
             if not self.last_error:
                 self.last_error = "stream ended"
 
+    @property
+    def tick_period(self) -> float:
+        """How often the ticker thread calls tick()."""
+        return min(self._ping_interval, self._dead_after) / 4
+
     def _tick(self) -> None:
-        step = min(self._ping_interval, self._dead_after) / 4
-        last = time.monotonic()
-        while not self._closed.wait(step):
-            now = time.monotonic()
-            stalled = now - last > 3 * step
-            last = now
-            s = self._sess
-            if s is None:
-                continue
-            if stalled:
-                # This process did not run for a while (CPU starvation, a
-                # long GIL hold, a pause): the sidecar's silence over that
-                # time proves nothing, and its pings may be waiting unread.
-                s.heard = max(s.heard, now - step)
-                continue
-            if now - s.heard > self._dead_after:
-                self._drop(s, f"sidecar silent for {now - s.heard:.2f}s")
-                continue
-            if now - s.pinged >= self._ping_interval:
-                s.pinged = now
-                s.seq += 1
-                s.out.put(pb.EngineMessage(ping=pb.Ping(seq=s.seq)))
+        self._last_tick = self._clock()
+        while not self._closed.wait(self.tick_period):
+            self.tick()
+
+    def tick(self) -> None:
+        """Checks the sidecar's silence and pings it when a ping is due."""
+        now = self._clock()
+        stalled = now - self._last_tick > 3 * self.tick_period
+        self._last_tick = now
+        s = self._sess
+        if s is None:
+            return
+        if stalled:
+            # This process did not run for a while (CPU starvation, a
+            # long GIL hold, a pause): the sidecar's silence over that
+            # time proves nothing, and its pings may be waiting unread.
+            s.heard = max(s.heard, now - self.tick_period)
+            return
+        if now - s.heard > self._dead_after:
+            self.silence_drop = (now, now - s.heard)
+            self._drop(s, f"sidecar silent for {now - s.heard:.2f}s")
+            return
+        if now - s.pinged >= self._ping_interval:
+            s.pinged = now
+            s.seq += 1
+            s.out.put(pb.EngineMessage(ping=pb.Ping(seq=s.seq)))
