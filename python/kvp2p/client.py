@@ -25,6 +25,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 
 import grpc
 
@@ -63,6 +64,43 @@ def target_of(socket_or_target: str) -> str:
 
 _CODES = {c.value[0]: c for c in grpc.StatusCode}
 _LEN = struct.Struct("<I")
+_CRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
+
+def _proc_stat(pid: int) -> tuple[str, str] | None:
+    """A process's state letter and start time (/proc/pid/stat fields 3
+    and 22), or None if there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (fields[0], fields[19]) if len(fields) > 19 else None
+
+
+@dataclass(frozen=True)
+class SidecarProcess:
+    """The sidecar's process, from the step socket's peer credentials
+    (SO_PEERCRED, Linux): its pid and start time, which tell it apart from
+    a later process given the same pid."""
+
+    pid: int
+    start: str
+
+    @classmethod
+    def of(cls, sock: socket.socket) -> "SidecarProcess | None":
+        try:
+            pid, _, _ = _CRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CRED.size))
+        except (AttributeError, OSError):  # not Linux, or not a Unix socket
+            return None
+        st = _proc_stat(pid) if pid > 0 else None
+        return cls(pid, st[1]) if st is not None else None
+
+    def gone(self) -> bool:
+        """True once the process has exited: nothing of it can still read
+        the region. A stopped (frozen) process is not gone."""
+        st = _proc_stat(self.pid)
+        return st is None or st[0] in ("Z", "X") or st[1] != self.start
 
 
 class _StepSocket:
@@ -80,6 +118,7 @@ class _StepSocket:
             self.sock.close()
             raise
         self.hdr = bytearray(4)
+        self.sidecar = SidecarProcess.of(self.sock)
 
     def call(self, payload: bytes) -> tuple[int, bytes]:
         """One round trip: the answer's status code and body."""
@@ -157,6 +196,9 @@ class EngineClient:
         # Why the last attachment ended, if the silence check ended it:
         # (when, in clock time; the silence it measured).
         self.silence_drop: tuple[float, float] | None = None
+        # The process of the sidecar last attached, when the step socket
+        # named it: kept after the attachment ends, for on_lost to read.
+        self.sidecar: SidecarProcess | None = None
         self._mu = threading.Lock()
         self._step_mu = threading.Lock()  # one step at a time on the step socket
         self._sess: _Session | None = None
@@ -308,6 +350,7 @@ class EngineClient:
                         s.steps.close()
                     return False
                 self._sess = s
+                self.sidecar = s.steps.sidecar if s.steps is not None else None
             self.last_error = ""
             log.info("kvp2p: attached to %s (registration %d, peer %s)", self._target,
                      first.registered.registration, first.registered.peer_id)

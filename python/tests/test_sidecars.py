@@ -378,6 +378,61 @@ def test_hung_sidecar_noticed_within_a_second(sidecars: Make, engines: Callable[
     d.wait_attached(5)  # the sidecar wakes, drops the old stream; the engine registers again
 
 
+def _lend(d: FakeEngine, pin: int) -> None:
+    """Books a chunk as lent to a peer (a grant the sidecar has not released)."""
+    with d.core._cv:  # noqa: SLF001
+        d.core._grants.add(pin)  # noqa: SLF001
+
+
+def _released(d: FakeEngine) -> list[int]:
+    """The pins given back so far (FakeEngine.step files them in d.done)."""
+    d.done.extend(d.core.take_finished())
+    return [x.job_id for x in d.done if x.kind == Kind.PIN]
+
+
+def test_frozen_sidecar_keeps_lent_chunks_past_grant_hold(sidecars: Make, engines: Callable[..., FakeEngine]) -> None:
+    """A sidecar frozen for longer than grant_hold may still send a lent
+    chunk once it runs again: the chunk stays pinned until the sidecar has
+    registered again (it refuses while an old chunk is in use), because the
+    step socket named its process and that process is alive."""
+    import signal
+
+    sd = sidecars("D")
+    d = engines(sd, grant_hold=0.2, client_opts={"dead_after": 0.3})
+    c = d.core.client
+    assert sd.proc is not None and c.sidecar is not None and c.sidecar.pid == sd.proc.pid
+    _lend(d, 9)
+    reg = c.registration
+    sd.proc.send_signal(signal.SIGSTOP)
+    try:
+        deadline = time.monotonic() + 10
+        while c.registration == reg and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert c.registration != reg, "the frozen sidecar was not dropped"
+        lost = time.monotonic()
+        while time.monotonic() - lost < 1.0:  # five grant_holds; the worker checks every 0.1 s
+            assert not _released(d), "a lent chunk was released while its sidecar may still send it"
+            time.sleep(0.05)
+        assert d.core.has_pending_work()
+    finally:
+        sd.proc.send_signal(signal.SIGCONT)
+    d.wait_attached(10)  # the sidecar wakes, drops the old stream; the engine registers again
+    d.until(lambda: bool(_released(d)))
+    assert _released(d) == [8]
+
+
+def test_killed_sidecar_frees_lent_chunks_at_once(sidecars: Make, engines: Callable[..., FakeEngine]) -> None:
+    """A sidecar whose process has exited reads nothing: its lent chunks
+    come back as soon as its loss is noticed, not after grant_hold."""
+    sd = sidecars("D")
+    d = engines(sd, grant_hold=60.0)
+    assert d.core.client.sidecar is not None
+    _lend(d, 9)
+    sd.kill()  # SIGKILL, and reaped
+    d.until(lambda: bool(_released(d)), timeout=10)
+    assert _released(d) == [8]
+
+
 def test_own_stall_is_not_the_sidecars_silence(sidecars: Make, engines: Callable[..., FakeEngine]) -> None:
     import sys
 
