@@ -66,6 +66,10 @@ type engine struct {
 	missed    map[wire.Key]time.Time // recently answered "not held": no new ask until then
 	grants    map[uint64]*grant      // engine pin id -> what kvp2p adopted for it
 	grantPins map[store.Slot]int     // slot -> pins held by grants
+
+	// A step's lookups, reused from step to step (the loop's only).
+	lookKeys []wire.Key
+	lookOut  []Verdict
 }
 
 type jobKey struct{ reg, id uint64 }

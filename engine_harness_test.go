@@ -45,7 +45,12 @@ func startSidecar(t testing.TB, mut func(*Config)) *sidecar {
 // startSidecarOf is startSidecar with a region of chunks chunks of block bytes.
 func startSidecarOf(t testing.TB, chunks, block int, mut func(*Config)) *sidecar {
 	t.Helper()
-	dir := t.TempDir()
+	return startSidecarIn(t, t.TempDir(), chunks, block, mut)
+}
+
+// startSidecarIn is startSidecarOf with the region file and sockets in dir.
+func startSidecarIn(t testing.TB, dir string, chunks, block int, mut func(*Config)) *sidecar {
+	t.Helper()
 	region := filepath.Join(dir, "vllm_offload_e.mmap")
 	if err := os.WriteFile(region, make([]byte, chunks*block), 0o600); err != nil {
 		t.Fatal(err)

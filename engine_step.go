@@ -1,8 +1,10 @@
 package kvp2p
 
 import (
+	"slices"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/engineapi"
 	pb "github.com/kvp2p/kvp2p/internal/engineapi/enginepb"
 	"github.com/kvp2p/kvp2p/internal/loads"
 	"github.com/kvp2p/kvp2p/internal/store"
@@ -46,15 +48,16 @@ func (n *Node) step(now time.Time, req *pb.StepRequest) (*pb.StepResponse, error
 	resp := &pb.StepResponse{Lookups: make([]*pb.LookupAnswer, 0, len(req.Lookups))}
 	for _, b := range req.Lookups {
 		a := &pb.LookupAnswer{ReqId: b.ReqId}
+		vs := e.lookup(n, now, b)
 		if b.PackedVerdicts {
-			a.VerdictsPacked = make([]byte, len(b.Keys))
-			for i, kb := range b.Keys {
-				a.VerdictsPacked[i] = byte(verdict(n.tb.Lookup(now, b.ReqId, wire.Key(kb))))
+			a.VerdictsPacked = make([]byte, len(vs))
+			for i, v := range vs {
+				a.VerdictsPacked[i] = byte(verdict(v))
 			}
 		} else {
-			a.Verdicts = make([]pb.Verdict, len(b.Keys))
-			for i, kb := range b.Keys {
-				a.Verdicts[i] = verdict(n.tb.Lookup(now, b.ReqId, wire.Key(kb)))
+			a.Verdicts = make([]pb.Verdict, len(vs))
+			for i, v := range vs {
+				a.Verdicts[i] = verdict(v)
 			}
 		}
 		resp.Lookups = append(resp.Lookups, a)
@@ -87,6 +90,16 @@ func (n *Node) step(now time.Time, req *pb.StepRequest) (*pb.StepResponse, error
 	resp.FailedRequests, e.failed = e.failed, nil
 	resp.PendingWork = len(e.jobs) > 0 || len(e.grants) > 0 || len(e.asks) > 0
 	return resp, nil
+}
+
+// lookup answers one batch's keys, in order, in one call to the table
+// (loads.Table.LookupBatch); the slice is e's, valid until the next call.
+func (e *engine) lookup(n *Node, now time.Time, b *pb.LookupBatch) []Verdict {
+	e.lookKeys = e.lookKeys[:0]
+	engineapi.LookupKeys(b, func(k []byte) { e.lookKeys = append(e.lookKeys, wire.Key(k)) })
+	e.lookOut = slices.Grow(e.lookOut[:0], len(e.lookKeys))[:len(e.lookKeys)]
+	n.tb.LookupBatch(now, b.ReqId, e.lookKeys, e.lookOut)
+	return e.lookOut
 }
 
 func (e *engine) add(j *engJob) {

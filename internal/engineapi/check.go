@@ -118,16 +118,17 @@ func checkID(id string, lim Limits) error {
 	return nil
 }
 
-// unpackStep turns every keys_packed into keys (slices of the packed
-// bytes: one allocation per batch, not per key), so that the rest of the
-// sidecar sees one form.
+// unpackStep turns every job's keys_packed into keys (slices of the
+// packed bytes: one allocation per job, not per key), so that the rest of
+// the sidecar sees one form of a job. A lookup batch's keys_packed is only
+// checked and stays packed: the step reads its keys one after the other
+// (LookupKeys), and a slice per key made a 1024-key step's largest
+// allocation.
 func unpackStep(req *pb.StepRequest) error {
 	for i, b := range req.Lookups {
-		keys, err := unpack(b.Keys, b.KeysPacked)
-		if err != nil {
+		if _, err := unpackLen(b.Keys, b.KeysPacked); err != nil {
 			return status.Errorf(codes.InvalidArgument, "lookups[%d]: %v", i, err)
 		}
-		b.Keys, b.KeysPacked = keys, nil
 	}
 	for _, g := range []struct {
 		what string
@@ -144,17 +145,38 @@ func unpackStep(req *pb.StepRequest) error {
 	return nil
 }
 
-func unpack(keys [][]byte, packed []byte) ([][]byte, error) {
+// LookupKeys calls f with each of a checked batch's keys in order, from
+// keys or from keys_packed, whichever it came with.
+func LookupKeys(b *pb.LookupBatch, f func(key []byte)) {
+	for _, k := range b.Keys {
+		f(k)
+	}
+	for p := b.KeysPacked; len(p) >= KeyBytes; p = p[KeyBytes:] {
+		f(p[:KeyBytes:KeyBytes])
+	}
+}
+
+// unpackLen checks that keys and packed are not both set and that packed
+// holds whole keys; it returns how many keys packed holds.
+func unpackLen(keys [][]byte, packed []byte) (int, error) {
 	if len(packed) == 0 {
-		return keys, nil
+		return 0, nil
 	}
 	if len(keys) > 0 {
-		return nil, fmt.Errorf("both keys and keys_packed set")
+		return 0, fmt.Errorf("both keys and keys_packed set")
 	}
 	if len(packed)%KeyBytes != 0 {
-		return nil, fmt.Errorf("keys_packed of %d bytes: not a multiple of %d", len(packed), KeyBytes)
+		return 0, fmt.Errorf("keys_packed of %d bytes: not a multiple of %d", len(packed), KeyBytes)
 	}
-	out := make([][]byte, len(packed)/KeyBytes)
+	return len(packed) / KeyBytes, nil
+}
+
+func unpack(keys [][]byte, packed []byte) ([][]byte, error) {
+	n, err := unpackLen(keys, packed)
+	if err != nil || n == 0 {
+		return keys, err
+	}
+	out := make([][]byte, n)
 	for i := range out {
 		out[i] = packed[i*KeyBytes : (i+1)*KeyBytes : (i+1)*KeyBytes]
 	}

@@ -1,6 +1,7 @@
 package engineapi
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"os"
@@ -372,13 +373,24 @@ func TestStepShapeRefusedBeforeBackend(t *testing.T) {
 			}
 		})
 	}
-	// And good ones do, packed keys unpacked.
-	packed := &pb.StepRequest{Registration: 1, Lookups: []*pb.LookupBatch{{ReqId: "r", KeysPacked: append(make([]byte, KeyBytes), key...)}}}
-	if err := CheckStep(packed, lim); err != nil {
+	// And good ones do, a job's packed keys unpacked, a lookup's read
+	// packed by LookupKeys.
+	second := bytes.Repeat([]byte{7}, KeyBytes)
+	packed := &pb.StepRequest{Registration: 1,
+		Lookups: []*pb.LookupBatch{{ReqId: "r", KeysPacked: append(bytes.Clone(key), second...)}, {ReqId: "r", Keys: [][]byte{second, key}}},
+		Loads:   []*pb.Job{{JobId: 1, ReqId: "r", KeysPacked: append(bytes.Clone(key), second...), ChunkIds: []uint32{0, 1}}}}
+	if err := CheckStep(packed, DefaultLimits()); err != nil {
 		t.Fatalf("packed keys: %v", err)
 	}
-	if b := packed.Lookups[0]; len(b.Keys) != 2 || len(b.KeysPacked) != 0 || len(b.Keys[1]) != KeyBytes {
-		t.Fatalf("packed keys not unpacked: %d keys, %d packed bytes", len(b.Keys), len(b.KeysPacked))
+	if j := packed.Loads[0]; len(j.Keys) != 2 || len(j.KeysPacked) != 0 || !bytes.Equal(j.Keys[1], second) {
+		t.Fatalf("a job's packed keys not unpacked: %d keys, %d packed bytes", len(j.Keys), len(j.KeysPacked))
+	}
+	for i, want := range [][][]byte{{key, second}, {second, key}} {
+		var got [][]byte
+		LookupKeys(packed.Lookups[i], func(k []byte) { got = append(got, k) })
+		if len(got) != 2 || !bytes.Equal(got[0], want[0]) || !bytes.Equal(got[1], want[1]) || cap(got[0]) != KeyBytes {
+			t.Fatalf("lookups[%d]: LookupKeys gave %x, want %x", i, got, want)
+		}
 	}
 	f := newFake()
 	c := serve(t, f, Options{Limits: lim})

@@ -31,7 +31,11 @@ type Policy interface {
 	// session's handshake is pending; zero means MISS at once (vLLM #64501).
 	HandshakeWait() time.Duration
 	// Gate says whether a lookup for a request naming p (whose session is
-	// ready) may answer now, must wait (RETRY), or must fall back.
+	// ready) may answer now, must wait (RETRY), or must fall back. At one
+	// instant it is idempotent: asked again for p at the same now with no
+	// other call between, it answers the same and decides nothing more
+	// (the table asks it once for a run of one request's keys,
+	// loads.Table.LookupBatch; TestGateIdempotentAtOneInstant).
 	Gate(now time.Time, p Peer) Gate
 	// WaitBudget bounds how long one request may wait in all (for a
 	// handshake, then a probe) before it falls back.

@@ -41,8 +41,10 @@ func (t *Table) NewRequest(now time.Time, id string, p TransferParams) error {
 	return nil
 }
 
-// lookup is Lookup without the observer.
-func (t *Table) lookup(now time.Time, id string, k wire.Key) session.Verdict {
+// lookup is Lookup without the observer. If asked, g is the policy's
+// Gate for this lookup, asked already (by LookupBatch): it is not asked
+// again.
+func (t *Table) lookup(now time.Time, id string, k wire.Key, g health.Gate, asked bool) session.Verdict {
 	r := t.reqs[id]
 	if r == nil || r.src == nil {
 		return session.Miss
@@ -82,7 +84,10 @@ func (t *Table) lookup(now time.Time, id string, k wire.Key) session.Verdict {
 		t.markFailed(r.src.kvID)
 		return session.Miss
 	}
-	switch t.policy.Gate(now, t.peerOf(c)) {
+	if !asked {
+		g = t.policy.Gate(now, t.peerOf(c))
+	}
+	switch g {
 	case health.GateWait:
 		t.askPolicy = true // the probe it holds the lookup for
 		if !t.mayWait(now, r) {

@@ -3,6 +3,7 @@ package loads
 import (
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/health"
 	"github.com/kvp2p/kvp2p/internal/session"
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
@@ -23,14 +24,19 @@ type Observer interface {
 // Lookup answers whether key can be loaded for request id: HIT, MISS, or
 // RETRY (ask again next step).
 func (t *Table) Lookup(now time.Time, id string, k wire.Key) session.Verdict {
+	return t.lookupObserved(now, id, k, health.GateOpen, false)
+}
+
+// lookupObserved is Lookup with lookup's g and asked.
+func (t *Table) lookupObserved(now time.Time, id string, k wire.Key, g health.Gate, asked bool) session.Verdict {
 	r := t.reqs[id]
 	if t.cfg.Observer == nil || r == nil || r.src == nil {
-		v := t.lookup(now, id, k)
+		v := t.lookup(now, id, k, g, asked)
 		t.settle(now)
 		return v
 	}
 	from := r.waitFrom
-	v := t.lookup(now, id, k)
+	v := t.lookup(now, id, k, g, asked)
 	// Count the first MISS a failed request's lookup answers, whether the
 	// failure was decided inside this lookup or by a tick or reap since
 	// the previous one (the settle step runs those between lookups).

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,6 +50,10 @@ type propRun struct {
 	opts  sim.NodeOpts
 	inc   uint64
 	next  int
+	// batch: look a request's keys up with one LookupBatch, not a
+	// Lookup per key; trace, if set, records every verdict.
+	batch bool
+	trace *strings.Builder
 }
 
 func (pr *propRun) job(nd *sim.Node, id uint64, load bool, n int) {
@@ -120,11 +125,22 @@ func (pr *propRun) lookupAndLoad(r *propReq) {
 		return
 	}
 	now := pr.f.net.Now
-	var hits []wire.Key
-	for _, k := range r.keys {
-		if r.consumer.T.Lookup(now, "c-"+r.kv, k) == session.Hit {
-			hits = append(hits, k)
+	vs := make([]session.Verdict, len(r.keys))
+	if pr.batch {
+		r.consumer.T.LookupBatch(now, "c-"+r.kv, r.keys, vs)
+	} else {
+		for i, k := range r.keys {
+			vs[i] = r.consumer.T.Lookup(now, "c-"+r.kv, k)
 		}
+	}
+	var hits []wire.Key
+	for i, v := range vs {
+		if v == session.Hit {
+			hits = append(hits, r.keys[i])
+		}
+	}
+	if pr.trace != nil {
+		fmt.Fprintf(pr.trace, "%d %s %v\n", now.UnixNano(), r.kv, vs)
 	}
 	r.consumer.T.EndStep(now)
 	if len(hits) > 0 && pr.rng.IntN(4) > 0 {
@@ -259,39 +275,54 @@ func (pr *propRun) check() {
 	}
 }
 
-func TestEveryJobGetsExactlyOneResult(t *testing.T) {
+type propConfig struct {
+	name   string
+	policy string
+	timers *loads.Timers
+}
+
+func propConfigs() []propConfig {
 	kvp2p := loads.KVP2PTimers()
 	kvp2p.StallTimeout = 0 // the sim sends no periodic Progress frames
-	configs := []struct {
-		name   string
-		policy string
-		timers *loads.Timers
-	}{
+	return []propConfig{
 		{"per-peer", health.PerPeer, nil},
 		{"host-group", health.HostGroup, nil},
 		{"kvp2p-timers", health.PerPeer, &kvp2p},
 		{"domain", health.Domain, &kvp2p},
 	}
+}
+
+// runProp runs 300 random steps and settles; set, if not nil, adjusts
+// the run before it starts.
+func runProp(t *testing.T, cfg propConfig, seed int, set func(*propRun)) *propRun {
+	f := newFleet(t)
+	pr := &propRun{t: t, f: f, rng: rand.New(rand.NewPCG(uint64(seed), 7)), jobs: map[*sim.Node]map[uint64]propJob{}, down: map[*sim.Node]bool{},
+		opts: sim.NodeOpts{Policy: cfg.policy, Timers: cfg.timers, Slots: 512}, inc: 1}
+	if set != nil {
+		set(pr)
+	}
+	for _, id := range []string{"10.0.0.1:7777", "10.0.0.1:7778", "10.0.0.2:7777"} {
+		nd := f.node(id, pr.opts)
+		pr.nodes = append(pr.nodes, nd)
+		pr.jobs[nd] = map[uint64]propJob{}
+	}
+	for i := 0; i < 300; i++ {
+		pr.step()
+	}
+	pr.settle()
+	return pr
+}
+
+func TestEveryJobGetsExactlyOneResult(t *testing.T) {
 	seeds := 12
 	if testing.Short() {
 		seeds = 3
 	}
-	for _, cfg := range configs {
+	for _, cfg := range propConfigs() {
 		var total propStats
 		for seed := 1; seed <= seeds; seed++ {
 			t.Run(fmt.Sprintf("%s/seed=%d", cfg.name, seed), func(t *testing.T) {
-				f := newFleet(t)
-				pr := &propRun{t: t, f: f, rng: rand.New(rand.NewPCG(uint64(seed), 7)), jobs: map[*sim.Node]map[uint64]propJob{}, down: map[*sim.Node]bool{},
-					opts: sim.NodeOpts{Policy: cfg.policy, Timers: cfg.timers, Slots: 512}, inc: 1}
-				for _, id := range []string{"10.0.0.1:7777", "10.0.0.1:7778", "10.0.0.2:7777"} {
-					nd := f.node(id, pr.opts)
-					pr.nodes = append(pr.nodes, nd)
-					pr.jobs[nd] = map[uint64]propJob{}
-				}
-				for i := 0; i < 300; i++ {
-					pr.step()
-				}
-				pr.settle()
+				pr := runProp(t, cfg, seed, nil)
 				pr.check()
 				total.add(pr.stats())
 			})

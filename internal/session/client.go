@@ -107,7 +107,29 @@ func (s *Session) RegisterLookup(id string, k wire.Key) Verdict {
 	if s.phase >= ended {
 		return Miss
 	}
+	return s.client.req(id).register(k)
+}
+
+// RegisterLookups is RegisterLookup for each of keys in turn, key i's
+// verdict in out[i] (len(out) >= len(keys)): one request, looked up once
+// for a step's batch.
+func (s *Session) RegisterLookups(id string, keys []wire.Key, out []Verdict) {
+	if len(keys) == 0 {
+		return // as no call: the request is not created
+	}
+	if s.phase >= ended {
+		for i := range keys {
+			out[i] = Miss
+		}
+		return
+	}
 	r := s.client.req(id)
+	for i, k := range keys {
+		out[i] = r.register(k)
+	}
+}
+
+func (r *clientReq) register(k wire.Key) Verdict {
 	st, ok := r.probes[k]
 	if !ok {
 		r.probes[k] = probeUnsent

@@ -24,6 +24,8 @@ type NodeOpts struct {
 	// ProbeBeforeReplace: loads.Config's (plain TCP's check of a new
 	// incarnation); zero, as under TLS, replaces at once.
 	ProbeBeforeReplace time.Duration
+	// Observer: loads.Config's (tests that compare what it heard).
+	Observer loads.Observer
 }
 
 // NewNode builds a node with its own store and table and adds it to n.
@@ -59,6 +61,7 @@ func (n *Net) NewNode(id string, o NodeOpts) (*Node, error) {
 	cfg.Log = o.Log
 	cfg.CheckTimers = n.CheckTimers
 	cfg.ProbeBeforeReplace = o.ProbeBeforeReplace
+	cfg.Observer = o.Observer
 	tb, err := loads.New(cfg, st)
 	if err != nil {
 		return nil, fmt.Errorf("sim: node %s: %w", id, err)

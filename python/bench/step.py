@@ -1,6 +1,7 @@
 """One step's API call from Python over the Unix socket, with 0, 64 and
 1024 lookup keys: building the StepRequest, the Step RPC to a real `kvp2p
-serve`, and decoding the answer. Microseconds.
+serve`, and decoding the answer. Microseconds; with the CPU each step
+cost the stepping thread (client) and the sidecar's process (sidecar).
 
     (cd python && ../.venv/bin/python bench/step.py [--n 3000])
 
@@ -26,6 +27,13 @@ from kvp2p.fake_engine import FakeEngine, key  # noqa: E402
 from kvp2p.testing import Sidecar  # noqa: E402
 
 
+def proc_cpu_ns(pid: int) -> int:
+    """A process's user and system CPU so far (/proc/pid/stat, clock ticks)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=3000)
@@ -47,6 +55,8 @@ def main() -> None:
             keys = [key(i) for i in range(nkeys)]
             times: list[float] = []
             for i in range(args.n + 200):
+                if i == 200:  # CPU per step, warm-up excluded
+                    c0, s0 = time.thread_time_ns(), proc_cpu_ns(sb.proc.pid)
                 t0 = time.perf_counter_ns()
                 if not keys:
                     lookups = []
@@ -59,8 +69,11 @@ def main() -> None:
                 dt = (time.perf_counter_ns() - t0) / 1e3
                 if i >= 200:  # warm-up excluded
                     times.append(dt)
+            ccpu = (time.thread_time_ns() - c0) / args.n / 1e3
+            scpu = (proc_cpu_ns(sb.proc.pid) - s0) / args.n / 1e3
             worst[(nkeys, packed)] = pct(times, 99)
-            print(f"  {nkeys:5d} keys{' packed' if packed else '       '}: {summary(times)}")
+            print(f"  {nkeys:5d} keys{' packed' if packed else '       '}: {summary(times)}"
+                  f"  cpu/step: client {ccpu:.0f}, sidecar {scpu:.0f}")
         worst[1024] = worst[(1024, True)]
         print(f"goal p99 < 1000 us at 1024 keys: {'met' if worst[1024] < 1000 else 'NOT met'} ({worst[1024]:.0f} us)")
     finally:

@@ -25,6 +25,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 
 import grpc
 
@@ -63,6 +64,43 @@ def target_of(socket_or_target: str) -> str:
 
 _CODES = {c.value[0]: c for c in grpc.StatusCode}
 _LEN = struct.Struct("<I")
+_CRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
+
+def _proc_stat(pid: int) -> tuple[str, str] | None:
+    """A process's state letter and start time (/proc/pid/stat fields 3
+    and 22), or None if there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (fields[0], fields[19]) if len(fields) > 19 else None
+
+
+@dataclass(frozen=True)
+class SidecarProcess:
+    """The sidecar's process, from the step socket's peer credentials
+    (SO_PEERCRED, Linux): its pid and start time, which tell it apart from
+    a later process given the same pid."""
+
+    pid: int
+    start: str
+
+    @classmethod
+    def of(cls, sock: socket.socket) -> "SidecarProcess | None":
+        try:
+            pid, _, _ = _CRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CRED.size))
+        except (AttributeError, OSError):  # not Linux, or not a Unix socket
+            return None
+        st = _proc_stat(pid) if pid > 0 else None
+        return cls(pid, st[1]) if st is not None else None
+
+    def gone(self) -> bool:
+        """True once the process has exited: nothing of it can still read
+        the region. A stopped (frozen) process is not gone."""
+        st = _proc_stat(self.pid)
+        return st is None or st[0] in ("Z", "X") or st[1] != self.start
 
 
 class _StepSocket:
@@ -80,6 +118,7 @@ class _StepSocket:
             self.sock.close()
             raise
         self.hdr = bytearray(4)
+        self.sidecar = SidecarProcess.of(self.sock)
 
     def call(self, payload: bytes) -> tuple[int, bytes]:
         """One round trip: the answer's status code and body."""
@@ -108,14 +147,13 @@ class _Session:
 
     def __init__(self, channel: grpc.Channel, stub: pb_grpc.EngineStub, registered: pb.Registered,
                  out: "queue.SimpleQueue[pb.EngineMessage | None]", call: grpc.Future,
-                 steps: _StepSocket | None = None) -> None:
+                 steps: _StepSocket | None = None, *, now: float) -> None:
         self.channel = channel
         self.stub = stub
         self.registered = registered
         self.out = out
         self.call = call
         self.steps = steps
-        now = time.monotonic()
         self.heard = now
         self.pinged = now
         self.seq = 0
@@ -137,7 +175,12 @@ class EngineClient:
         dead_after: float = 0.75,
         retry_interval: float = 0.2,
         step_timeout: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+        ticker: bool = True,
     ) -> None:
+        """`clock` is the time the silence is measured in; with `ticker`
+        off no thread checks it, and the caller calls `tick()` instead
+        (a test that drives time itself)."""
         self._target = target_of(target)
         self._register = register
         self._on_ask = on_ask
@@ -148,6 +191,14 @@ class EngineClient:
         self._dead_after = dead_after
         self._retry_interval = retry_interval
         self._step_timeout = step_timeout
+        self._clock = clock
+        self._last_tick = clock()
+        # Why the last attachment ended, if the silence check ended it:
+        # (when, in clock time; the silence it measured).
+        self.silence_drop: tuple[float, float] | None = None
+        # The process of the sidecar last attached, when the step socket
+        # named it: kept after the attachment ends, for on_lost to read.
+        self.sidecar: SidecarProcess | None = None
         self._mu = threading.Lock()
         self._step_mu = threading.Lock()  # one step at a time on the step socket
         self._sess: _Session | None = None
@@ -157,8 +208,9 @@ class EngineClient:
         self._refusal: str = ""  # the last refusal logged, so a retry loop logs it once
         self._threads = [
             threading.Thread(target=self._supervise, name="kvp2p-attach", daemon=True),
-            threading.Thread(target=self._tick, name="kvp2p-ping", daemon=True),
         ]
+        if ticker:
+            self._threads.append(threading.Thread(target=self._tick, name="kvp2p-ping", daemon=True))
 
     def start(self) -> None:
         for t in self._threads:
@@ -290,7 +342,7 @@ class EngineClient:
             first = next(call)
             if not first.HasField("registered"):
                 raise SidecarUnavailable(f"first message is not Registered: {first.WhichOneof('msg')}")
-            s = _Session(channel, stub, first.registered, out, call, self._dial_steps(first.registered))
+            s = _Session(channel, stub, first.registered, out, call, self._dial_steps(first.registered), now=self._clock())
             with self._mu:
                 if self._closed.is_set():
                     call.cancel()
@@ -298,6 +350,7 @@ class EngineClient:
                         s.steps.close()
                     return False
                 self._sess = s
+                self.sidecar = s.steps.sidecar if s.steps is not None else None
             self.last_error = ""
             log.info("kvp2p: attached to %s (registration %d, peer %s)", self._target,
                      first.registered.registration, first.registered.peer_id)
@@ -340,7 +393,7 @@ class EngineClient:
     def _read(self, s: _Session) -> None:
         try:
             for m in s.call:
-                s.heard = time.monotonic()
+                s.heard = self._clock()
                 kind = m.WhichOneof("msg")
                 if kind == "ask":
                     self._on_ask(m.ask)
@@ -353,26 +406,35 @@ class EngineClient:
             if not self.last_error:
                 self.last_error = "stream ended"
 
+    @property
+    def tick_period(self) -> float:
+        """How often the ticker thread calls tick()."""
+        return min(self._ping_interval, self._dead_after) / 4
+
     def _tick(self) -> None:
-        step = min(self._ping_interval, self._dead_after) / 4
-        last = time.monotonic()
-        while not self._closed.wait(step):
-            now = time.monotonic()
-            stalled = now - last > 3 * step
-            last = now
-            s = self._sess
-            if s is None:
-                continue
-            if stalled:
-                # This process did not run for a while (CPU starvation, a
-                # long GIL hold, a pause): the sidecar's silence over that
-                # time proves nothing, and its pings may be waiting unread.
-                s.heard = max(s.heard, now - step)
-                continue
-            if now - s.heard > self._dead_after:
-                self._drop(s, f"sidecar silent for {now - s.heard:.2f}s")
-                continue
-            if now - s.pinged >= self._ping_interval:
-                s.pinged = now
-                s.seq += 1
-                s.out.put(pb.EngineMessage(ping=pb.Ping(seq=s.seq)))
+        self._last_tick = self._clock()
+        while not self._closed.wait(self.tick_period):
+            self.tick()
+
+    def tick(self) -> None:
+        """Checks the sidecar's silence and pings it when a ping is due."""
+        now = self._clock()
+        stalled = now - self._last_tick > 3 * self.tick_period
+        self._last_tick = now
+        s = self._sess
+        if s is None:
+            return
+        if stalled:
+            # This process did not run for a while (CPU starvation, a
+            # long GIL hold, a pause): the sidecar's silence over that
+            # time proves nothing, and its pings may be waiting unread.
+            s.heard = max(s.heard, now - self.tick_period)
+            return
+        if now - s.heard > self._dead_after:
+            self.silence_drop = (now, now - s.heard)
+            self._drop(s, f"sidecar silent for {now - s.heard:.2f}s")
+            return
+        if now - s.pinged >= self._ping_interval:
+            s.pinged = now
+            s.seq += 1
+            s.out.put(pb.EngineMessage(ping=pb.Ping(seq=s.seq)))

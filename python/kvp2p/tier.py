@@ -18,10 +18,14 @@ Failure. A request whose load failed, or that was registered with a sidecar
 since lost, answers MISS from then on (vLLM prefills it locally); its new
 jobs fail at once. When the sidecar is lost every job in flight fails (the
 sidecar revokes the region as soon as it learns the stream is gone, so no
-late peer write reaches a chunk vLLM reuses). Grants are held a little
-longer: a sidecar that is alive but was frozen may still be sending a
-granted chunk to a peer, so the chunk must not change under it. They are
-released when the sidecar registers again or after `grant_hold` seconds.
+late peer write reaches a chunk vLLM reuses). Grants are held longer: a
+sidecar that is alive but was frozen may still be sending a granted chunk
+to a peer once it runs again, so the chunk must not change under it. They
+are released when the sidecar registers again (it refuses that while an
+old chunk is in use) or when its process has exited, however long that
+takes: the step socket names the process (SidecarProcess). Only when the
+process is unknown (no step socket) are they released after `grant_hold`
+seconds, which a longer freeze outlasts.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from typing import Any
 
 from kvp2p import roles as roles_mod
 from kvp2p._pb import engine_pb2 as pb
-from kvp2p.client import EngineClient, SidecarUnavailable, StepRefused
+from kvp2p.client import EngineClient, SidecarProcess, SidecarUnavailable, StepRefused
 from kvp2p.roles import Roles
 
 log = logging.getLogger("kvp2p.tier")
@@ -137,7 +141,9 @@ class TierCore:
         self._done: list[Done] = []
         self._asks: list[pb.ServeAsk] = []
         self._grants: set[int] = set()
-        self._held: dict[int, float] = {}  # grants of a lost sidecar -> when it was lost
+        # Grants of a lost sidecar -> when it was lost, and its process if known.
+        self._held: dict[int, tuple[float, SidecarProcess | None]] = {}
+        self._hold_warned: set[SidecarProcess] = set()
         self._grant_hold = grant_hold
         self._now = time.monotonic  # a test may replace it
         self._sidecar_pending = False
@@ -374,8 +380,9 @@ class TierCore:
             self._out = _Out()
             self._asks.clear()
             now = self._now()
+            proc = self.client.sidecar
             for pin in self._grants:
-                self._held[pin] = now
+                self._held[pin] = (now, proc)
             self._grants.clear()
             self._sidecar_pending = False
             self._cv.notify_all()
@@ -388,14 +395,29 @@ class TierCore:
     def _release_held(self, *, attached: bool) -> None:
         """Gives a lost sidecar's grants back to vLLM once the sidecar has
         registered again (it refuses a registration while any old chunk is in
-        use) or `grant_hold` has passed. Lock held."""
+        use) or its process has exited. When its process is unknown (no step
+        socket: a sidecar over TCP), after `grant_hold` instead. Lock held."""
         if not self._held:
             return
         now = self._now()
-        for pin, lost_at in list(self._held.items()):
-            if attached or now - lost_at >= self._grant_hold:
+        gone: dict[SidecarProcess, bool] = {}
+        for pin, (lost_at, proc) in list(self._held.items()):
+            if proc is None:
+                free = now - lost_at >= self._grant_hold
+            else:
+                if proc not in gone:
+                    gone[proc] = proc.gone()
+                free = gone[proc]
+                if not free and now - lost_at >= self._grant_hold and proc not in self._hold_warned:
+                    self._hold_warned.add(proc)
+                    log.warning("kvp2p: sidecar (pid %d) lost %.0fs ago but alive (frozen?): holding the chunks "
+                                "it may still send to peers until it registers again or exits",
+                                proc.pid, now - lost_at)
+            if attached or free:
                 del self._held[pin]
                 self._done.append(Done(pin - 1, Kind.PIN, True))
+        if not self._held:
+            self._hold_warned.clear()
 
     # -- worker -------------------------------------------------------------
 

@@ -326,23 +326,111 @@ def test_jobs_beyond_the_sidecars_limit_wait_their_turn(sidecars: Make, engines:
     assert [d.region.read(10 + i) for i in seeds] == want
 
 
+class _Clock:
+    """A clock that moves only when the test moves it."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def test_hung_sidecar_noticed_within_a_second(sidecars: Make, engines: Callable[..., FakeEngine]) -> None:
+    """A frozen sidecar (SIGSTOP: alive, its sockets open, silent) is taken
+    for gone at the first check after it has been silent for `dead_after`
+    (0.75 s, the default): at most one tick period (62.5 ms) later, under a
+    second from its last word. Time is the client's own clock, moved here a
+    tick at a time, so what is checked is what the client decides, not how
+    late a loaded machine runs this process (the ticker thread's lateness
+    is test_own_stall_is_not_the_sidecars_silence's subject)."""
+    import signal
+
+    clock = _Clock()
+    sd = sidecars("D")
+    d = engines(sd, client_opts={"clock": clock, "ticker": False})  # the default dead_after
+    c = d.core.client
+    reg = c.registration
+    assert sd.proc is not None and c._sess is not None  # noqa: SLF001
+    dead_after = c._dead_after  # noqa: SLF001
+    sd.proc.send_signal(signal.SIGSTOP)  # alive, silent
+    try:
+        time.sleep(0.2)  # what the sidecar sent before it stopped is read meanwhile: heard at `frozen`
+        frozen = clock.now
+        ticks = 0
+        while c.silence_drop is None and ticks < 100:
+            heard = c._sess.heard  # noqa: SLF001 - the last word, as the client saw it
+            assert clock.now - heard <= dead_after, f"not dropped after {clock.now - heard:.3f}s of silence"
+            clock.now += c.tick_period
+            c.tick()
+            ticks += 1
+        assert c.silence_drop is not None, "a silent sidecar was never dropped"
+        when, silence = c.silence_drop
+        last_word = max(frozen, heard)  # a message in flight at the stop may be read late
+        assert dead_after < silence <= dead_after + c.tick_period, silence
+        assert when - last_word < 1.0, f"noticed {when - last_word:.3f}s after the sidecar's last word"
+        deadline = time.monotonic() + 5
+        while c.registration == reg and time.monotonic() < deadline:
+            time.sleep(0.01)  # the dropped stream ends in the client's reader thread
+        assert c.registration != reg, "the attachment outlived its drop"
+    finally:
+        sd.proc.send_signal(signal.SIGCONT)
+    d.wait_attached(5)  # the sidecar wakes, drops the old stream; the engine registers again
+
+
+def _lend(d: FakeEngine, pin: int) -> None:
+    """Books a chunk as lent to a peer (a grant the sidecar has not released)."""
+    with d.core._cv:  # noqa: SLF001
+        d.core._grants.add(pin)  # noqa: SLF001
+
+
+def _released(d: FakeEngine) -> list[int]:
+    """The pins given back so far (FakeEngine.step files them in d.done)."""
+    d.done.extend(d.core.take_finished())
+    return [x.job_id for x in d.done if x.kind == Kind.PIN]
+
+
+def test_frozen_sidecar_keeps_lent_chunks_past_grant_hold(sidecars: Make, engines: Callable[..., FakeEngine]) -> None:
+    """A sidecar frozen for longer than grant_hold may still send a lent
+    chunk once it runs again: the chunk stays pinned until the sidecar has
+    registered again (it refuses while an old chunk is in use), because the
+    step socket named its process and that process is alive."""
     import signal
 
     sd = sidecars("D")
-    d = engines(sd, client_opts={})  # the default: silent for 0.75 s is gone
-    reg = d.core.client.registration
-    assert sd.proc is not None
-    sd.proc.send_signal(signal.SIGSTOP)  # alive, silent
-    t0 = time.monotonic()
+    d = engines(sd, grant_hold=0.2, client_opts={"dead_after": 0.3})
+    c = d.core.client
+    assert sd.proc is not None and c.sidecar is not None and c.sidecar.pid == sd.proc.pid
+    _lend(d, 9)
+    reg = c.registration
+    sd.proc.send_signal(signal.SIGSTOP)
     try:
-        while d.core.client.registration == reg and time.monotonic() - t0 < 3:
+        deadline = time.monotonic() + 10
+        while c.registration == reg and time.monotonic() < deadline:
             time.sleep(0.01)
-        noticed = time.monotonic() - t0
+        assert c.registration != reg, "the frozen sidecar was not dropped"
+        lost = time.monotonic()
+        while time.monotonic() - lost < 1.0:  # five grant_holds; the worker checks every 0.1 s
+            assert not _released(d), "a lent chunk was released while its sidecar may still send it"
+            time.sleep(0.05)
+        assert d.core.has_pending_work()
     finally:
         sd.proc.send_signal(signal.SIGCONT)
-    assert d.core.client.registration != reg and noticed < 1.0, f"noticed after {noticed:.2f}s"
-    d.wait_attached(5)  # the sidecar wakes, drops the old stream; the engine registers again
+    d.wait_attached(10)  # the sidecar wakes, drops the old stream; the engine registers again
+    d.until(lambda: bool(_released(d)))
+    assert _released(d) == [8]
+
+
+def test_killed_sidecar_frees_lent_chunks_at_once(sidecars: Make, engines: Callable[..., FakeEngine]) -> None:
+    """A sidecar whose process has exited reads nothing: its lent chunks
+    come back as soon as its loss is noticed, not after grant_hold."""
+    sd = sidecars("D")
+    d = engines(sd, grant_hold=60.0)
+    assert d.core.client.sidecar is not None
+    _lend(d, 9)
+    sd.kill()  # SIGKILL, and reaped
+    d.until(lambda: bool(_released(d)), timeout=10)
+    assert _released(d) == [8]
 
 
 def test_own_stall_is_not_the_sidecars_silence(sidecars: Make, engines: Callable[..., FakeEngine]) -> None:

@@ -114,5 +114,33 @@ def test_lost_sidecar_holds_grants_until_it_registers_again() -> None:
     core._grants.add(5)
     core._on_lost("again")
     now[0] += 5.0
-    core._release_held(attached=False)  # or the hold runs out
+    core._release_held(attached=False)  # or, the sidecar's process unknown, the hold runs out
     assert [d.job_id for d in core.take_finished() if d.kind == Kind.PIN] == [4]
+
+
+def test_lost_sidecar_of_known_process_holds_grants_until_it_exits() -> None:
+    from kvp2p._pb import engine_pb2 as pb
+    from kvp2p.client import SidecarProcess
+    from kvp2p.tier import Kind, TierCore
+
+    class Proc(SidecarProcess):
+        exited = False
+
+        def gone(self) -> bool:
+            return self.exited
+
+    now = [100.0]
+    core = TierCore("/nonexistent.sock", pb.Register(), grant_hold=5.0)  # not started
+    core._now = lambda: now[0]
+    proc = Proc(pid=42, start="1")
+    core.client.sidecar = proc  # what the step socket's peer credentials named
+    core._grants.update({8, 9})
+    core._on_lost("frozen")
+    for _ in range(3):  # a frozen sidecar: however long, its chunks stay pinned
+        now[0] += 60.0
+        core._release_held(attached=False)
+        assert not [d for d in core.take_finished() if d.kind == Kind.PIN]
+    Proc.exited = True  # its process exited: nothing of it can read the region
+    core._release_held(attached=False)
+    assert sorted(d.job_id for d in core.take_finished() if d.kind == Kind.PIN) == [7, 8]
+    assert not core.has_pending_work()
