@@ -199,6 +199,9 @@ func (w *writer) sumAhead(j *sendJob, n int) {
 	if m < sumMin || w.c.cfg.inlineSums {
 		return
 	}
+	if _, ok := w.stored(c.blocks[next], off, m); ok {
+		return // nothing to sum: the block came with it
+	}
 	if w.sum == nil {
 		w.sum = &summer{helper: startHelper(true)}
 	}
