@@ -35,15 +35,15 @@ const narrowMin = 16 << 10
 // every later call returns the same error and the caller closes the
 // connection.
 type Reader struct {
-	br      *bufio.Reader
-	src     *src // br's source: the connection, plus readv (src.go)
-	lim     Limits
+	br  *bufio.Reader
+	src *src // br's source: the connection, plus readv (src.go)
+	lim Limits
 	// narrowAt is the payload size from which ReadPayload uses readv
 	// (narrowMin; fuzzing lowers it to reach that path).
 	narrowAt int
-	buf     []byte // body of frames larger than br's buffer; cap <= lim.MaxFrame; dropped when quiet
-	payload uint32 // payload bytes of the last Chunk not yet consumed
-	err     error  // sticky
+	buf      []byte // body of frames larger than br's buffer; cap <= lim.MaxFrame; dropped when quiet
+	payload  uint32 // payload bytes of the last Chunk not yet consumed
+	err      error  // sticky
 
 	// The structs Next hands out for the data-path types.
 	chunk    Chunk
