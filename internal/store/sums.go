@@ -2,7 +2,8 @@ package store
 
 import (
 	"fmt"
-	"hash/crc32"
+
+	"github.com/kvp2p/kvp2p/internal/crc32c"
 )
 
 // Stored checksums. Every load sends a block's bytes with their CRC32C,
@@ -74,7 +75,6 @@ func (s *Store) fill(slot Slot, data []byte) {
 		copy(dst, data)
 		return
 	}
-	tab := crc32.MakeTable(crc32.Castagnoli) // the package's shared table
 	sums := s.sums[int(slot)*s.perSlot:][:s.perSlot]
 	for i := range sums {
 		a := i * s.sumPiece
@@ -83,7 +83,7 @@ func (s *Store) fill(slot Slot, data []byte) {
 		for x := a; x < b; x += sumStep {
 			y := min(x+sumStep, b)
 			copy(dst[x:y], data[x:y])
-			sum = crc32.Update(sum, tab, dst[x:y])
+			sum = crc32c.Update(sum, dst[x:y])
 		}
 		sums[i] = sum
 	}

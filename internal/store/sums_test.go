@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-func crc32c(p []byte) uint32 { return crc32.Checksum(p, crc32.MakeTable(crc32.Castagnoli)) }
+func stdCRC(p []byte) uint32 { return crc32.Checksum(p, crc32.MakeTable(crc32.Castagnoli)) }
 
 // TestPutSums: Put stores the bytes and each piece's CRC32C, for pieces
 // that divide the block, do not, are smaller than one copy step, and
@@ -37,7 +37,7 @@ func TestPutSums(t *testing.T) {
 				t.Fatalf("piece %d: SumPiece %d, %d sums", piece, p, len(sums))
 			}
 			for i, got := range sums {
-				if want := crc32c(data[i*p : min((i+1)*p, bb)]); got != want {
+				if want := stdCRC(data[i*p : min((i+1)*p, bb)]); got != want {
 					t.Fatalf("piece %d: sum %d = %08x, want %08x", piece, i, got, want)
 				}
 			}
