@@ -368,7 +368,9 @@ func (n *Node) dataOp(dc *datapath.Conn, op session.DataOp) {
 	case session.OpSend:
 		blocks := make([]datapath.Block, len(op.Blocks))
 		for i, b := range op.Blocks {
-			blocks[i] = datapath.Block{Index: b.Index, Slot: uint32(b.Slot)}
+			// Sums: the block's CRC32Cs as Put took them (nil for a block
+			// a load filled): the writer sends them instead of summing.
+			blocks[i] = datapath.Block{Index: b.Index, Slot: uint32(b.Slot), Sums: n.st.Sums(b.Slot)}
 		}
 		dc.Send(op.Job, blocks, op.Last)
 	case session.OpCancel:

@@ -136,6 +136,11 @@ func NewNode(cfg Config) (*Node, error) {
 	} else {
 		arena = make([]byte, cfg.Slots*cfg.BlockBytes)
 		st, err = store.NewOn(arena, cfg.BlockBytes)
+		if err == nil {
+			// Put sums each chunk-sized piece once, and loads send those
+			// sums (store/sums.go): one piece per chunk, as dpCfg says.
+			err = st.SetSumPiece(min(cfg.ChunkBytes, cfg.BlockBytes))
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -172,6 +177,7 @@ func NewNode(cfg Config) (*Node, error) {
 		cfg: cfg, timers: t, log: lc.Log, arena: arena, st: st, tb: tb, lim: wire.DefaultLimits(),
 		dpCfg: datapath.Config{
 			BlockBytes: cfg.BlockBytes, ChunkBytes: min(cfg.ChunkBytes, cfg.BlockBytes),
+			SumPiece:          st.SumPiece(),
 			ProgressInterval:  t.ProgressInterval,
 			KeepaliveInterval: t.HeartbeatInterval, ReadTimeout: readTimeout,
 			WriteTimeout: t.HeartbeatTimeout, UserTimeout: t.HeartbeatTimeout,

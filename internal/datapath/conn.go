@@ -77,6 +77,12 @@ type Config struct {
 	SendWindow int
 	// Limits bound what the reader accepts (default wire.DefaultLimits()).
 	Limits wire.Limits
+	// SumPiece is the bytes each Block.Sums entry covers: entry i is the
+	// CRC32C of slot bytes [i*SumPiece, min((i+1)*SumPiece, BlockBytes)).
+	// 0 (the default) ignores Block.Sums. The sums are used only for
+	// chunks that are exactly one piece, which every chunk is when
+	// SumPiece equals ChunkBytes.
+	SumPiece int
 
 	// inlineSums and inlineChecks turn off the writer's and the reader's
 	// checksum helper (sum.go): every CRC32C is summed (checked) by the
@@ -123,6 +129,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("datapath: BlockBytes %d over MaxBlockSize", c.BlockBytes)
 	case c.ChunkBytes <= 0 || uint64(c.ChunkBytes) > uint64(def.MaxChunk):
 		return c, fmt.Errorf("datapath: ChunkBytes %d not in 1..%d", c.ChunkBytes, def.MaxChunk)
+	case c.SumPiece < 0:
+		return c, fmt.Errorf("datapath: negative SumPiece %d", c.SumPiece)
 	case c.SendWindow < 0:
 		return c, fmt.Errorf("datapath: negative SendWindow %d", c.SendWindow)
 	case c.ProgressInterval < 0 || c.KeepaliveInterval < 0:
@@ -135,6 +143,13 @@ func (c Config) withDefaults() (Config, error) {
 type Block struct {
 	Index uint32 // the block's index in the consumer's fetch (Chunk.Block)
 	Slot  uint32 // the local source slot
+	// Sums, if not nil, holds the CRC32C of each Config.SumPiece bytes of
+	// the slot, taken when the block was stored (store.Sums): a chunk that
+	// is exactly one piece goes out with its piece's sum instead of one
+	// summed from the slot now. Like the slot, Sums must stay unchanged
+	// until SendEnd. A sum that does not match the bytes fails the load
+	// at the consumer (RecvCorrupt), as a flipped bit in transit does.
+	Sums []uint32
 }
 
 // Event is what a Conn reports through its emit callback: SendEnd,

@@ -20,9 +20,11 @@
 //     ProgressInterval (so a queued job shows life), and, when nothing else
 //     was written for KeepaliveInterval, a keepalive Probe{Seq: 0}. It waits
 //     on a mutex-protected command queue plus a wake channel; no lock is
-//     held while writing. Its helper sums the chunk it predicts it will
-//     send next while the current one is written; the sum is used only if
-//     the prediction was exact.
+//     held while writing. A chunk's CRC32C is the one its block came with
+//     (Block.Sums, taken by the store at Put) when the chunk is exactly one
+//     of its sum pieces; else the writer sums it. Its helper sums the chunk
+//     it predicts it will send next while the current one is written; the
+//     sum is used only if the prediction was exact.
 //   - the reader owns the read side. It sets a read deadline of ReadTimeout
 //     before each frame and reads each valid chunk straight into its
 //     destination slot. Its helper checks a large chunk's CRC32C while the

@@ -1,8 +1,7 @@
 package datapath
 
 import (
-	"hash/crc32"
-
+	"github.com/kvp2p/kvp2p/internal/crc32c"
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
@@ -33,10 +32,6 @@ import (
 // cores to spare.
 const helperMinProcs = 4
 
-// castagnoli is the CRC32C table, wire.CRC32C's (crc32 returns the same
-// shared table); never written.
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // Reading ahead: a chunk on the producer side comes cold from memory, and
 // the checksum loop, a chain of dependent instructions, does not keep
 // enough cache misses in flight to use the memory's bandwidth: it sums
@@ -66,7 +61,7 @@ func sumCold(p []byte, sink *byte) uint32 {
 		for i := off + sumAhead; i < min(end+sumAhead, len(p)); i += lineSize {
 			x ^= p[i]
 		}
-		sum = crc32.Update(sum, castagnoli, p[off:end])
+		sum = crc32c.Update(sum, p[off:end])
 	}
 	*sink ^= x
 	return sum
@@ -198,6 +193,9 @@ func (w *writer) sumAhead(j *sendJob, n int) {
 	m := min(w.c.cfg.ChunkBytes, w.c.cfg.BlockBytes-off)
 	if m < sumMin || w.c.cfg.inlineSums {
 		return
+	}
+	if _, ok := w.stored(c.blocks[next], off, m); ok {
+		return // nothing to sum: the block came with it
 	}
 	if w.sum == nil {
 		w.sum = &summer{helper: startHelper(true)}

@@ -174,7 +174,7 @@ func TestClose(t *testing.T) {
 			if e := b.ev.closed(t); e.Err == nil || errors.Is(e.Err, ErrClosed) || errors.Is(e.Err, ErrProtocol) {
 				t.Errorf("other side: Closed{%v}, want the I/O error", e.Err)
 			}
-			a.c.Send(1, []Block{{0, 0}}, true)
+			a.c.Send(1, []Block{{Index: 0, Slot: 0}}, true)
 			a.c.Cancel(1)
 			a.c.Probe(1)
 			a.c.Close()
@@ -314,8 +314,8 @@ func TestQueuedMeansWaitingForTurn(t *testing.T) {
 	}
 	w := newWriter(&Conn{cfg: cfg, mem: newArena(8, cfg.BlockBytes)})
 	now := time.Unix(1000, 0)
-	w.apply(&command{kind: cmdSend, job: 1, blocks: []Block{{0, 0}}, last: true}, now)
-	w.apply(&command{kind: cmdSend, job: 2, blocks: []Block{{0, 1}}, last: true}, now)
+	w.apply(&command{kind: cmdSend, job: 1, blocks: []Block{{Index: 0, Slot: 0}}, last: true}, now)
+	w.apply(&command{kind: cmdSend, job: 2, blocks: []Block{{Index: 0, Slot: 1}}, last: true}, now)
 	w.apply(&command{kind: cmdOpen, job: 3}, now)
 	if j, p := w.nextChunk(); j == nil || j.id != 1 {
 		t.Fatalf("first chunk from %v, want job 1", j)

@@ -288,12 +288,29 @@ func (w *writer) nextChunk() (*sendJob, []byte) {
 		sum, ok = w.sum.collect(chunkKey{seq: j.seq, next: j.next, off: j.off, n: n})
 	}
 	if !ok {
+		sum, ok = w.stored(b, j.off, n)
+	}
+	if !ok {
 		sum = sumCold(p, &w.sink)
 	}
 	w.chunk = wire.Chunk{Job: j.id, Block: b.Index, Offset: uint32(j.off), Len: uint32(n), CRC: sum}
 	w.out = wire.AppendChunkHeader(w.out, &w.chunk)
 	w.sumAhead(j, n)
 	return j, p
+}
+
+// stored returns the sum the block came with for its chunk [off, off+n),
+// if the chunk is exactly one of its sum pieces.
+func (w *writer) stored(b Block, off, n int) (uint32, bool) {
+	piece := w.c.cfg.SumPiece
+	if piece == 0 || b.Sums == nil || off%piece != 0 {
+		return 0, false
+	}
+	i := off / piece
+	if i >= len(b.Sums) || n != min(piece, w.c.cfg.BlockBytes-off) {
+		return 0, false
+	}
+	return b.Sums[i], true
 }
 
 // advance records that n payload bytes of j's current block were written.

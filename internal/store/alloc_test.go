@@ -19,6 +19,10 @@ func TestZeroAllocs(t *testing.T) {
 	// that no op below takes an (allocating) error path by accident.
 	next, last := n, n-1
 	full := newStoreNoT(1)
+	sums := newStore(t, n, 16)
+	if err := sums.SetSumPiece(5); err != nil {
+		t.Fatal(err)
+	}
 	_, _ = full.Reserve(key(0))
 	for _, op := range []struct {
 		name string
@@ -37,6 +41,10 @@ func TestZeroAllocs(t *testing.T) {
 		{"Put", func() {
 			_, _ = s.Put(key(next), data)
 			last, next = next, next+1
+		}},
+		{"Put with sums", func() {
+			_, _ = sums.Put(key(next), data)
+			next++
 		}},
 		{"Lookup hit and miss", func() {
 			s.Lookup(key(last))

@@ -61,6 +61,7 @@ type meta struct {
 	pins   uint32
 	state  State
 	orphan bool // Ready, pinned, and no longer in the index
+	summed bool // Put took the block's sums (sums.go); any other entry clears it
 }
 
 // Store is a block arena; see the package doc for the ownership contract.
@@ -77,6 +78,10 @@ type Store struct {
 	pinned     int               // slots with pins > 0
 	orphaned   int               // slots with orphan set
 	evictions  uint64            // Ready slots reused by Reserve
+
+	sumPiece int      // bytes per sum; 0: Put takes none (sums.go)
+	perSlot  int      // sums per slot: ceil(blockBytes / sumPiece)
+	sums     []uint32 // slot i's sums are sums[i*perSlot:][:perSlot]
 }
 
 // New allocates an arena of numSlots blocks of blockBytes each.
@@ -315,7 +320,8 @@ func (s *Store) CancelFill(slot Slot) error {
 
 // Put stores a block the engine computed: Reserve, copy, Commit. data must
 // be exactly BlockBytes long. The copy happens in the owner's goroutine, so
-// no fence needs to outlive the call.
+// no fence needs to outlive the call. With SetSumPiece on, Put also takes
+// the block's CRC32C sums during the copy (sums.go).
 func (s *Store) Put(key wire.Key, data []byte) (Slot, error) {
 	if len(data) != s.blockBytes {
 		return NoSlot, fmt.Errorf("%w: %d bytes, block is %d", ErrSize, len(data), s.blockBytes)
@@ -327,7 +333,7 @@ func (s *Store) Put(key wire.Key, data []byte) (Slot, error) {
 	if err != nil {
 		return NoSlot, err
 	}
-	copy(s.Bytes(slot), data)
+	s.fill(slot, data)
 	if err := s.Commit(slot); err != nil {
 		panic(err) // Reserve just made it Filling
 	}

@@ -4,7 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
+
+	"github.com/kvp2p/kvp2p/internal/crc32c"
 )
 
 // Sentinel errors. Every error from this package wraps exactly one of them,
@@ -34,12 +35,9 @@ const (
 	ChunkHeaderLen = frameHeader + chunkBody
 )
 
-// castagnoli is immutable after package initialisation. crc32 recognises this
-// table and uses the CPU's CRC32C instruction where there is one.
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// CRC32C returns the CRC-32C (Castagnoli) checksum of p, the checksum Chunk.CRC carries.
-func CRC32C(p []byte) uint32 { return crc32.Checksum(p, castagnoli) }
+// CRC32C returns the CRC-32C (Castagnoli) checksum of p, the checksum
+// Chunk.CRC carries (internal/crc32c: AVX-512 where the CPU has it).
+func CRC32C(p []byte) uint32 { return crc32c.Checksum(p) }
 
 // body is implemented by every message type (bodies.go). Both methods take
 // and return plain values so that calls through the interface do not make

@@ -64,50 +64,76 @@ func FuzzDecode(f *testing.F) {
 
 // FuzzReader: any byte stream gives messages then an error, never a panic,
 // never ErrUsage (the loop below uses the Reader correctly), and the Reader
-// never holds a buffer larger than MaxFrame.
+// never holds a buffer larger than MaxFrame. It is read twice: plain, and
+// with readv for every payload (src.go) returning the sizes split gives;
+// the two transcripts (frames, payload bytes, final error) must be equal.
 func FuzzReader(f *testing.F) {
-	addSampleSeeds(f, func(_ Type, _, b []byte) { f.Add(false, b) })
+	addSampleSeeds(f, func(_ Type, _, b []byte) { f.Add(false, []byte{1}, b) })
 	chunks, _ := stream(f, &Chunk{Job: 1, Len: 100}, &Ping{}, &Chunk{Job: 2, Len: 30}, &Done{Job: 2})
-	f.Add(true, chunks)
-	f.Add(false, chunks)
-	f.Add(false, header(1<<31, Version, TypeFetch))
-	f.Fuzz(func(t *testing.T, tiny bool, data []byte) {
+	f.Add(true, []byte{7, 200, 1}, chunks)
+	f.Add(false, []byte{0}, chunks)
+	f.Add(false, []byte{}, header(1<<31, Version, TypeFetch))
+	f.Fuzz(func(t *testing.T, tiny bool, split, data []byte) {
 		size := readBufSize
 		if tiny {
 			size = 16 // frames beyond 10 bytes of body take the growing-buffer path
 		}
-		r := newReaderSize(bytes.NewReader(data), fuzzLimits, size)
-		dst := make([]byte, fuzzLimits.MaxChunk)
-		for i := 0; ; i++ {
-			m, err := r.Next()
-			if cap(r.buf) > int(fuzzLimits.MaxFrame) {
-				t.Fatalf("buffer grew to %d, MaxFrame %d", cap(r.buf), fuzzLimits.MaxFrame)
-			}
-			if err != nil {
-				if errors.Is(err, ErrUsage) {
-					t.Fatalf("frame %d: %v", i, err)
-				}
-				if err != io.EOF && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, ErrMalformed) &&
-					!errors.Is(err, ErrTooLarge) && !errors.Is(err, ErrUnknownType) && !errors.Is(err, ErrVersion) {
-					t.Fatalf("frame %d: error wraps no sentinel: %v", i, err)
-				}
-				return
-			}
-			if _, err := Append(nil, m); err != nil {
-				t.Fatalf("frame %d: Append of a read %T: %v", i, m, err)
-			}
-			if c, ok := m.(*Chunk); ok {
-				if i%2 == 0 {
-					err = r.ReadPayload(dst[:c.Len])
-				} else {
-					err = r.DiscardPayload()
-				}
-				if errors.Is(err, ErrUsage) {
-					t.Fatalf("frame %d payload: %v", i, err)
-				}
-			}
+		plain := readTranscript(t, newReaderSize(bytes.NewReader(data), fuzzLimits, size))
+		br := bytes.NewReader(data)
+		sizes := make([]int, len(split))
+		for i, b := range split {
+			sizes[i] = int(b)
+		}
+		r := newReaderV(br, &splitV{r: br, sizes: sizes}, fuzzLimits, size)
+		r.narrowAt = 1
+		if v := readTranscript(t, r); v != plain {
+			t.Fatalf("transcripts differ:\nplain %q\nreadv %q", plain, v)
 		}
 	})
+}
+
+// readTranscript reads r to its error, checking it as FuzzReader says,
+// and returns what it read: each frame re-encoded, each payload read
+// (every other chunk's is discarded), and the error.
+func readTranscript(t *testing.T, r *Reader) string {
+	var out []byte
+	dst := make([]byte, fuzzLimits.MaxChunk)
+	for i := 0; ; i++ {
+		m, err := r.Next()
+		if cap(r.buf) > int(fuzzLimits.MaxFrame) {
+			t.Fatalf("buffer grew to %d, MaxFrame %d", cap(r.buf), fuzzLimits.MaxFrame)
+		}
+		if err != nil {
+			if errors.Is(err, ErrUsage) {
+				t.Fatalf("frame %d: %v", i, err)
+			}
+			if err != io.EOF && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, ErrMalformed) &&
+				!errors.Is(err, ErrTooLarge) && !errors.Is(err, ErrUnknownType) && !errors.Is(err, ErrVersion) {
+				t.Fatalf("frame %d: error wraps no sentinel: %v", i, err)
+			}
+			return string(append(out, err.Error()...))
+		}
+		b, err := Append(nil, m)
+		if err != nil {
+			t.Fatalf("frame %d: Append of a read %T: %v", i, m, err)
+		}
+		out = append(out, b...)
+		if c, ok := m.(*Chunk); ok {
+			if i%2 == 0 {
+				if err = r.ReadPayload(dst[:c.Len]); err == nil {
+					out = append(out, dst[:c.Len]...)
+				}
+			} else {
+				err = r.DiscardPayload()
+			}
+			if errors.Is(err, ErrUsage) {
+				t.Fatalf("frame %d payload: %v", i, err)
+			}
+			if err != nil {
+				return string(append(out, err.Error()...))
+			}
+		}
+	}
 }
 
 // FuzzRoundTrip builds a message of each type from the fuzzer's values,

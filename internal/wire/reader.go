@@ -12,6 +12,12 @@ import (
 // from the bufio buffer, larger ones are read into Reader.buf.
 const readBufSize = 64 << 10
 
+// narrowMin is the payload from which ReadPayload reads past bufio with
+// readv (src.go), and bufio's reads are capped at one chunk header until a
+// frame other than a chunk comes. Smaller chunks are better batched by
+// bufio's full reads.
+const narrowMin = 16 << 10
+
 // Reader reads frames from a stream. It is not safe for concurrent use: one
 // goroutine per connection reads.
 //
@@ -29,11 +35,15 @@ const readBufSize = 64 << 10
 // every later call returns the same error and the caller closes the
 // connection.
 type Reader struct {
-	br      *bufio.Reader
-	lim     Limits
-	buf     []byte // body of frames larger than br's buffer; cap <= lim.MaxFrame; dropped when quiet
-	payload uint32 // payload bytes of the last Chunk not yet consumed
-	err     error  // sticky
+	br  *bufio.Reader
+	src *src // br's source: the connection, plus readv (src.go)
+	lim Limits
+	// narrowAt is the payload size from which ReadPayload uses readv
+	// (narrowMin; fuzzing lowers it to reach that path).
+	narrowAt int
+	buf      []byte // body of frames larger than br's buffer; cap <= lim.MaxFrame; dropped when quiet
+	payload  uint32 // payload bytes of the last Chunk not yet consumed
+	err      error  // sticky
 
 	// The structs Next hands out for the data-path types.
 	chunk    Chunk
@@ -63,7 +73,14 @@ func (r *Reader) SetLimits(lim Limits) {
 // newReaderSize lets tests use a tiny bufio buffer, to exercise the path for
 // frames larger than it without megabyte inputs.
 func newReaderSize(r io.Reader, lim Limits, size int) *Reader {
-	return &Reader{br: bufio.NewReaderSize(r, size), lim: lim}
+	return newReaderV(r, newVReader(r), lim, size)
+}
+
+// newReaderV is newReaderSize with v as the connection's readv (nil:
+// none); tests pass their own.
+func newReaderV(r io.Reader, v vreader, lim Limits, size int) *Reader {
+	s := &src{r: r, v: v}
+	return &Reader{br: bufio.NewReaderSize(s, size), src: s, lim: lim, narrowAt: narrowMin}
 }
 
 // Next reads and decodes one frame. At a clean end of stream, between
@@ -96,6 +113,9 @@ func (r *Reader) Next() (Message, error) {
 	typ := Type(hdr[5])
 	size := int(n) - (frameHeader - lenPrefix)
 	r.br.Discard(frameHeader) // cannot fail: the bytes are buffered
+	if typ != TypeChunk {
+		r.src.narrow = false // chunks are not streaming: full reads again
+	}
 
 	// Small frames are decoded in place from bufio's buffer (decoders never
 	// alias their input); large ones are read into r.buf.
@@ -174,7 +194,23 @@ func (r *Reader) ReadPayload(dst []byte) error {
 		return fmt.Errorf("wire: ReadPayload: len(dst) %d, payload %d bytes: %w", len(dst), r.payload, ErrUsage)
 	}
 	r.payload = 0
-	if _, err := io.ReadFull(r.br, dst); err != nil {
+	if len(dst) < r.narrowAt || r.src.v == nil {
+		if _, err := io.ReadFull(r.br, dst); err != nil {
+			return r.fail(streamErr("chunk payload", err))
+		}
+		return nil
+	}
+	// What bufio holds first (the whole payload, for a small one), then
+	// the rest with readv, straight into dst (src.go).
+	r.src.narrow = true
+	if c := r.br.Buffered(); c > 0 {
+		n, _ := r.br.Read(dst[:min(c, len(dst))]) // from the buffer: cannot fail
+		dst = dst[n:]
+	}
+	if len(dst) == 0 {
+		return nil
+	}
+	if err := r.src.readPayload(dst); err != nil {
 		return r.fail(streamErr("chunk payload", err))
 	}
 	return nil
@@ -188,6 +224,7 @@ func (r *Reader) DiscardPayload() error {
 	}
 	n := int(r.payload)
 	r.payload = 0
+	r.src.narrow = false // a payload through bufio: full reads
 	if _, err := r.br.Discard(n); err != nil {
 		return r.fail(streamErr("chunk payload", err))
 	}

@@ -1,0 +1,85 @@
+package wire
+
+import (
+	"errors"
+	"io"
+)
+
+// Payloads straight into their slots. bufio fills as much of its buffer
+// as the socket holds, so the read that brings a chunk's header also
+// brings up to 64 KiB of its payload, which ReadPayload then copies into
+// the slot: a memmove per chunk on top of the kernel's copy, a tenth of
+// the consumer's CPU in a profile of one load. On a socket that can read
+// into two buffers at once (readv), ReadPayload reads the rest of a large
+// payload into the slot and, in the same call, up to one chunk header of
+// what follows into src.spill; and while chunks stream (narrow), bufio's
+// own reads are capped at one chunk header. So a chunk's payload never
+// passes through bufio, and its header costs no read of its own.
+//
+// src sits between bufio and the connection; every field is the reading
+// goroutine's.
+type src struct {
+	r      io.Reader
+	v      vreader // nil: the connection cannot readv (not TCP, or not Linux)
+	narrow bool    // cap reads for bufio at ChunkHeaderLen
+	spill  [ChunkHeaderLen]byte
+	s0, s1 int // spill[s0:s1] was read past a payload and not yet taken by bufio
+}
+
+// vreader reads into a, then b, in one call (readv): it returns the bytes
+// read in all, at least 1, or an error; io.EOF at the stream's end.
+type vreader interface {
+	readv(a, b []byte) (int, error)
+}
+
+// errBadCount: the vreader broke its contract.
+var errBadCount = errors.New("wire: readv returned an impossible count")
+
+// maxEmptyReads bounds reads that return nothing and no error, as bufio.
+const maxEmptyReads = 100
+
+// Read is bufio's source: the bytes read past the last payload first, then
+// the connection, capped at one chunk header while chunks stream.
+func (s *src) Read(p []byte) (int, error) {
+	if s.s0 < s.s1 {
+		n := copy(p, s.spill[s.s0:s.s1])
+		s.s0 += n
+		return n, nil
+	}
+	if s.narrow && len(p) > ChunkHeaderLen {
+		p = p[:ChunkHeaderLen]
+	}
+	return s.r.Read(p)
+}
+
+// readPayload fills p from the connection (bufio holds nothing: its
+// caller drained it), keeping any bytes read past p in spill for bufio.
+func (s *src) readPayload(p []byte) error {
+	if s.s0 < s.s1 { // not reached (bufio takes spill before any frame), but cheap to be right
+		n := copy(p, s.spill[s.s0:s.s1])
+		s.s0 += n
+		p = p[n:]
+	}
+	empty := 0
+	for len(p) > 0 {
+		n, err := s.v.readv(p, s.spill[:])
+		switch {
+		case err != nil:
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		case n < 0 || n > len(p)+len(s.spill):
+			return errBadCount
+		case n == 0:
+			if empty++; empty >= maxEmptyReads {
+				return io.ErrNoProgress
+			}
+		case n > len(p):
+			s.s0, s.s1 = 0, n-len(p)
+			return nil
+		}
+		p = p[n:]
+	}
+	return nil
+}
