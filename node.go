@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/datapath"
@@ -95,6 +96,7 @@ type evDialed struct {
 	id        loads.ConnID
 	ctl, data net.Conn
 	err       error
+	refused   bool // the control connection's connect was refused: nobody listens
 }
 type evCtlMsg struct {
 	id  loads.ConnID
@@ -447,9 +449,13 @@ func (n *Node) dial(id loads.ConnID, peer string) {
 	}()
 	var d net.Dialer
 	ctl, err := d.DialContext(ctx, "tcp", addr)
-	if err == nil {
-		ctl, err = n.handshakeTLS(ctx, ctl, peer)
+	if err != nil {
+		// Refused (RST to the SYN) is the one failure that says the
+		// process is gone; a timeout or a TLS failure does not.
+		n.post(evDialed{id: id, err: err, refused: errors.Is(err, syscall.ECONNREFUSED)})
+		return
 	}
+	ctl, err = n.handshakeTLS(ctx, ctl, peer)
 	if err != nil {
 		n.post(evDialed{id: id, err: err})
 		return
