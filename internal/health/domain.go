@@ -11,9 +11,11 @@ import (
 // sibling is probed over its data path; siblings that answer within
 // ProbeTimeout keep their sessions and loads, the rest are closed at once.
 // While the domain is suspect a request naming one of its members waits
-// (RETRY) for that member's probe, then loads or falls back. A rank that
-// cannot be reached is simply retried on the next request (never
-// blacklisted); a rank that connects but keeps failing loads is ejected for
+// (RETRY) for that member's probe, then loads or falls back; on a rank
+// whose data path was last seen dead it waits at most reproofWait, renewing
+// the probe. A rank that cannot be reached is simply retried on the next
+// request (never blacklisted), without a wait once a dial to it was
+// refused; a rank that connects but keeps failing loads is ejected for
 // a time that doubles on repeats up to a cap, lifted early by a successful
 // half-open probe; never more than MaxEjectionPercent of known domains are
 // ejected at once (at least one may be). Restarts, Goodbyes, idle eviction,
