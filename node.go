@@ -452,7 +452,7 @@ func (n *Node) dial(id loads.ConnID, peer string) {
 	if err != nil {
 		// Refused (RST to the SYN) is the one failure that says the
 		// process is gone; a timeout or a TLS failure does not.
-		n.post(evDialed{id: id, err: err, refused: errors.Is(err, syscall.ECONNREFUSED)})
+		n.post(evDialed{id: id, err: err, refused: dialRefused(err)})
 		return
 	}
 	ctl, err = n.handshakeTLS(ctx, ctl, peer)
@@ -483,6 +483,11 @@ func (n *Node) dial(id loads.ConnID, peer string) {
 	}
 	n.post(evDialed{id: id, ctl: ctl, data: data})
 }
+
+// dialRefused reports whether a connect failed because nothing listens
+// at the address (the peer answered the SYN with a RST): its process is
+// gone, where a timeout or an unreachable network says nothing of it.
+func dialRefused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
 
 // readCtl is a control connection's reader goroutine.
 // Its pace is bounded (ctlRate): one peer's flood of small messages then
