@@ -103,7 +103,11 @@ func (n *Node) handle(ev event) {
 		if ev.err != nil {
 			n.log.Info("dial failed", "peer", c.key.peer, "err", ev.err)
 			n.moveCtl(c, ctlDataDown) // there is no data connection
-			n.tb.ConnLost(now, ev.id)
+			if ev.refused {
+				n.tb.DialRefused(now, ev.id)
+			} else {
+				n.tb.ConnLost(now, ev.id)
+			}
 			return
 		}
 		c.nc = ev.ctl

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/datapath"
@@ -95,6 +96,7 @@ type evDialed struct {
 	id        loads.ConnID
 	ctl, data net.Conn
 	err       error
+	refused   bool // the control connection's connect was refused: nobody listens
 }
 type evCtlMsg struct {
 	id  loads.ConnID
@@ -453,9 +455,13 @@ func (n *Node) dial(id loads.ConnID, peer string) {
 	}()
 	var d net.Dialer
 	ctl, err := d.DialContext(ctx, "tcp", addr)
-	if err == nil {
-		ctl, err = n.handshakeTLS(ctx, ctl, peer)
+	if err != nil {
+		// Refused (RST to the SYN) is the one failure that says the
+		// process is gone; a timeout or a TLS failure does not.
+		n.post(evDialed{id: id, err: err, refused: dialRefused(err)})
+		return
 	}
+	ctl, err = n.handshakeTLS(ctx, ctl, peer)
 	if err != nil {
 		n.post(evDialed{id: id, err: err})
 		return
@@ -483,6 +489,11 @@ func (n *Node) dial(id loads.ConnID, peer string) {
 	}
 	n.post(evDialed{id: id, ctl: ctl, data: data})
 }
+
+// dialRefused reports whether a connect failed because nothing listens
+// at the address (the peer answered the SYN with a RST): its process is
+// gone, where a timeout or an unreachable network says nothing of it.
+func dialRefused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
 
 // readCtl is a control connection's reader goroutine.
 // Its pace is bounded (ctlRate): one peer's flood of small messages then

@@ -138,12 +138,14 @@ func pod(name string, ids ...string) []Peer {
 	return out
 }
 
-func TestDomainHandshakeWait(t *testing.T) {
-	if w := mustNew(t, Domain, Options{}).HandshakeWait(); w != 250*time.Millisecond {
-		t.Errorf("default HandshakeWait = %v, want connect_wait 250ms", w)
+func TestDomainWaits(t *testing.T) {
+	p := Peer{ID: "10.0.0.1:7777", Domain: "pod-a"}
+	if w := mustNew(t, Domain, Options{}).Waits(t0, p); w != (Waits{Handshake: 250 * time.Millisecond, StaleDial: 250 * time.Millisecond, Budget: 500 * time.Millisecond}) {
+		t.Errorf("default Waits = %+v, want connect_wait 250ms, budget connect_wait + probe_timeout", w)
 	}
-	if w := mustNew(t, Domain, Options{ConnectWait: 40 * time.Millisecond, ProbeTimeout: time.Second}).HandshakeWait(); w != 40*time.Millisecond {
-		t.Errorf("HandshakeWait = %v, want ConnectWait 40ms", w)
+	o := Options{ConnectWait: 40 * time.Millisecond, ProbeTimeout: time.Second}
+	if w := mustNew(t, Domain, o).Waits(t0, p); w != (Waits{Handshake: 40 * time.Millisecond, StaleDial: 40 * time.Millisecond, Budget: 1040 * time.Millisecond}) {
+		t.Errorf("Waits = %+v, want ConnectWait 40ms, budget 1040ms", w)
 	}
 }
 

@@ -27,9 +27,9 @@ type Policy interface {
 	SessionEnded(now time.Time, p Peer, e End) []Peer
 	// MayDial reports whether a new outbound session to p may be opened now.
 	MayDial(now time.Time, p Peer) bool
-	// HandshakeWait is how long a lookup may answer RETRY while the
-	// session's handshake is pending; zero means MISS at once (vLLM #64501).
-	HandshakeWait() time.Duration
+	// Waits says how long lookups for a request naming p may wait. It
+	// only reads the policy's state (it is asked at every lookup).
+	Waits(now time.Time, p Peer) Waits
 	// Gate says whether a lookup for a request naming p (whose session is
 	// ready) may answer now, must wait (RETRY), or must fall back. At one
 	// instant it is idempotent: asked again for p at the same now with no
@@ -37,9 +37,6 @@ type Policy interface {
 	// (the table asks it once for a run of one request's keys,
 	// loads.Table.LookupBatch; TestGateIdempotentAtOneInstant).
 	Gate(now time.Time, p Peer) Gate
-	// WaitBudget bounds how long one request may wait in all (for a
-	// handshake, then a probe) before it falls back.
-	WaitBudget() time.Duration
 	// LoadDone reports a load's end on p's session.
 	LoadDone(now time.Time, p Peer, ok bool)
 	// ProbeAck reports that p's data path answered probe seq.
@@ -50,9 +47,31 @@ type Policy interface {
 	TakeDecisions() []Decision
 }
 
+// Waits bounds how long a lookup may hold a request (RETRY) for a peer.
+// The zero value never waits: MISS at once while a handshake is pending
+// (vLLM #64501), and no dial is ever replaced.
+type Waits struct {
+	// Handshake: a lookup answers RETRY while the peer's handshake has
+	// been pending for less than this; zero means MISS at once.
+	Handshake time.Duration
+	// StaleDial: a connect attempt pending this long is replaced on demand
+	// by a fresh one (it may have gone into a partition that has healed
+	// since), and so is one made before the request began to wait if it
+	// is older than this; zero: never replaced.
+	StaleDial time.Duration
+	// Budget bounds how long one request may wait in all (for a
+	// handshake, then a probe), however the sessions it waits on come and
+	// go. It is fixed when the request begins to wait.
+	Budget time.Duration
+}
+
 // End describes one session's end.
 type End struct {
 	Cause Cause
+	// Refused: the connect attempt itself was refused (nothing listens at
+	// the peer's address: its process is gone), as opposed to a handshake
+	// that timed out or that a live peer refused.
+	Refused bool
 	// Restart: the peer came back with a new incarnation; the old one's end
 	// is not held against the new one.
 	Restart bool
@@ -150,8 +169,7 @@ func New(name string, opt Options) (Policy, error) {
 // (and host-group its own MayDial).
 type vllmBase struct{}
 
-func (vllmBase) HandshakeWait() time.Duration       { return 0 }
-func (vllmBase) WaitBudget() time.Duration          { return 0 }
+func (vllmBase) Waits(time.Time, Peer) Waits        { return Waits{} }
 func (vllmBase) Gate(time.Time, Peer) Gate          { return GateOpen }
 func (vllmBase) LoadDone(time.Time, Peer, bool)     {}
 func (vllmBase) ProbeAck(time.Time, Peer, uint64)   {}

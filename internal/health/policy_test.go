@@ -44,8 +44,8 @@ func TestNew(t *testing.T) {
 
 func TestPerPeer(t *testing.T) {
 	p := mustNew(t, PerPeer, Options{})
-	if w := p.HandshakeWait(); w != 0 {
-		t.Errorf("HandshakeWait = %v, want 0 (MISS at once, vLLM #64501)", w)
+	if w := p.Waits(at(0), Peer{ID: "10.0.0.1:7777"}); w != (Waits{}) {
+		t.Errorf("Waits = %+v, want none (MISS at once, vLLM #64501)", w)
 	}
 	a := Peer{ID: "10.0.0.1:7777", Domain: "pod"}
 	b := Peer{ID: "10.0.0.1:7778", Domain: "pod"}
@@ -196,7 +196,7 @@ func TestHostGroupQuarantine(t *testing.T) {
 		}
 	}
 	p := mustNew(t, HostGroup, Options{})
-	if p.HandshakeWait() != 0 {
-		t.Errorf("HandshakeWait = %v, want 0", p.HandshakeWait())
+	if w := p.Waits(at(0), Peer{ID: "10.0.0.1:7777"}); w != (Waits{}) {
+		t.Errorf("Waits = %+v, want none", w)
 	}
 }

@@ -57,7 +57,7 @@ func (t *Table) lookup(now time.Time, id string, k wire.Key, g health.Gate, aske
 		// A request already waiting under the policy (for a handshake or a
 		// probe) whose session just ended is retried on demand within its
 		// budget: the probe it waited on may have been sent before a heal.
-		if !r.waitFrom.IsZero() && !r.redialed && t.mayWait(now, r) {
+		if !r.waitFrom.IsZero() && !r.redialed && t.mayWait(now, r, t.waits(now, r)) {
 			r.redialed = true // once: a refused or dead peer is not dialed in a loop
 			if t.session(now, r.src.peer, r.src.domain) != nil {
 				return session.Retry
@@ -68,8 +68,13 @@ func (t *Table) lookup(now time.Time, id string, k wire.Key, g health.Gate, aske
 	if c.s.Pending() {
 		// A load is never queued behind a handshake. per-peer and host-group
 		// fall back at once (#64501); a policy may let lookups wait a little.
-		if wait := t.policy.HandshakeWait(); wait > 0 && t.mayWait(now, r) {
-			if now.Sub(c.s.PendingSince()) < wait {
+		if w := t.waits(now, r); w.Handshake > 0 && t.mayWait(now, r, w) {
+			since := c.s.PendingSince()
+			age := now.Sub(since)
+			// A dial made before the request began to wait, older than the
+			// policy's StaleDial, is not waited on either (StaleDial is short
+			// for a peer whose data path was last seen dead).
+			if age < w.Handshake && !(age >= w.StaleDial && since.Before(r.waitFrom)) {
 				return session.Retry
 			}
 			if !r.redialed && c.s.Outbound() {
@@ -90,7 +95,7 @@ func (t *Table) lookup(now time.Time, id string, k wire.Key, g health.Gate, aske
 	switch g {
 	case health.GateWait:
 		t.askPolicy = true // the probe it holds the lookup for
-		if !t.mayWait(now, r) {
+		if !t.mayWait(now, r, t.waits(now, r)) {
 			t.markFailed(r.src.kvID)
 			return session.Miss
 		}
@@ -333,9 +338,17 @@ func (t *Table) Drained() bool {
 
 // mayWait starts or checks a request's wait budget: however the sessions it
 // waits on come and go, it waits for one handshake and one probe at most.
-func (t *Table) mayWait(now time.Time, r *request) bool {
+// The budget is the policy's when the request begins to wait (w), fixed
+// from then on.
+func (t *Table) mayWait(now time.Time, r *request, w health.Waits) bool {
 	if r.waitFrom.IsZero() {
 		r.waitFrom = now
+		r.budget = w.Budget
 	}
-	return now.Sub(r.waitFrom) < t.policy.WaitBudget()
+	return now.Sub(r.waitFrom) < r.budget
+}
+
+// waits is the policy's waits for r's source.
+func (t *Table) waits(now time.Time, r *request) health.Waits {
+	return t.policy.Waits(now, health.Peer{ID: r.src.peer, Domain: r.src.domain})
 }

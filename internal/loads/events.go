@@ -51,6 +51,24 @@ func (t *Table) ConnLost(now time.Time, id ConnID) {
 	t.settle(now)
 }
 
+// DialRefused reports that an outbound dial was refused: nothing listens
+// at the peer's address, so its process is gone (ECONNREFUSED). It is
+// ConnLost, but tells the policy that the peer is not merely slow or
+// unreachable (a hello refused or a handshake that timed out means a live
+// process, or a path that may heal).
+func (t *Table) DialRefused(now time.Time, id ConnID) {
+	c := t.conns[id]
+	if c == nil {
+		return
+	}
+	if c.s.Outbound() && c.s.Pending() {
+		c.refused = true
+	}
+	c.s.ConnFailed(now)
+	t.touch(c)
+	t.settle(now)
+}
+
 // Receive dispatches a control message from connection id.
 func (t *Table) Receive(now time.Time, id ConnID, m wire.Message) {
 	c := t.conns[id]

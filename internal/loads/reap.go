@@ -30,7 +30,8 @@ func (t *Table) reapOne(now time.Time, c *conn) {
 		return // never a session: the policy does not see it
 	}
 	t.log.Warn("peer down", "peer", c.peer, "cause", cause.String(), "loads_failed", n, "policy", t.policy.Name())
-	end := health.End{Cause: cause, Restart: c.endedBy == endedByRestart, LoadsFailed: n, ByPolicy: c.endedBy == endedByPolicy, WasUp: wasUp}
+	end := health.End{Cause: cause, Restart: c.endedBy == endedByRestart, LoadsFailed: n, ByPolicy: c.endedBy == endedByPolicy, WasUp: wasUp,
+		Refused: c.refused && !wasUp}
 	for _, p := range t.policy.SessionEnded(now, t.peerOf(c), end) {
 		o := t.byPeer[p.ID]
 		if o == nil || o.rep == reaped || o.s.Ended() != health.CauseNone {

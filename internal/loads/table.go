@@ -23,6 +23,7 @@ type conn struct {
 	// or ended by an orderly local stop: the policy never hears of it.
 	rejected bool
 	endedBy  endedBy   // why the table ended it, if it did
+	refused  bool      // its dial was refused (DialRefused)
 	linger   time.Time // connLingering: close at this time at the latest
 	flush    bool      // in the table's flush queue (lookups registered this step)
 	// A newcomer held while the live session it would replace is probed
@@ -40,9 +41,10 @@ type request struct {
 	id       string
 	src      *source
 	dst      *dest
-	waitFrom time.Time // first RETRY the policy asked for
-	fellBack bool      // a lookup's MISS sent it to local prefill (counted once)
-	redialed bool      // its session ended while it waited, and it dialed again
+	waitFrom time.Time     // first RETRY the policy asked for
+	budget   time.Duration // how long it may wait in all, fixed at waitFrom
+	fellBack bool          // a lookup's MISS sent it to local prefill (counted once)
+	redialed bool          // its session ended while it waited, and it dialed again
 }
 
 // job is a load or store in flight.
@@ -226,8 +228,8 @@ func (t *Table) session(now time.Time, peer, domain string) *conn {
 		// One connect attempt in flight per peer; but one that outlived the
 		// time a request may wait for it (a SYN into a partition that has
 		// healed since) is replaced on demand rather than waited out.
-		wait := t.policy.HandshakeWait()
-		if !(wait > 0 && c.s.Outbound() && c.s.Pending() && now.Sub(c.s.PendingSince()) >= wait) {
+		stale := t.policy.Waits(now, health.Peer{ID: peer, Domain: domain}).StaleDial
+		if !(stale > 0 && c.s.Outbound() && c.s.Pending() && now.Sub(c.s.PendingSince()) >= stale) {
 			if domain != "" {
 				c.domain = domain
 			}

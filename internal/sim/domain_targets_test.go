@@ -31,23 +31,20 @@ func resetOnly(sc *scenario.Scenario) bool {
 	return any
 }
 
-// tthOverExempt are the scenarios where domain's time-to-hit p99 over all
-// hits is more than 50 ms above per-peer's (issue 8 asks for at most 50):
-// the excess is hits to the faulted ranks themselves, requests that waited
-// on a probe while the fault lasted and loaded once it healed. per-peer
-// never hits those requests: it falls back on them after its 30 s load
-// timeout. Over the hits
-// whose source had no fault while they were alive, domain meets the 50 ms
-// (TestDomainTTHUnaffected), and so it must here too.
-var tthOverExempt = []string{"flapping", "host-blackhole", "pod-partial"}
-
 // domainTargets: in every built-in scenario the domain policy falls back
 // within 1.5 s (p99), leaves nothing stuck, loads nothing corrupt, leaks no
 // slot (after the drain, or while running), never falls back on a healthy
 // source; on reset faults its ttf p99 is within 10 ms of per-peer's; its
-// tth p99 is within 50 ms of per-peer's (but for tthOverExempt); and in
-// flapping it ends with fewer fallbacks than per-peer (ejection and per-use
-// probes must pay for themselves).
+// tth p99 is within 50 ms of per-peer's; and in flapping it ends with no
+// more fallbacks than per-peer (ejection and per-use probes cost none).
+//
+// The last one said "fewer" before issue 8's tth target: the only requests
+// domain served there that per-peer does not were requests to the faulted
+// rank that waited on its probe, up to 500 ms, through a silent spell
+// until its heal (85 fallbacks against 101, and a tth p99 of 97 ms against
+// per-peer's 40). A request now waits at most 50 ms on a data path last
+// seen dead, so those fall back too (101 against 101, tth p99 40 ms): the
+// two targets cannot both hold, and the issue's is kept.
 func domainTargets() []target {
 	var ts []target
 	for _, name := range scenario.Builtins() {
@@ -56,16 +53,14 @@ func domainTargets() []target {
 				return r.TTFms.P99 <= 1500 && r.Stuck == 0 && r.CorruptLoads == 0 && r.LeakedSlots == 0 &&
 					r.OrphanSlots == 0 && r.FalseFallbacks == 0
 			}})
-		if !slices.Contains(tthOverExempt, name) {
-			ts = append(ts, target{name, health.Domain, "tth p99 within 50 ms of per-peer's",
-				func(r report.Report, by map[string]report.Report) bool {
-					return r.TTHms.P99 <= by[health.PerPeer].TTHms.P99+50
-				}})
-		}
+		ts = append(ts, target{name, health.Domain, "tth p99 within 50 ms of per-peer's",
+			func(r report.Report, by map[string]report.Report) bool {
+				return r.TTHms.P99 <= by[health.PerPeer].TTHms.P99+50
+			}})
 		if name == "flapping" {
-			ts = append(ts, target{name, health.Domain, "fewer fallbacks than per-peer",
+			ts = append(ts, target{name, health.Domain, "no more fallbacks than per-peer",
 				func(r report.Report, by map[string]report.Report) bool {
-					return r.Fallbacks < by[health.PerPeer].Fallbacks
+					return r.Fallbacks <= by[health.PerPeer].Fallbacks
 				}})
 		}
 	}
@@ -75,10 +70,14 @@ func domainTargets() []target {
 // TestDomainResetTTF: where every fault is a reset, domain's ttf p99 is
 // within 10 ms of per-peer's. It is one engine step (10 ms) behind at
 // worst, by construction: per-peer answers MISS at the first lookup while
-// the dial to a dead rank is pending (vLLM #64501), domain waits for the
-// dial (a live rank whose session must be re-opened is then not a
-// fallback) and learns of the refusal at the next step, where its
-// RefusedHold keeps it from dialing again.
+// the dial to a dead rank is pending (vLLM #64501); domain waits for the
+// first dial after the reset (a live rank whose session must be re-opened
+// is then not a fallback) and learns of the refusal at the next step,
+// where its RefusedHold keeps it from dialing again; once a dial was
+// refused (nobody listens: the process is gone) it answers MISS on the
+// next pending dial at once, as per-peer does. A hello refused by a live
+// rank (handshake-fail) keeps the wait: its first lookup after the heal
+// would otherwise be a false fallback, as per-peer's are.
 func TestDomainResetTTF(t *testing.T) {
 	n := 0
 	for _, name := range scenario.Builtins() {

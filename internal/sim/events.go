@@ -50,6 +50,13 @@ func (n *Net) fire(ev event) {
 		}
 		e.open = false
 		nd.T.ConnLost(n.Now, e.conn)
+	case evRefused:
+		e := ev.e
+		if nd.ends[e.conn] != e || !e.open {
+			return // the dialer gave up first
+		}
+		e.open = false
+		nd.T.DialRefused(n.Now, e.conn)
 	case evMsg:
 		n.deliver(nd, ev.e, ev.msg)
 	case evClosed:

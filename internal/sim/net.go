@@ -426,7 +426,7 @@ func (n *Net) dial(nd *Node, conn loads.ConnID, peer string) {
 		if t != nil {
 			d = time.Duration(2 * n.lat(nd, t))
 		}
-		n.schedule(n.now+int64(d), event{kind: evLost, e: me}) // refused
+		n.schedule(n.now+int64(d), event{kind: evRefused, e: me})
 	case nd.Silent || t.Silent:
 		// The SYN goes nowhere; TCP retransmits it (see accept).
 		n.schedule(n.now+int64(time.Second), event{kind: evAccept, e: me, nd: t, n: 1})

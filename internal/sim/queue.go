@@ -24,6 +24,7 @@ const (
 	evProgressRx                   // that Progress frame lands at the consumer end e
 	evProbe                        // a data-path probe arrives at e
 	evProbeAck                     // its answer arrives at e (the prober)
+	evRefused                      // e's dial was refused (nobody listens): DialRefused
 )
 
 // event is one entry of the queue. Events are values in one slice: the
