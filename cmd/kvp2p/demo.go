@@ -205,7 +205,16 @@ func runDemoPolicies(ctx context.Context, sc *scenario.Scenario, policies []stri
 	live := map[string]*demo.Run{}
 	consumer := map[string]*kvp2p.Node{} // each run's first consumer, for --metrics-addr
 	track := func(p string) func(*demo.Run) {
-		return func(r *demo.Run) { mu.Lock(); live[p] = r; consumer[p] = r.FirstConsumer(); mu.Unlock() }
+		return func(r *demo.Run) {
+			mu.Lock()
+			defer mu.Unlock()
+			live[p] = r // a finished Run holds no node (demo.RunScenario drops them)
+			if o.statusAddr != "" {
+				// Only then: the node and its arena stay reachable until
+				// every policy ran, gigabytes when they run one after another.
+				consumer[p] = r.FirstConsumer()
+			}
+		}
 	}
 	if o.statusAddr != "" {
 		stop, err := startDemoStatus(o.statusAddr, policies, func(p string) *kvp2p.Node {
