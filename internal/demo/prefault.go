@@ -23,7 +23,7 @@ import (
 // slots are the ones the run uses. A rank's share is what the run can
 // write into it, capped at its slots: prefaulting touches no more memory
 // than the run itself would (pod-partial at 40 requests/s: peak RSS of
-// five runs in one process 7.49-7.51 GB with it, 7.42-7.51 GB without).
+// five runs in one process 7.49-7.53 GB with it, 7.42-7.51 GB without).
 // That needs each run's fleet freed before the next one touches its
 // arenas (issue 14: a fleet that outlived its run made five runs hit
 // 20 GB).
