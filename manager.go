@@ -48,23 +48,40 @@ type call struct {
 	done chan struct{}
 }
 
-// do runs f in the loop and waits. The reply channel comes from a pool and
-// goes back to it once its one value was taken, so a call allocates no
-// channel and no wrapper closure of its own (only f, the caller's).
+// callDoneFree is how many reply channels a node keeps for reuse: more
+// than the callers that wait on it at once in practice (an engine's few
+// threads); a burst beyond allocates and drops the extra.
+const callDoneFree = 64
+
+// do runs f in the loop and waits. The reply channel comes from the node's
+// free list and goes back to it once its one value was taken, so a call
+// allocates no channel and no wrapper closure of its own (only f, the
+// caller's).
 func (m *Manager) do(f func(now time.Time)) error {
-	done, _ := m.n.callDone.Get().(chan struct{})
-	if done == nil {
+	var done chan struct{}
+	select {
+	case done = <-m.n.callDone:
+	default:
 		done = make(chan struct{}, 1)
 	}
 	select {
 	case m.n.calls <- call{f: f, done: done}:
 	case <-m.n.done:
-		m.n.callDone.Put(done)
+		m.n.putCallDone(done)
 		return ErrClosed
 	}
 	<-done // the loop took the call, so it runs it before it exits
-	m.n.callDone.Put(done)
+	m.n.putCallDone(done)
 	return nil
+}
+
+// putCallDone returns an empty reply channel to the free list, or drops it
+// when the list is full.
+func (n *Node) putCallDone(done chan struct{}) {
+	select {
+	case n.callDone <- done:
+	default:
+	}
 }
 
 // NewRequest registers a request and its transfer parameters.

@@ -41,9 +41,15 @@ type Node struct {
 	eng    *engine   // a sidecar's engine state (EngineConfig); nil otherwise
 	obs    *observer // counts for metrics and status; owned by the loop
 
-	events   chan event
-	calls    chan call
-	callDone sync.Pool     // chan struct{} (cap 1): Manager.do's reply, reused
+	events chan event
+	calls  chan call
+	// callDone holds Manager.do's reply channels (chan struct{}, cap 1)
+	// for reuse. A free list of the node's own, not a sync.Pool field: the
+	// runtime keeps every used Pool on a global list until the second GC
+	// after its last use, and an interior pointer to a field keeps the
+	// whole Node, arena included, alive that long (issue 14: each demo
+	// run's fleet outlived it by a GC cycle, gigabytes at 40 requests/s).
+	callDone chan chan struct{}
 	stopReq  chan struct{} // Shutdown: drain, then stop
 	quit     chan struct{} // Close: stop now
 	done     chan struct{} // the loop exited
@@ -184,7 +190,7 @@ func NewNode(cfg Config) (*Node, error) {
 			KeepaliveInterval: t.HeartbeatInterval, ReadTimeout: readTimeout,
 			WriteTimeout: t.HeartbeatTimeout, UserTimeout: t.HeartbeatTimeout,
 		},
-		events: make(chan event, 256), calls: make(chan call),
+		events: make(chan event, 256), calls: make(chan call), callDone: make(chan chan struct{}, callDoneFree),
 		stopReq: make(chan struct{}), quit: make(chan struct{}), done: make(chan struct{}),
 		conns: map[loads.ConnID]*ctlConn{}, heldHellos: map[attachKey]evAccepted{},
 		pendingData: map[attachKey]pendingData{}, open: map[uint64]JobResult{},

@@ -157,7 +157,16 @@ func runPolicies(ctx context.Context, sc *scenario.Scenario, policies []string, 
 	live := map[string]*Run{}
 	consumer := map[string]*kvp2p.Node{} // each run's first consumer, for --metrics-addr
 	track := func(p string) func(*Run) {
-		return func(r *Run) { mu.Lock(); live[p] = r; consumer[p] = r.FirstConsumer(); mu.Unlock() }
+		return func(r *Run) {
+			mu.Lock()
+			defer mu.Unlock()
+			live[p] = r // a finished Run holds no node (RunScenario drops them)
+			if o.StatusAddr != "" {
+				// Only then: the node and its arena stay reachable until
+				// every policy ran, gigabytes when they run one after another.
+				consumer[p] = r.FirstConsumer()
+			}
+		}
 	}
 	if o.StatusAddr != "" {
 		stop, err := ServeStatus(o.StatusAddr, policies, func(p string) *kvp2p.Node {

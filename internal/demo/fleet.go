@@ -30,6 +30,7 @@ type demoRank struct {
 	addr   string // 127.0.0.1:port it really listens on
 	source bool
 	slots  int
+	touch  int // slots to prefault before its first node serves (prefault.go)
 
 	node    *kvp2p.Node // nil while crashed
 	m       *kvp2p.Manager
@@ -91,6 +92,7 @@ func newDemoFleet(sc *scenario.Scenario, policy string, blockBytes int, log *slo
 	if len(f.srcs) == 0 || len(f.cons) == 0 {
 		return nil, fmt.Errorf("demo: scenario %s has no source or no consumer rank", sc.Name)
 	}
+	f.planPrefault()
 	for _, rk := range f.ranks {
 		ln, err := listenFree()
 		if err != nil {
@@ -147,6 +149,8 @@ func (f *demoFleet) start(rk *demoRank, ln net.Listener) error {
 	if err != nil {
 		return err
 	}
+	prefault(n, rk.touch) // before its loop runs: no lateness, no state
+	rk.touch = 0          // a restarted rank's arena is fresh, as a restarted engine's
 	rk.node, rk.m, rk.serve = n, n.Manager(), make(chan error, 1)
 	var sl net.Listener = ln
 	if f.tls == nil {

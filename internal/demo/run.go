@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -63,6 +64,11 @@ func RunScenario(ctx context.Context, sc *scenario.Scenario, policy string, bloc
 		}
 		defer tc.close()
 	}
+	// A previous run's fleet is garbage now, but under GOGC its gigabytes
+	// of arenas are collected only once the heap has grown by as much
+	// again: collect it first, so that this fleet's arenas reuse its
+	// memory instead of adding to it (issue 14).
+	runtime.GC()
 	f, err := newDemoFleet(sc, policy, blockBytes, discardLog(), tc)
 	if err != nil {
 		return Result{}, err
@@ -103,6 +109,7 @@ func RunScenario(ctx context.Context, sc *scenario.Scenario, policy string, bloc
 		}
 	}
 	leaked, err := r.finish(ctx)
+	r.evict = nil // its witnesses hold the consumers' last nodes: a caller may keep r
 	if err != nil {
 		return Result{}, err
 	}
