@@ -73,7 +73,7 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return nil
 	}
 	if *soak > 0 {
-		return runSoak(ctx, *soak, *seed, common.policy, *logLevel, stdout)
+		return runSoak(ctx, *soak, *seed, common.policy, soakOut{*logLevel, *reqPath, *keep}, stdout)
 	}
 	scs, err := loadScenarios(common.scenario)
 	if err != nil {
@@ -162,6 +162,22 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	return rep.writeSVG(common.svg, runnable[0])
 }
 
+// writeRequests writes one run's request records as --requests does.
+func writeRequests(path, scName, policy string, reqs []scenario.Request) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(f)
+	for _, q := range reqs {
+		if err := enc.Encode(labRequest{scName, policy, q}); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	return f.Close()
+}
+
 // labRequest is one line of --requests.
 type labRequest struct {
 	Scenario string `json:"scenario"`
@@ -178,8 +194,16 @@ func firstHost(ns []string) string {
 	return "kvp2plab-h0"
 }
 
+// soakOut are the flags a soak shares with a scenario run: --requests and
+// --keep are how a person finds out which requests made a figure (the
+// soak's false fallbacks are judged from them).
+type soakOut struct {
+	logLevel, reqPath string
+	keep              bool
+}
+
 // runSoak is `kvp2p lab --soak D`: under one policy (domain for "all").
-func runSoak(ctx context.Context, d time.Duration, seed int64, policy, logLevel string, stdout io.Writer) error {
+func runSoak(ctx context.Context, d time.Duration, seed int64, policy string, o soakOut, stdout io.Writer) error {
 	if policy == "all" {
 		policy = health.Domain
 	}
@@ -200,9 +224,17 @@ func runSoak(ctx context.Context, d time.Duration, seed int64, policy, logLevel 
 	}
 	defer l.Release()
 	fmt.Fprintf(stdout, "soak: %v under %s, %d faults (seed %d), mixed workload until %v...\n", d, policy, len(sc.Faults), seed, sc.Workload.Stop)
-	res, err := lab.Soak(ctx, sc, policy, lab.Options{Bin: bin, Progress: stdout, LogLevel: logLevel})
+	res, err := lab.Soak(ctx, sc, policy, lab.Options{Bin: bin, Progress: stdout, LogLevel: o.logLevel, Keep: o.keep})
 	if err != nil {
 		return err
+	}
+	if o.reqPath != "" {
+		if err := writeRequests(o.reqPath, sc.Name, policy, res.Run.Requests); err != nil {
+			return err
+		}
+	}
+	if o.keep {
+		fmt.Fprintf(stdout, "--keep: the soak's hosts are up (logs in %s); clean up: sudo %s lab --clean\n", lab.StateDir, bin)
 	}
 	fmt.Fprintln(stdout)
 	scenario.Table(stdout, []scenario.Report{res.Run.Report})
