@@ -15,8 +15,10 @@
 //     blocked on flow control (an engine that stopped reading) cannot stop
 //     it. The engine is detached when the stream ends, when it is silent
 //     for EngineTimeout, when a Send has not finished after EngineTimeout,
-//     or when its outbox overflows. Detach is called exactly once per
-//     accepted registration.
+//     or when its outbox overflows; time in which the sidecar itself did
+//     not run (its loop idle for more than two ping intervals: SIGSTOP, a
+//     paused VM) does not count as the engine's (pause.go). Detach is
+//     called exactly once per accepted registration.
 //   - Step: checked for shape first (CheckStep: key lengths, counts against
 //     Limits, duplicate job ids and chunks, matching lengths); a bad request
 //     is answered INVALID_ARGUMENT or RESOURCE_EXHAUSTED without reaching

@@ -236,6 +236,19 @@ func (s *Server) Attach(st pb.Engine_AttachServer) error {
 	stall.Stop()
 	defer stall.Stop()
 	busy := false // a batch is with the sender
+	guard := pauseGuard{every: s.opt.PingInterval}
+	// woke re-arms both engine timers when the sidecar itself did not run
+	// (see pauseGuard) and reports whether it did that.
+	woke := func() bool {
+		if !guard.woke(time.Now()) {
+			return false
+		}
+		silent.Reset(s.opt.EngineTimeout)
+		if busy {
+			stall.Reset(s.opt.EngineTimeout)
+		}
+		return true
+	}
 	hand := func(batch []*pb.SidecarMessage) {
 		batches <- batch // never blocks: the sender is idle and the buffer empty
 		busy = true
@@ -257,22 +270,32 @@ func (s *Server) Attach(st pb.Engine_AttachServer) error {
 		}
 		select {
 		case <-q.wake:
+			woke()
 		case err := <-sent:
 			if err != nil {
 				return err
 			}
 			busy = false
 			stall.Stop()
+			woke()
 		case <-stall.C:
+			if woke() {
+				continue
+			}
 			return status.Errorf(codes.ResourceExhausted, "engine has not read its stream for %v", s.opt.EngineTimeout)
 		case <-ping.C:
+			woke()
 			if !busy { // a ping behind a blocked Send would tell nothing
 				seq++
 				hand([]*pb.SidecarMessage{{Msg: &pb.SidecarMessage_Ping{Ping: &pb.Ping{Seq: seq}}}})
 			}
 		case <-heard:
+			woke()
 			silent.Reset(s.opt.EngineTimeout)
 		case <-silent.C:
+			if woke() {
+				continue
+			}
 			return status.Errorf(codes.DeadlineExceeded, "engine silent for %v", s.opt.EngineTimeout)
 		case err := <-recvErr:
 			if errors.Is(err, io.EOF) {

@@ -101,6 +101,18 @@ func Execute(ctx context.Context, runnable []*scenario.Scenario, policies []stri
 	return rep.Runs(), nil
 }
 
+// WriteRequests writes reqs to w as --requests does: one JSON object a
+// line, each with its scenario and policy.
+func WriteRequests(w io.Writer, scName, policy string, reqs []report.Request) error {
+	enc := json.NewEncoder(w)
+	for _, q := range reqs {
+		if err := enc.Encode(requestLine{scName, policy, q}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // requestLine is one line of --requests.
 type requestLine struct {
 	Scenario string `json:"scenario"`

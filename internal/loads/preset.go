@@ -42,7 +42,7 @@ func KVP2PTimers() Timers {
 		LoadStartBudget:      2 * time.Second,
 		LoadTimeoutSymmetric: 10 * time.Second, LoadTimeoutPD: 30 * time.Second,
 		AbortAckTimeout: 5 * time.Second, HandshakeTimeout: 5 * time.Second,
-		LookupTimeout: 2 * time.Second, IdleTimeout: 300 * time.Second,
+		LookupTimeout: time.Second, IdleTimeout: 300 * time.Second,
 		UnboundStoreTimeout: 60 * time.Second, StoreTimeout: 30 * time.Second,
 		// The producer acks an abort it cannot drain before the consumer gives up on it.
 		CancelDrainTimeout: 3 * time.Second, LookupPendingTimeout: 5 * time.Second,
