@@ -28,7 +28,10 @@ type Backend interface {
 	Detach(id uint64)
 	// Grant delivers the engine's answer to an ask.
 	Grant(id uint64, g *pb.ServeGrant)
-	// Step applies one shape-checked step, all or nothing.
+	// Step applies one shape-checked step, all or nothing. It keeps no
+	// part of req past its return: on the step socket, a lookup batch's
+	// KeysPacked points into the connection's frame buffer, which the
+	// next frame overwrites.
 	Step(req *pb.StepRequest) (*pb.StepResponse, error)
 }
 

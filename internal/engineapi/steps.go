@@ -11,7 +11,6 @@ import (
 	"slices"
 	"time"
 
-	pb "github.com/kvp2p/kvp2p/internal/engineapi/enginepb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -117,6 +116,7 @@ func (s *Server) serveStepConn(c net.Conn) {
 	defer c.Close()
 	r := bufio.NewReaderSize(c, 64<<10)
 	var in, out []byte
+	var dec stepDecoder
 	for {
 		var err error
 		in, err = readFrame(r, s.maxMsg, in)
@@ -127,7 +127,7 @@ func (s *Server) serveStepConn(c net.Conn) {
 			}
 			return
 		}
-		out = s.answerStep(out[:0], in)
+		out = s.answerStep(&dec, out[:0], in)
 		if err := writeStep(c, out); err != nil {
 			return
 		}
@@ -135,9 +135,12 @@ func (s *Server) serveStepConn(c net.Conn) {
 }
 
 // answerStep decodes and applies one step and appends its answer frame.
-func (s *Server) answerStep(out, in []byte) []byte {
-	req := new(pb.StepRequest)
-	if err := proto.Unmarshal(in, req); err != nil {
+// The step's lookup keys are read from in itself (stepDecoder): in is not
+// touched until the step has been answered, and the backend's Step keeps
+// nothing of its request past its return (it copies keys into wire.Key).
+func (s *Server) answerStep(dec *stepDecoder, out, in []byte) []byte {
+	req, err := dec.decode(in)
+	if err != nil {
 		return appendStepError(out, status.Errorf(codes.InvalidArgument, "step frame: %v", err))
 	}
 	resp, err := s.Step(context.Background(), req)

@@ -144,13 +144,14 @@ func FuzzStepFrame(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := bytes.NewReader(data)
 		var in, out []byte
+		var dec stepDecoder
 		for {
 			var err error
 			in, err = readFrame(r, s.maxMsg, in)
 			if err != nil {
 				return
 			}
-			out = s.answerStep(out[:0], in)
+			out = s.answerStep(&dec, out[:0], in)
 			if n := binary.LittleEndian.Uint32(out); int(n) != len(out)-4 || n == 0 {
 				t.Fatalf("answer frame length %d for %d bytes", n, len(out)-4)
 			}
