@@ -23,7 +23,9 @@
 //     Limits, duplicate job ids and chunks, matching lengths); a bad request
 //     is answered INVALID_ARGUMENT or RESOURCE_EXHAUSTED without reaching
 //     the Backend, which checks the rest (registration, chunk states) and
-//     applies a step all or nothing.
+//     applies a step all or nothing. On the step socket a lookup batch's
+//     keys_packed points into the connection's frame buffer (stepDecoder),
+//     so the Backend keeps nothing of a request past Step's return.
 //   - Unix sockets are created mode 0600 after removing a stale socket at
 //     the same path (never another kind of file).
 package engineapi
