@@ -11,14 +11,13 @@ import (
 // sibling is probed over its data path; siblings that answer within
 // ProbeTimeout keep their sessions and loads, the rest are closed at once.
 // While the domain is suspect a request naming one of its members waits
-// (RETRY) for that member's probe, then loads or falls back; on a rank
-// whose data path was last seen dead it waits at most reproofWait, renewing
-// the probe. A rank that cannot be reached is simply retried on the next
-// request (never blacklisted), without a wait once a dial to it was
-// refused; a rank that connects but keeps failing loads is ejected for
-// a time that doubles on repeats up to a cap, lifted early by a successful
-// half-open probe; never more than MaxEjectionPercent of known domains are
-// ejected at once (at least one may be). Restarts, Goodbyes, idle eviction,
+// (RETRY) for that member's probe, then loads or falls back. A rank that
+// cannot be reached is simply retried on the next request (never
+// blacklisted), without a wait once a dial to it was refused; a rank that
+// connects but keeps failing loads is ejected for a time that doubles on
+// repeats up to a cap, lifted early by a successful half-open probe; never
+// more than MaxEjectionPercent of known domains are ejected at once (at
+// least one may be). Restarts, Goodbyes, idle eviction,
 // incompatibility and failed handshakes are not evidence of anything.
 type domainPolicy struct {
 	opt     Options
@@ -36,10 +35,8 @@ type peerHealth struct {
 	domain       string
 	live         bool      // a ready session exists (ups > 0)
 	ups          int       // ready sessions: briefly two while a restarted peer's new one replaces the old
-	probeSeq     uint64    // newest outstanding probe, 0 if none
-	probeSent    time.Time // when it went out
-	olderProbes  []uint64  // earlier probes of the same check, still answerable
-	probeBy      time.Time // the check's deadline: its first probe's, renewals do not move it
+	probeSeq     uint64    // outstanding probe, 0 if none
+	probeBy      time.Time // its deadline
 	verified     uint64    // the suspicion epoch this peer last answered a probe in
 	faults       int       // faults since its last successful load
 	ejections    int       // how many times ejected (the doubling exponent)
@@ -49,7 +46,6 @@ type peerHealth struct {
 	probeRound   bool      // the outstanding probe is part of its domain's suspicion round
 	refusedUntil time.Time // a connect attempt failed: no dial on demand before then
 	refused      bool      // its last connect attempt was refused: nothing listens there
-	deadPath     bool      // its data path was last seen dead (a probe unanswered, a stall)
 	lastSeen     time.Time // last call that named it: pruned after forgetAfter of silence
 }
 
@@ -92,38 +88,28 @@ func newDomain(o Options) *domainPolicy {
 
 func (*domainPolicy) Name() string { return Domain }
 
-// reproofWait bounds how long, in all, a request waits on a peer whose
-// data path was last seen dead, and how old a probe of such a peer may
-// grow before a lookup sends a fresh one. A path that stays dead is not
-// waited on for a whole probe timeout per request (it answers nothing
-// before its heal), and a path that healed since its last probe proves
-// itself within a round trip of the next lookup instead of waiting for
-// the probe sent into the fault.
-const reproofWait = 50 * time.Millisecond
-
 // Waits: a lookup waits a little for a pending handshake, so that
 // re-opening a session (after an idle eviction, say) costs no fallback,
 // and for one handshake and one probe in all, even if the sessions it
-// waits on keep being replaced. Two peers are not waited on so long:
-//   - one whose last connect attempt was refused: its process is gone, and
-//     a dial pending to it now will most likely be refused too; MISS at
-//     once, as per-peer does, while the dial goes on (a rank that came
-//     back is used as soon as its session is up);
-//   - one whose data path was last seen dead: reproofWait in all, and a
-//     dial to it is stale after reproofWait/5 (a SYN sent into a
-//     blackhole is retransmitted only after 1 s).
+// waits on keep being replaced; a connect attempt that outlived the
+// handshake wait is replaced on demand (it may have gone into a partition
+// that has healed since). A peer whose last connect attempt was refused
+// is not waited on: its process is gone, and a dial pending to it now
+// will most likely be refused too; MISS at once, as per-peer does, while
+// the dial goes on (a rank that came back is used as soon as its session
+// is up).
+//
+// A peer whose data path was last seen dead gets the same full wait. A
+// shorter one, with the probe renewed every 50 ms, was tried (sim-8c) and
+// backed out: in the simulator a renewal after a heal is answered at once,
+// but on real TCP a probe travels on the data connection, which after a
+// blackhole is in retransmission backoff; renewals went unanswered until
+// the probe deadline closed and redialed the session, and the lab's
+// pod-partial had 12 false fallbacks in the ~0.8 s after the heal.
 func (d *domainPolicy) Waits(now time.Time, p Peer) Waits {
 	w := Waits{Handshake: d.opt.ConnectWait, StaleDial: d.opt.ConnectWait, Budget: d.opt.ConnectWait + d.opt.ProbeTimeout}
-	ph := d.peers[p.ID]
-	if ph == nil {
-		return w
-	}
-	if ph.refused {
+	if ph := d.peers[p.ID]; ph != nil && ph.refused {
 		w.Handshake = 0
-	}
-	if ph.deadPath {
-		w.Budget = min(w.Budget, reproofWait)
-		w.StaleDial = min(w.StaleDial, reproofWait/5)
 	}
 	return w
 }
@@ -202,7 +188,6 @@ func (d *domainPolicy) probe(now time.Time, ph *peerHealth, round bool) {
 	}
 	d.seq++
 	ph.probeSeq = d.seq
-	ph.probeSent = now
 	ph.probeBy = now.Add(d.opt.ProbeTimeout)
 	ph.probeRound = round
 	d.probes[d.seq] = ph.peer.ID
@@ -217,10 +202,6 @@ func (d *domainPolicy) endProbe(ph *peerHealth) {
 		return
 	}
 	delete(d.probes, ph.probeSeq)
-	for _, s := range ph.olderProbes {
-		delete(d.probes, s)
-	}
-	ph.olderProbes = ph.olderProbes[:0]
 	ph.probeSeq = 0
 	if ph.probeRound {
 		d.domains[ph.domain].probing--
@@ -268,9 +249,6 @@ func (d *domainPolicy) SessionEnded(now time.Time, p Peer, e End) []Peer {
 	// Whatever its siblings show, this rank proves its data path before its
 	// next session carries a load.
 	ph.mustProbe = true
-	if e.Cause == CauseProgressStall || e.Cause == CauseHeartbeatTimeout {
-		ph.deadPath = true // its data path (or all of it) went silent
-	}
 	if e.ByPolicy {
 		// Closed because its probe went unanswered: the domain is suspect
 		// already and its siblings are being probed; no new round.
@@ -421,31 +399,12 @@ func (d *domainPolicy) Gate(now time.Time, p Peer) Gate {
 	dh := d.domains[ph.domain]
 	round := d.suspect(now, dh) && ph.verified != dh.epoch
 	if ph.halfOpen || ph.mustProbe || round {
-		switch {
-		case ph.probeSeq == 0:
+		if ph.probeSeq == 0 {
 			d.probe(now, ph, round)
-		case now.Sub(ph.probeSent) >= reproofWait && now.Before(ph.probeBy):
-			d.renewProbe(now, ph)
 		}
 		return GateWait
 	}
 	return GateOpen
-}
-
-// renewProbe sends a fresh probe for ph's check, whose last probe is
-// reproofWait old: the path may have healed since that one went out (into
-// a blackhole, or behind a stall), and an answer to either proves it. The
-// check keeps its deadline, so a path that stays dead is closed as soon
-// as before; a rank thus has a new probe at most once per reproofWait,
-// and n renewals only if n*reproofWait < ProbeTimeout (5 probes in all
-// with the defaults).
-func (d *domainPolicy) renewProbe(now time.Time, ph *peerHealth) {
-	ph.olderProbes = append(ph.olderProbes, ph.probeSeq)
-	d.seq++
-	ph.probeSeq = d.seq
-	ph.probeSent = now
-	d.probes[d.seq] = ph.peer.ID
-	d.out = append(d.out, Decision{Kind: DecideProbe, Peer: ph.peer.ID, Seq: d.seq})
 }
 
 func (d *domainPolicy) LoadDone(now time.Time, p Peer, ok bool) {
@@ -454,7 +413,6 @@ func (d *domainPolicy) LoadDone(now time.Time, p Peer, ok bool) {
 	}
 	ph := d.peer(now, p)
 	ph.faults = 0
-	ph.deadPath = false
 	if d.ejected(now, ph) {
 		d.lift(ph)
 	}
@@ -463,11 +421,10 @@ func (d *domainPolicy) LoadDone(now time.Time, p Peer, ok bool) {
 
 func (d *domainPolicy) ProbeAck(now time.Time, p Peer, seq uint64) {
 	ph := d.peer(now, p)
-	if seq == 0 || ph.probeSeq == 0 || d.probes[seq] != ph.peer.ID {
-		return // not one of its outstanding probes: a stale answer
+	if ph.probeSeq != seq || seq == 0 {
+		return
 	}
 	d.endProbe(ph)
-	ph.deadPath = false
 	dh := d.domains[ph.domain]
 	ph.verified = dh.epoch
 	ph.mustProbe = false
@@ -485,9 +442,8 @@ func (d *domainPolicy) Tick(now time.Time) {
 		return
 	}
 	var late []*peerHealth
-	for seq, id := range d.probes {
-		// A check with renewed probes is indexed under each: count it once.
-		if ph := d.peers[id]; ph != nil && ph.probeSeq == seq && !now.Before(ph.probeBy) {
+	for _, id := range d.probes {
+		if ph := d.peers[id]; ph != nil && !now.Before(ph.probeBy) {
 			late = append(late, ph)
 		}
 	}
@@ -495,7 +451,6 @@ func (d *domainPolicy) Tick(now time.Time) {
 	for _, ph := range late {
 		round := ph.probeRound
 		d.endProbe(ph)
-		ph.deadPath = true
 		d.stats.ProbesFailed++
 		if round {
 			// A sibling of the faulted rank is dead too: the domain stays

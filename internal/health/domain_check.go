@@ -1,18 +1,11 @@
 package health
 
-import (
-	"fmt"
-	"slices"
-	"time"
-)
+import "fmt"
 
 // check verifies the domain policy's internal bookkeeping: every peer sits
 // in the member map of its domain and nowhere else; a domain's probing
-// count equals its members' outstanding checks, every outstanding probe
-// (a check's newest, and the older ones it renewed) is indexed by its seq
-// and nothing else is, and a check was renewed n times only if
-// n*reproofWait < ProbeTimeout (renewals are reproofWait apart and stop at
-// its deadline); a domain's ejected count equals its members whose
+// count equals its members' outstanding probes, and every outstanding probe
+// is indexed by its seq; a domain's ejected count equals its members whose
 // ejection has not been lifted (ejections end lazily, on the next look at
 // the peer); no counter is negative. Tests call it after every step.
 func (d *domainPolicy) check() error {
@@ -31,16 +24,6 @@ func (d *domainPolicy) check() error {
 			if !ph.live {
 				return fmt.Errorf("peer %q: probe %d outstanding on a dead session", id, ph.probeSeq)
 			}
-			for _, s := range ph.olderProbes {
-				if d.probes[s] != id || s >= ph.probeSeq {
-					return fmt.Errorf("peer %q: renewed probe %d not indexed, or not older than %d", id, s, ph.probeSeq)
-				}
-			}
-			if n := len(ph.olderProbes); time.Duration(n)*reproofWait >= d.opt.ProbeTimeout {
-				return fmt.Errorf("peer %q: check renewed %d times within a probe timeout of %v", id, n, d.opt.ProbeTimeout)
-			}
-		} else if len(ph.olderProbes) != 0 {
-			return fmt.Errorf("peer %q: renewed probes %v without a check", id, ph.olderProbes)
 		}
 		if ph.faults < 0 || ph.ejections < 0 {
 			return fmt.Errorf("peer %q: faults %d, ejections %d", id, ph.faults, ph.ejections)
@@ -51,7 +34,7 @@ func (d *domainPolicy) check() error {
 	}
 	for seq, id := range d.probes {
 		ph := d.peers[id]
-		if ph == nil || (ph.probeSeq != seq && !slices.Contains(ph.olderProbes, seq)) {
+		if ph == nil || ph.probeSeq != seq {
 			return fmt.Errorf("probe %d indexed for %q, which is not waiting for it", seq, id)
 		}
 		if seq > d.seq {

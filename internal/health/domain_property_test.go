@@ -16,12 +16,9 @@ type propModel struct {
 	now   time.Time
 	peers []Peer
 	live  map[string]bool
-	// outstanding probes as decided: peer -> its check's seqs (the first
-	// probe, then its renewals), the newest's send time, the deadline
-	seqs    map[string][]uint64
-	sent    map[string]time.Time
+	// outstanding probes as decided: peer -> seq, deadline
+	seq     map[string]uint64
 	by      map[string]time.Time
-	gating  bool // the call being checked is Gate
 	lastSeq uint64
 	stale   []uint64 // seqs no longer outstanding
 	log     []string
@@ -40,9 +37,10 @@ func (m *propModel) failf(format string, a ...any) {
 }
 
 func (m *propModel) forget(id string) {
-	m.stale = append(m.stale, m.seqs[id]...)
-	delete(m.seqs, id)
-	delete(m.sent, id)
+	if s, ok := m.seq[id]; ok {
+		m.stale = append(m.stale, s)
+	}
+	delete(m.seq, id)
 	delete(m.by, id)
 }
 
@@ -93,21 +91,10 @@ func (m *propModel) decisions(fromTick bool) {
 				m.failf("probe seq %d not above %d", dc.Seq, m.lastSeq)
 			}
 			m.lastSeq = dc.Seq
-			if old := m.seqs[dc.Peer]; m.gating && len(old) > 0 {
-				// A lookup renews a check whose newest probe is
-				// reproofWait old, before its deadline, which stays.
-				if m.now.Sub(m.sent[dc.Peer]) < reproofWait || !m.now.Before(m.by[dc.Peer]) {
-					m.failf("probe renewed %v after the last, deadline %v: %+v", m.now.Sub(m.sent[dc.Peer]), m.by[dc.Peer].Sub(t0), dc)
-				}
-				m.seqs[dc.Peer] = append(old, dc.Seq)
-				m.sent[dc.Peer] = m.now
-				break
-			}
-			// A new probe of a peer otherwise supersedes its outstanding
-			// check (a new fault, a new epoch): one check per peer.
+			// A new probe of a peer supersedes its outstanding one (a new
+			// fault, a new epoch): one outstanding per peer (checked below).
 			m.forget(dc.Peer)
-			m.seqs[dc.Peer] = []uint64{dc.Seq}
-			m.sent[dc.Peer] = m.now
+			m.seq[dc.Peer] = dc.Seq
 			m.by[dc.Peer] = m.now.Add(m.d.opt.ProbeTimeout)
 		case DecideClose:
 			by, ok := m.by[dc.Peer]
@@ -141,17 +128,13 @@ func (m *propModel) invariants() {
 	if err := m.d.check(); err != nil {
 		m.failf("check: %v", err)
 	}
-	n := 0
-	for id, ss := range m.seqs {
-		n += len(ss)
-		for _, s := range ss {
-			if m.d.probes[s] != id {
-				m.failf("probe %d of %s not held", s, id)
-			}
-		}
+	if len(m.seq) != len(m.d.probes) {
+		m.failf("%d probes decided and outstanding, policy holds %d", len(m.seq), len(m.d.probes))
 	}
-	if n != len(m.d.probes) {
-		m.failf("%d probes decided and outstanding, policy holds %d", n, len(m.d.probes))
+	for id, s := range m.seq {
+		if m.d.probes[s] != id {
+			m.failf("probe %d of %s not held", s, id)
+		}
 	}
 	ejected := 0
 	for _, dh := range m.d.domains {
@@ -208,26 +191,25 @@ func (m *propModel) step() {
 		if m.live[p.ID] {
 			m.ended(p, m.randomEnd())
 		}
-	case k < 70: // a probe answers: any of its check's ends the check
-		if len(m.seqs) == 0 {
+	case k < 70: // a probe answers
+		if len(m.seq) == 0 {
 			return
 		}
 		var id string
 		for _, q := range m.peers {
-			if _, ok := m.seqs[q.ID]; ok && (id == "" || m.r.IntN(2) == 0) {
+			if _, ok := m.seq[q.ID]; ok && (id == "" || m.r.IntN(2) == 0) {
 				id = q.ID
 			}
 		}
 		p = m.d.peers[id].peer
-		ss := m.seqs[id]
-		s := ss[m.r.IntN(len(ss))]
+		s := m.seq[id]
 		right := m.r.IntN(4) != 0
 		if !right {
 			switch {
 			case len(m.stale) > 0 && m.r.IntN(2) == 0:
 				s = m.stale[m.r.IntN(len(m.stale))]
 			default:
-				s = ss[len(ss)-1] + 1 + uint64(m.r.IntN(3)) // perhaps another peer's
+				s += 1 + uint64(m.r.IntN(3))
 			}
 		}
 		m.log = append(m.log, fmt.Sprintf("%v ack %s %d (right %v)", m.now.Sub(t0), id, s, right))
@@ -242,9 +224,7 @@ func (m *propModel) step() {
 		}
 		g := m.d.Gate(m.now, p)
 		m.log = append(m.log, fmt.Sprintf("%v gate %s = %v", m.now.Sub(t0), p.ID, g))
-		m.gating = true
 		m.decisions(false)
-		m.gating = false
 	default:
 		ok := m.r.IntN(3) != 0
 		m.log = append(m.log, fmt.Sprintf("%v load %s ok %v", m.now.Sub(t0), p.ID, ok))
@@ -280,7 +260,7 @@ func TestDomainProperty(t *testing.T) {
 				{ID: "10.0.0.3:1", Domain: "d2"},
 				{ID: "10.0.0.4:1"}, {ID: "10.0.0.4:2"},
 			},
-			live: map[string]bool{}, seqs: map[string][]uint64{}, sent: map[string]time.Time{}, by: map[string]time.Time{},
+			live: map[string]bool{}, seq: map[string]uint64{}, by: map[string]time.Time{},
 		}
 		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
 			m.t = t

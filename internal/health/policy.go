@@ -56,8 +56,7 @@ type Waits struct {
 	Handshake time.Duration
 	// StaleDial: a connect attempt pending this long is replaced on demand
 	// by a fresh one (it may have gone into a partition that has healed
-	// since), and so is one made before the request began to wait if it
-	// is older than this; zero: never replaced.
+	// since); zero: never replaced.
 	StaleDial time.Duration
 	// Budget bounds how long one request may wait in all (for a
 	// handshake, then a probe), however the sessions it waits on come and

@@ -69,12 +69,7 @@ func (t *Table) lookup(now time.Time, id string, k wire.Key, g health.Gate, aske
 		// A load is never queued behind a handshake. per-peer and host-group
 		// fall back at once (#64501); a policy may let lookups wait a little.
 		if w := t.waits(now, r); w.Handshake > 0 && t.mayWait(now, r, w) {
-			since := c.s.PendingSince()
-			age := now.Sub(since)
-			// A dial made before the request began to wait, older than the
-			// policy's StaleDial, is not waited on either (StaleDial is short
-			// for a peer whose data path was last seen dead).
-			if age < w.Handshake && !(age >= w.StaleDial && since.Before(r.waitFrom)) {
+			if now.Sub(c.s.PendingSince()) < w.Handshake {
 				return session.Retry
 			}
 			if !r.redialed && c.s.Outbound() {

@@ -104,7 +104,7 @@ func Defs() []Def {
 					m.value(float64(n[st]), st)
 				}
 			}},
-		counter("kvp2p_probes_sent_total", "", "Probes sent over a data path (domain policy: a suspect domain's members, a rank after its fault; a probe a request waits on is renewed when 50 ms old).",
+		counter("kvp2p_probes_sent_total", "", "Probes sent over a data path (domain policy: a suspect domain's members, a rank after its fault).",
 			func(c *Counters) uint64 { return c.ProbesSent }),
 		counter("kvp2p_probes_failed_total", "", "Probes not answered within probe_timeout (their session is closed).",
 			func(c *Counters) uint64 { return c.ProbesFailed }),
