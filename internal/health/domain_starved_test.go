@@ -20,7 +20,7 @@ func TestDomainStarvedPostponesProbes(t *testing.T) {
 	const starved = 400 * time.Millisecond
 	var s Starver = f.d // the table finds it by this interface
 	s.Starved(starved)
-	s.Starved(-time.Hour) // never earlier
+	s.Starved(-time.Hour)                                // never earlier
 	f.ack(now.Add(probeTO+starved/2), ps[1], seq["h:2"]) // late, but within the postponed deadline
 	if ds := f.tick(now.Add(probeTO + starved - time.Nanosecond)); ds != nil {
 		t.Fatalf("closed before the postponed deadline: %+v", ds)
