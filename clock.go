@@ -19,6 +19,7 @@ type loopClock struct {
 	prevTick time.Time     // wall time of the last tick taken; zero before the first
 	debt     time.Duration // lateness excluded so far
 	last     time.Time     // last reading
+	starved  time.Duration // lateness of the last tick the cap left in the clock (takeStarved)
 
 	maxLate   atomic.Int64 // longest excess of one tick gap, ns
 	totalLate atomic.Int64 // debt, ns
@@ -51,7 +52,9 @@ func (c *loopClock) now(wall time.Time) time.Time {
 func (c *loopClock) tick(wall time.Time) time.Time {
 	if !c.prevTick.IsZero() {
 		gap := wall.Sub(c.prevTick)
-		if ex := min(gap-lateAllowance, gap/2); ex > 0 {
+		if late := gap - lateAllowance; late > 0 {
+			ex := min(late, gap/2)
+			c.starved += late - ex
 			c.debt += ex
 			c.totalLate.Store(int64(c.debt))
 			c.lateTicks.Add(1)
@@ -62,6 +65,19 @@ func (c *loopClock) tick(wall time.Time) time.Time {
 	}
 	c.prevTick = wall
 	return c.now(wall)
+}
+
+// takeStarved returns the lateness the cap kept in the clock since the
+// last call. The clock blames peers for it (their heartbeats, their loads'
+// timeouts), but the data-path deadlines (the progress watchdog, domain's
+// probes) must not: they are short (1 s, 250 ms) and a starved process
+// would close healthy sessions for them (loads.Table.Starved). A real
+// stall is still caught, the watchdog's clock then advancing by
+// lateAllowance per tick at least, and the load timeout bounds it anyway.
+func (c *loopClock) takeStarved() time.Duration {
+	d := c.starved
+	c.starved = 0
+	return d
 }
 
 // LoopLateness is how late the node's loop ran: the longest stretch and

@@ -70,3 +70,31 @@ func TestLoopClockSustainedSlowness(t *testing.T) {
 		t.Fatalf("after 60 s of slow ticks the clock advanced %v, want at least 30 s", got)
 	}
 }
+
+// TestLoopClockStarved: the lateness the cap leaves in the clock is handed
+// to the data-path deadlines once (takeStarved), so that a tick after a
+// starved stretch blames nothing of it on the peers' data paths; a short
+// lateness, wholly excluded from the clock, leaves nothing to hand over.
+func TestLoopClockStarved(t *testing.T) {
+	var c loopClock
+	w := time.Unix(1000, 0)
+	c.tick(w)
+	w = w.Add(lateAllowance + 20*time.Millisecond)
+	c.tick(w)
+	if d := c.takeStarved(); d != 0 {
+		t.Fatalf("short lateness handed over %v", d)
+	}
+	before := c.now(w)
+	w = w.Add(2 * time.Second)
+	got := c.tick(w)
+	// The clock excluded half the gap; the rest of the lateness is handed
+	// over, so the data-path deadlines advance by lateAllowance only.
+	if d := c.takeStarved(); d != time.Second-lateAllowance {
+		t.Fatalf("handed over %v, want %v", d, time.Second-lateAllowance)
+	} else if adv := got.Sub(before) - d; adv != lateAllowance {
+		t.Fatalf("data-path clock advanced %v over a 2 s starvation, want %v", adv, lateAllowance)
+	}
+	if d := c.takeStarved(); d != 0 {
+		t.Fatalf("handed over twice: %v", d)
+	}
+}

@@ -434,6 +434,20 @@ func (d *domainPolicy) ProbeAck(now time.Time, p Peer, seq uint64) {
 	d.maybeClear(dh)
 }
 
+// Starved moves every running check's deadline d later (Starver): the
+// process could not have heard a ProbeAck while it was starved of CPU.
+func (d *domainPolicy) Starved(dur time.Duration) {
+	if dur <= 0 {
+		return
+	}
+	for seq, id := range d.probes {
+		// A check with renewed probes is indexed under each: move it once.
+		if ph := d.peers[id]; ph != nil && ph.probeSeq == seq {
+			ph.probeBy = ph.probeBy.Add(dur)
+		}
+	}
+}
+
 // Tick closes the siblings whose probes went unanswered, and forgets
 // peers long silent.
 func (d *domainPolicy) Tick(now time.Time) {

@@ -47,6 +47,14 @@ type Policy interface {
 	TakeDecisions() []Decision
 }
 
+// Starver is implemented by a policy that keeps data-path deadlines of its
+// own (domain's probes): Starved(d) moves each running one d later, because
+// the process could not have observed an answer while it was starved of CPU
+// for d (loads.Table.Starved).
+type Starver interface {
+	Starved(d time.Duration)
+}
+
 // Waits bounds how long a lookup may hold a request (RETRY) for a peer.
 // The zero value never waits: MISS at once while a handshake is pending
 // (vLLM #64501), and no dial is ever replaced.

@@ -132,6 +132,27 @@ func (t *Table) identified(now time.Time, c *conn) {
 	}
 }
 
+// Starved: the node's loop could not run for d beyond what its clock
+// already excluded (the process was starved of CPU), so no data-path
+// answer could have been observed meanwhile. Every running data-path
+// deadline (the sessions' progress-stall watchdogs, the policy's probes if
+// it has any: health.Starver) moves d later, never earlier. Like
+// DataProgress it decides nothing: a queued deadline left early costs a
+// harmless visit.
+func (t *Table) Starved(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	for _, c := range t.list {
+		if c.st != connGone {
+			c.s.Starved(d)
+		}
+	}
+	if s, ok := t.policy.(health.Starver); ok {
+		s.Starved(d)
+	}
+}
+
 // DataProgress: bytes landed, or a Progress frame, for a consumer job. It
 // and DataQueued decide nothing and only move the session's deadlines
 // later (a queued deadline that is early costs a harmless visit): there is

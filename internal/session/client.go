@@ -361,11 +361,36 @@ func (c *client) onAbortAck(s *Session, now time.Time, m *wire.AbortAck) {
 func (s *Session) DataProgress(now time.Time, job, bytes uint64) {
 	s.lastRecv = now
 	if l := s.client.loads[job]; l != nil {
-		l.lastData = now
+		l.lastData = later(l.lastData, now)
 		if bytes > l.bytes {
 			l.bytes = bytes
 		}
 	}
+}
+
+// Starved reports that the process could not have observed this session's
+// data path for d (the node's loop was starved of CPU beyond what its clock
+// already excluded): every running progress-stall deadline moves d later.
+// Progress that arrived meanwhile sat in socket buffers and in the event
+// queue, so the time is not the producer's silence. Deadlines never move
+// earlier: progress reported after this keeps the later one (DataProgress).
+func (s *Session) Starved(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	for _, l := range s.client.loads {
+		if !l.reported && !l.dataEnded {
+			l.lastData = l.lastData.Add(d)
+		}
+	}
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // DataQueued reports a Progress frame saying the producer has job's blocks
@@ -374,7 +399,7 @@ func (s *Session) DataProgress(now time.Time, job, bytes uint64) {
 func (s *Session) DataQueued(now time.Time, job uint64) {
 	s.lastRecv = now
 	if l := s.client.loads[job]; l != nil {
-		l.lastData = now
+		l.lastData = later(l.lastData, now)
 		if l.queuedAt.IsZero() && l.bytes == 0 {
 			l.queuedAt = now
 		}

@@ -1,0 +1,51 @@
+package session
+
+import (
+	"testing"
+	"time"
+
+	"github.com/kvp2p/kvp2p/internal/health"
+)
+
+// TestStarvedPostponesStall: a starvation report moves a running load's
+// progress-stall deadline later by its length, progress reported after it
+// does not move the deadline back, and a producer that then stays silent
+// is still caught by the watchdog at the postponed deadline.
+func TestStarvedPostponesStall(t *testing.T) {
+	const stall, starved = time.Second, 700 * time.Millisecond
+	pr := readyPair(t, func(c, p *Config) {
+		c.HeartbeatTimeout, p.HeartbeatTimeout = time.Hour, time.Hour
+		c.StallTimeout = stall
+	})
+	ks := keys("a", 2)
+	pr.p.blocks.add(ks...)
+	allHit(t, pr.lookup("kv", ks))
+	pr.load(1, "kv", ks, false)
+	t0 := pr.now // the load's last data: its submission
+
+	pr.advance(300 * time.Millisecond)
+	pr.c.s.Starved(starved)
+	pr.c.s.Starved(-time.Second) // never earlier
+	// Progress now (before the postponed deadline) must not take it back.
+	pr.c.s.DataProgress(pr.now, 1, 0)
+	pr.advance(t0.Add(stall + starved - 10*time.Millisecond).Sub(pr.now))
+	if c := pr.c.s.Ended(); c != health.CauseNone {
+		t.Fatalf("session ended (%v) %v after the load's last data, before the postponed deadline", c, pr.now.Sub(t0))
+	}
+	pr.noLoad(1)
+	pr.advance(10 * time.Millisecond)
+	if c := pr.c.s.Ended(); c != health.CauseProgressStall {
+		t.Fatalf("at the postponed deadline the session's end is %v, want progress-stall", c)
+	}
+}
+
+// TestStarvedWithoutLoads: a starvation report on a session with no load
+// in flight changes nothing.
+func TestStarvedWithoutLoads(t *testing.T) {
+	pr := readyPair(t, func(c, p *Config) { c.StallTimeout = time.Second })
+	pr.c.s.Starved(time.Second)
+	pr.advance(time.Second)
+	if c := pr.c.s.Ended(); c != health.CauseNone {
+		t.Fatalf("ended: %v", c)
+	}
+}
