@@ -50,10 +50,6 @@ type Output struct {
 // lab must be held), prints progress and design.md §7's table, and
 // returns the runs, for --svg. With out.Keep the last run's hosts stay up.
 func Execute(ctx context.Context, runnable []*scenario.Scenario, policies []string, opt Options, out Output, stdout io.Writer) ([]report.Run, error) {
-	var reqOut *json.Encoder
-	if out.Requests != nil {
-		reqOut = json.NewEncoder(out.Requests)
-	}
 	keep := out.Keep
 	rep := report.NewCollector(stdout, out.JSON)
 	for i, sc := range runnable {
@@ -72,11 +68,9 @@ func Execute(ctx context.Context, runnable []*scenario.Scenario, policies []stri
 			if err != nil {
 				return nil, fmt.Errorf("%s under %s: %w", sc.Name, p, err)
 			}
-			if reqOut != nil {
-				for _, q := range r.Requests {
-					if err := reqOut.Encode(requestLine{sc.Name, p, q}); err != nil {
-						return nil, err
-					}
+			if out.Requests != nil {
+				if err := WriteRequests(out.Requests, sc.Name, p, r.Requests); err != nil {
+					return nil, err
 				}
 			}
 			if err := rep.Add(r); err != nil {
