@@ -6,7 +6,9 @@
 // The engine talks to its node through Manager, whose calls mirror vLLM's
 // secondary-tier API: NewRequest with the request's transfer parameters,
 // Lookup (HIT, MISS or RETRY), SubmitLoad, SubmitStore, PollFinished,
-// RequestFinished. Every call is safe for concurrent use: it is forwarded
+// RequestFinished. LookupWait and WaitFinished are Lookup and PollFinished
+// for a caller that has nothing else to do: they park in the loop until
+// there is an answer instead of polling. Every call is safe for concurrent use: it is forwarded
 // to the node's loop, the one goroutine that owns the node's decision state
 // (internal/loads) and block store.
 //

@@ -1,6 +1,7 @@
 package kvp2p
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -81,9 +82,10 @@ func (r *fanInRig) load(b *testing.B) time.Duration {
 		lj, _ := r.c.m.SubmitLoad("d"+kv, r.keys[i])
 		loads[lj] = true
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	for len(loads) > 0 {
-		for _, res := range r.c.m.PollFinished() {
+		for _, res := range r.c.m.WaitFinished(ctx) {
 			if loads[res.Job] {
 				if !res.OK {
 					b.Fatalf("load: %+v", res)
@@ -91,15 +93,12 @@ func (r *fanInRig) load(b *testing.B) time.Duration {
 				delete(loads, res.Job)
 			}
 		}
-		if time.Now().After(deadline) {
+		if ctx.Err() != nil && len(loads) > 0 {
 			b.Fatalf("%d loads without a result within 30 s", len(loads))
-		}
-		if len(loads) > 0 {
-			<-time.After(200 * time.Microsecond)
 		}
 	}
 	for i, p := range r.ps {
-		if res := pollJob(b, p.m, stores[i]); !res.OK {
+		if res := waitJob(b, p.m, stores[i]); !res.OK {
 			b.Fatalf("store: %+v", res)
 		}
 	}

@@ -317,7 +317,13 @@ func (n *Node) perform() {
 		if eff.Empty() {
 			return
 		}
-		n.results = append(n.results, eff.Results...)
+		if len(eff.Results) > 0 {
+			n.results = append(n.results, eff.Results...)
+			select {
+			case n.settled <- struct{}{}:
+			default: // a token is already there: WaitFinished will look
+			}
+		}
 		for _, a := range eff.Actions {
 			n.act(a)
 		}

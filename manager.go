@@ -1,6 +1,7 @@
 package kvp2p
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -141,6 +142,28 @@ func (m *Manager) PollFinished() []JobResult {
 		return m.n.finalResults()
 	}
 	return r
+}
+
+// WaitFinished is PollFinished that blocks until there is at least one
+// result, or ctx ends (it then returns nil). A caller with nothing else to
+// do waits on the loop instead of polling: each poll is a hop into the
+// loop, and a short sleep between polls costs up to a millisecond (the
+// runtime's poller sleeps in whole milliseconds when the process is idle),
+// which is most of a small load's time. After the node stopped it returns
+// what PollFinished would.
+func (m *Manager) WaitFinished(ctx context.Context) []JobResult {
+	for {
+		if r := m.PollFinished(); len(r) > 0 {
+			return r
+		}
+		select {
+		case <-m.n.settled: // settled since the poll, or before it: look again
+		case <-ctx.Done():
+			return nil
+		case <-m.n.done:
+			return m.PollFinished()
+		}
+	}
 }
 
 // RequestFinished ends a request on both sides.

@@ -53,6 +53,9 @@ type Node struct {
 	stopReq  chan struct{} // Shutdown: drain, then stop
 	quit     chan struct{} // Close: stop now
 	done     chan struct{} // the loop exited
+	// settled has a token when the loop settled results since the last
+	// WaitFinished woke (capacity 1: the loop never blocks on it).
+	settled  chan struct{}
 	quitOnce sync.Once
 	stopOnce sync.Once
 	wg       sync.WaitGroup // every goroutine but the loop
@@ -192,7 +195,8 @@ func NewNode(cfg Config) (*Node, error) {
 		},
 		events: make(chan event, 256), calls: make(chan call), callDone: make(chan chan struct{}, callDoneFree),
 		stopReq: make(chan struct{}), quit: make(chan struct{}), done: make(chan struct{}),
-		conns: map[loads.ConnID]*ctlConn{}, heldHellos: map[attachKey]evAccepted{},
+		settled: make(chan struct{}, 1),
+		conns:   map[loads.ConnID]*ctlConn{}, heldHellos: map[attachKey]evAccepted{},
 		pendingData: map[attachKey]pendingData{}, open: map[uint64]JobResult{},
 		eng: eng, obs: obs, gate: newConnGate(cfg.Limits.MaxHandshakes, cfg.Limits.MaxHandshakesPerSource),
 	}

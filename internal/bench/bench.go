@@ -351,22 +351,19 @@ func warmSession(ctx context.Context, cons, prod *benchNode) error {
 	}
 }
 
-// waitJob polls m until job's result.
+// waitJob waits on m until job's result (Manager.WaitFinished: no polls,
+// so the load is timed to the loop turn that settled it).
 func waitJob(ctx context.Context, m *kvp2p.Manager, job uint64) (kvp2p.JobResult, error) {
-	deadline := time.Now().Add(60 * time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
 	for {
-		for _, r := range m.PollFinished() {
+		for _, r := range m.WaitFinished(ctx) {
 			if r.Job == job {
 				return r, nil
 			}
 		}
-		if time.Now().After(deadline) {
-			return kvp2p.JobResult{}, fmt.Errorf("job %d: no result within 60 s", job)
-		}
-		select {
-		case <-ctx.Done():
-			return kvp2p.JobResult{}, ctx.Err()
-		case <-time.After(200 * time.Microsecond):
+		if err := ctx.Err(); err != nil {
+			return kvp2p.JobResult{}, fmt.Errorf("job %d: no result: %w", job, err)
 		}
 	}
 }

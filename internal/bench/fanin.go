@@ -77,9 +77,10 @@ func (f *fanIn) once(ctx context.Context) (time.Duration, error) {
 		}
 		loads[lj] = true
 	}
-	deadline := time.Now().Add(60 * time.Second)
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
 	for len(loads) > 0 {
-		for _, r := range f.cons.m.PollFinished() {
+		for _, r := range f.cons.m.WaitFinished(wctx) {
 			if loads[r.Job] {
 				if !r.OK {
 					return 0, fmt.Errorf("fan-in load failed: %s", r.Reason)
@@ -87,16 +88,8 @@ func (f *fanIn) once(ctx context.Context) (time.Duration, error) {
 				delete(loads, r.Job)
 			}
 		}
-		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("fan-in: %d loads without a result within 60 s", len(loads))
-		}
-		if len(loads) == 0 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(200 * time.Microsecond):
+		if err := wctx.Err(); err != nil && len(loads) > 0 {
+			return 0, fmt.Errorf("fan-in: %d loads without a result: %w", len(loads), err)
 		}
 	}
 	for i, p := range f.prods {

@@ -115,19 +115,23 @@ func (f *fleet) close() {
 	}
 }
 
-// poll takes a node's results every 200 µs; the consumer's go to their
-// waiters, the sources' store results are dropped.
+// poll takes a node's results as the loop settles them (WaitFinished: a
+// result reaches its waiter in the loop turn that settled it, not at the
+// next tick of a poll); the consumer's go to their waiters, the sources'
+// store results are dropped.
 func (f *fleet) poll(n *benchNode, consumer bool) {
 	defer f.polled.Done()
-	t := time.NewTicker(200 * time.Microsecond)
-	defer t.Stop()
-	for {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
 		select {
 		case <-f.stop:
-			return
-		case <-t.C:
+			cancel()
+		case <-ctx.Done():
 		}
-		rs := n.m.PollFinished()
+	}()
+	for ctx.Err() == nil {
+		rs := n.m.WaitFinished(ctx)
 		if !consumer {
 			continue
 		}
