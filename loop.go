@@ -9,6 +9,7 @@ import (
 	"github.com/kvp2p/kvp2p/internal/datapath"
 	"github.com/kvp2p/kvp2p/internal/loads"
 	"github.com/kvp2p/kvp2p/internal/session"
+	"github.com/kvp2p/kvp2p/internal/store"
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
@@ -251,6 +252,15 @@ func (n *Node) dataEvent(now time.Time, ev evData) {
 	case datapath.RecvCorrupt:
 		n.tb.DataCorrupt(now, ev.id, e.Job)
 	case datapath.RecvEnd:
+		if e.Summed {
+			// Before DataEnd, which commits the slots or frees them: they are
+			// still this load's Filling slots, with the sums their chunks
+			// were checked against (the data path wrote them). Serving the
+			// blocks on then sends those sums instead of summing cold bytes.
+			for _, sl := range e.Slots {
+				n.st.MarkSummed(store.Slot(sl))
+			}
+		}
 		n.tb.DataEnd(now, ev.id, e.Job, e.OK, e.Bytes)
 	case datapath.ProbeAck:
 		n.tb.ProbeAck(now, ev.id, e.Seq)
@@ -408,7 +418,7 @@ func (n *Node) dataOp(dc *datapath.Conn, op session.DataOp) {
 	}
 }
 
-var _ datapath.Memory = (*Node)(nil)
+var _ datapath.SumMemory = (*Node)(nil)
 
 // stampAttempt puts a dialed connection's attempt into its Hello (the same
 // value dial put into its DataAttach), so that the accepting side pairs the

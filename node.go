@@ -224,6 +224,17 @@ func (n *Node) Slot(i uint32) []byte {
 	return n.arena[off:end:end]
 }
 
+// SlotSums is slot i's sum storage (store.SlotSums), for the data path to
+// record the sums of a load's chunks as they are checked; nil for an
+// engine's region, which the engine may rewrite after the load (its blocks
+// are summed as they are sent).
+func (n *Node) SlotSums(i uint32) []uint32 {
+	if n.eng != nil {
+		return nil
+	}
+	return n.st.SlotSums(store.Slot(i))
+}
+
 // PeerID is the node's advertised id.
 func (n *Node) PeerID() string { return n.cfg.PeerID }
 

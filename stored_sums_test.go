@@ -1,6 +1,8 @@
 package kvp2p
 
 import (
+	"github.com/kvp2p/kvp2p/internal/crc32c"
+	"slices"
 	"testing"
 	"time"
 )
@@ -58,4 +60,73 @@ func TestBlockChangedAfterPutFailsLoad(t *testing.T) {
 		t.Fatalf("reload: %+v", r)
 	}
 	checkBlocks(t, c.m, ks)
+}
+
+// TestLoadedBlockKeepsSums: a block a load filled keeps the sums its chunks
+// were checked against (the producer chunks as the consumer pieces), so a
+// node that serves a block it loaded sends those sums instead of summing
+// cold bytes, and the check still covers the block from the first Put to
+// the last consumer: a byte of the middle node's copy that changes after
+// the load fails the second hop as corrupt.
+func TestLoadedBlockKeepsSums(t *testing.T) {
+	small := func(c *Config) { c.ChunkBytes = 16 << 10 }
+	a := startTN(t, nodeOpt{mut: small})
+	b := startTN(t, nodeOpt{mut: small})
+	c := startTN(t, nodeOpt{mut: small})
+	warm(t, b, a)
+	warm(t, c, b)
+	ks := keysOf("hop", 4)
+	storeBlocks(t, a, "kv1", ks)
+	b.m.NewRequest("d1", pdParams(t, "kv1", a))
+	lj, _ := b.m.SubmitLoad("d1", ks)
+	if r := waitResult(t, b.m, lj, 5*time.Second); !r.OK {
+		t.Fatalf("first hop: %+v", r)
+	}
+	checkBlocks(t, b.m, ks)
+	b.m.RequestFinished("d1")
+	a.m.RequestFinished("p-kv1")
+
+	// b's copies carry the sums of their pieces; change one byte of block 2.
+	if err := b.m.do(func(time.Time) {
+		for i, k := range ks {
+			sl, ok := b.st.Lookup(k)
+			if !ok {
+				t.Errorf("block %d not in b's store", i)
+				return
+			}
+			got := b.st.Sums(sl)
+			if want := pieceSums(b.st.Bytes(sl), 16<<10); !slices.Equal(got, want) {
+				t.Errorf("block %d: kept sums %x, want %x", i, got, want)
+			}
+		}
+		sl, _ := b.st.Lookup(ks[2])
+		b.st.Bytes(sl)[3*(16<<10)+7] ^= 0x01
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if t.Failed() {
+		return
+	}
+	// The second hop: b serves what it loaded (no Put), c loads it.
+	if err := b.m.NewRequest("p-kv2", TransferParams{RemoteDecoder: &Remote{KVRequestID: "kv2"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.m.SubmitStore("p-kv2", ks); err != nil {
+		t.Fatal(err)
+	}
+	c.m.NewRequest("d2", pdParams(t, "kv2", b))
+	lj2, _ := c.m.SubmitLoad("d2", ks)
+	if r := waitResult(t, c.m, lj2, 5*time.Second); r.OK {
+		t.Fatalf("second hop of a block changed after its load reported OK: %+v", r)
+	}
+	waitLog(t, c, "corrupt chunk")
+}
+
+// pieceSums is the CRC32C of each piece of p.
+func pieceSums(p []byte, piece int) []uint32 {
+	var s []uint32
+	for off := 0; off < len(p); off += piece {
+		s = append(s, crc32c.Checksum(p[off:min(off+piece, len(p))]))
+	}
+	return s
 }

@@ -37,6 +37,19 @@ type Memory interface {
 	Slot(i uint32) []byte
 }
 
+// SumMemory is a Memory that keeps each slot's CRC32Cs, one per SumPiece
+// (store.SlotSums). The reader of a Conn on a SumMemory writes into
+// SlotSums(s) the sum of every chunk of a load that is exactly one piece
+// of its block, before checking it, and RecvEnd.Summed says whether every
+// piece of every block of the job was written so and checked. SlotSums is
+// called from the reader's goroutine: it must read nothing the owner
+// changes, and the sums of a slot are the reader's while it may write the
+// slot's bytes.
+type SumMemory interface {
+	Memory
+	SlotSums(i uint32) []uint32 // nil: no sums for this slot
+}
+
 // Config tunes one Conn. Zero fields take the defaults named in their
 // comments; BlockBytes is required.
 type Config struct {
@@ -190,6 +203,11 @@ type RecvEnd struct {
 	Job   uint64
 	OK    bool
 	Bytes uint64
+	// Summed (only when OK, on a SumMemory): every piece of every block
+	// arrived as exactly one chunk, whose checked CRC32C the reader wrote
+	// into SlotSums. Slots are the job's, as given to Expect.
+	Summed bool
+	Slots  []uint32
 }
 
 // ProbeAck: the peer answered Probe(Seq).
@@ -216,6 +234,7 @@ type Conn struct {
 	nc   net.Conn
 	cfg  Config
 	mem  Memory
+	sums SumMemory // mem, if it keeps sums; else nil
 	emit func(Event)
 	wake chan struct{} // cap 1: the writer has commands to look at
 	quit chan struct{} // closed by fail: both goroutines stop
@@ -301,6 +320,7 @@ func StartWithReader(nc net.Conn, rd *wire.Reader, cfg Config, mem Memory, emit 
 		done: make(chan struct{}),
 		recv: make(map[uint64]*recvJob),
 	}
+	c.sums, _ = mem.(SumMemory)
 	c.w = newWriter(c)
 	c.r = &reader{c: c, rd: rd}
 	c.live.Store(2)

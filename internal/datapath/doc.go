@@ -21,8 +21,9 @@
 //     was written for KeepaliveInterval, a keepalive Probe{Seq: 0}. It waits
 //     on a mutex-protected command queue plus a wake channel; no lock is
 //     held while writing. A chunk's CRC32C is the one its block came with
-//     (Block.Sums, taken by the store at Put) when the chunk is exactly one
-//     of its sum pieces; else the writer sums it. Its helper sums the chunk
+//     (Block.Sums, taken by the store at Put, or kept from the load that
+//     filled the slot: see SumMemory) when the chunk is exactly one of its
+//     sum pieces; else the writer sums it. Its helper sums the chunk
 //     it predicts it will send next while the current one is written; the
 //     sum is used only if the prediction was exact.
 //   - the reader owns the read side. It sets a read deadline of ReadTimeout

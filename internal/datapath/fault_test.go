@@ -66,7 +66,7 @@ func TestCancelUnknownJob(t *testing.T) {
 	b.c.Expect(77, []uint32{0, 1})
 	a.c.Cancel(77)
 	a.c.Cancel(78) // b never expected it
-	if e := b.ev.recvEnd(t, 77); e != (RecvEnd{Job: 77}) {
+	if e := b.ev.recvEnd(t, 77); e.Job != 77 || e.OK || e.Bytes != 0 || e.Summed {
 		t.Fatalf("consumer: %+v, want RecvEnd{77, !OK, 0}", e)
 	}
 	if e := a.ev.sendEnd(t, 77); e != (SendEnd{Job: 77}) {

@@ -17,6 +17,7 @@ type recvJob struct {
 	got      []uint32 // bytes of block i received so far (in order)
 	bytes    uint64   // payload bytes received, all blocks
 	poisoned bool     // a chunk failed its CRC: later chunks are discarded
+	summed   int      // pieces whose sum was written into SlotSums (SumMemory)
 	reported bool     // a RecvProgress was emitted for chunk bytes
 	lastEmit time.Time
 }
@@ -122,6 +123,7 @@ func (r *reader) chunk(ch *wire.Chunk) error {
 	if err := r.rd.ReadPayload(dst); err != nil {
 		return r.ioErr(err)
 	}
+	r.keepSum(rj, blk, off, n, sum)
 	// The previous chunk's check ran while this payload was read. If it
 	// poisoned this job, this chunk's bytes are garbage in a slot the job
 	// still reserves, and need no check.
@@ -139,6 +141,22 @@ func (r *reader) chunk(ch *wire.Chunk) error {
 	}
 	r.checked(rj, job, blk, wire.CRC32C(dst) == sum)
 	return nil
+}
+
+// keepSum writes a chunk's sum into its slot's sums when the chunk is
+// exactly one sum piece (SumMemory): if the chunk's check fails, the job
+// is poisoned and RecvEnd says nothing was summed.
+func (r *reader) keepSum(rj *recvJob, blk, off, n, sum uint32) {
+	c := r.c
+	piece := c.cfg.SumPiece
+	if piece == 0 || c.sums == nil || int(off)%piece != 0 || int(n) != min(piece, c.cfg.BlockBytes-int(off)) {
+		return
+	}
+	sums := c.sums.SlotSums(rj.slots[blk])
+	if i := int(off) / piece; i < len(sums) {
+		sums[i] = sum
+		rj.summed++
+	}
 }
 
 // settle waits for the pending chunk check, if any, and reports it.
@@ -186,7 +204,8 @@ func (r *reader) end(job uint64, done bool, doneBytes uint64) {
 	}
 	want := uint64(len(rj.slots)) * uint64(c.cfg.BlockBytes)
 	ok := done && !rj.poisoned && doneBytes == rj.bytes && rj.bytes == want
-	c.emit(RecvEnd{Job: job, OK: ok, Bytes: rj.bytes})
+	summed := ok && c.cfg.SumPiece > 0 && rj.summed == len(rj.slots)*((c.cfg.BlockBytes+c.cfg.SumPiece-1)/c.cfg.SumPiece)
+	c.emit(RecvEnd{Job: job, OK: ok, Bytes: rj.bytes, Summed: summed, Slots: rj.slots})
 }
 
 // lookup finds an expected job. The lock is held only for the map access,

@@ -20,8 +20,12 @@ import (
 // sums thus cover the block from Put to the consumer's slot, where a sum
 // taken at send time covered only the wire.
 //
-// Only Put takes sums. A slot filled by a load or adopted from the engine
-// has none (Sums returns nil) and its sender sums as it sends.
+// Put takes sums while it copies. A load fills a slot with bytes whose
+// sums came with them and were checked on arrival: the data path writes
+// those into SlotSums while the slot is Filling, and MarkSummed keeps them
+// when every piece arrived as exactly one chunk (the peer chunks as this
+// store pieces). A slot adopted from the engine, or filled in other
+// pieces, has none (Sums returns nil) and its sender sums as it sends.
 
 // sumStep is how much of a piece Put copies before summing it: small
 // enough that the copied bytes are still in L1 when the sum reads them.
@@ -88,4 +92,31 @@ func (s *Store) fill(slot Slot, data []byte) {
 		sums[i] = sum
 	}
 	s.meta[slot].summed = true
+}
+
+// SlotSums is a slot's sum storage, for the load that fills it to record
+// the CRC32C of each piece it checked (piece i at index i), or nil when
+// sums are off. Like Bytes, it is a view that only the slot's filler may
+// write, while the slot is Filling, and it reads nothing a fill changes
+// (only what SetSumPiece set), so that filler may call it from its own
+// goroutine. The sums count only after MarkSummed.
+func (s *Store) SlotSums(slot Slot) []uint32 {
+	if s.sumPiece == 0 {
+		return nil
+	}
+	off := int(slot) * s.perSlot
+	return s.sums[off : off+s.perSlot : off+s.perSlot]
+}
+
+// MarkSummed makes the sums a load wrote through SlotSums the block's Sums:
+// call it while the slot is still Filling, when every piece was written
+// with the sum its bytes were checked against. Commit keeps them; a fill
+// that fails (CancelFill) drops them with the slot. It reports false, and
+// changes nothing, if the slot is not Filling or sums are off.
+func (s *Store) MarkSummed(slot Slot) bool {
+	if s.sumPiece == 0 || s.meta[slot].state != StateFilling {
+		return false
+	}
+	s.meta[slot].summed = true
+	return true
 }

@@ -119,3 +119,71 @@ func BenchmarkPut(b *testing.B) {
 		})
 	}
 }
+
+// TestLoadSums: a load writes its checked sums through SlotSums while the
+// slot is Filling; MarkSummed makes them the block's Sums, Commit keeps
+// them, CancelFill drops them with the slot. MarkSummed refuses a slot that
+// is not Filling, and SlotSums is nil with sums off.
+func TestLoadSums(t *testing.T) {
+	s := newStore(t, 2, 100)
+	if err := s.SetSumPiece(30); err != nil {
+		t.Fatal(err)
+	}
+	slot, err := s.Reserve(key(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sums := s.SlotSums(slot)
+	if len(sums) != 4 {
+		t.Fatalf("SlotSums has %d entries, want 4", len(sums))
+	}
+	for i := range sums {
+		sums[i] = uint32(i + 1)
+	}
+	if s.Sums(slot) != nil {
+		t.Fatal("sums count before MarkSummed")
+	}
+	if !s.MarkSummed(slot) {
+		t.Fatal("MarkSummed refused a Filling slot")
+	}
+	if err := s.Commit(slot); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Sums(slot); len(got) != 4 || got[3] != 4 {
+		t.Fatalf("after Commit: Sums %v", got)
+	}
+	if s.MarkSummed(slot) {
+		t.Fatal("MarkSummed took a Ready slot")
+	}
+	// A fill that fails drops its sums with the slot.
+	slot2, err := s.Reserve(key(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.MarkSummed(slot2)
+	if err := s.CancelFill(slot2); err != nil {
+		t.Fatal(err)
+	}
+	if s.MarkSummed(slot2) {
+		t.Fatal("MarkSummed took a Free slot")
+	}
+	slot3, err := s.Reserve(key(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slot3 != slot2 {
+		t.Fatalf("Reserve took slot %d, want the freed slot %d", slot3, slot2)
+	}
+	if err := s.Commit(slot3); err != nil {
+		t.Fatal(err)
+	}
+	if s.Sums(slot3) != nil {
+		t.Fatal("a refilled slot kept a failed fill's sums")
+	}
+	check(t, s)
+
+	off := newStore(t, 1, 100)
+	if off.SlotSums(0) != nil {
+		t.Fatal("SlotSums with sums off")
+	}
+}
