@@ -118,12 +118,16 @@ func TestSendInPieces(t *testing.T) {
 }
 
 // TestRoundRobin checks that a small job sent after a big one finishes
-// first: the writer serves jobs a chunk at a time.
+// first: the writer serves jobs a chunk at a time. The consumer reads
+// nothing until both jobs are queued (gatedConn), so the writer cannot
+// finish the big job before the small one is sent, however late this
+// goroutine runs.
 func TestRoundRobin(t *testing.T) {
 	na, nb := pairs[0].make(t) // net.Pipe: no socket buffer to hide the order
+	gate := make(chan struct{})
 	cfg := Config{BlockBytes: 4096, ChunkBytes: 1024}
 	a := startPeer(t, na, cfg, 64)
-	b := startPeer(t, nb, cfg, 64)
+	b := startPeer(t, gatedConn{nb, gate}, cfg, 64)
 	defer a.stop(t)
 	defer b.stop(t)
 
@@ -133,6 +137,7 @@ func TestRoundRobin(t *testing.T) {
 	small.prepare(a, b)
 	a.c.Send(big.id, big.blocks(0, 60), true)
 	a.c.Send(small.id, small.blocks(0, 2), true)
+	close(gate)
 
 	first := b.ev.waitFor(t, "RecvEnd", func(e Event) bool { _, ok := e.(RecvEnd); return ok }).(RecvEnd)
 	if first.Job != small.id {
@@ -140,6 +145,17 @@ func TestRoundRobin(t *testing.T) {
 	}
 	small.verify(t, a, b)
 	big.verify(t, a, b)
+}
+
+// gatedConn reads nothing until gate is closed.
+type gatedConn struct {
+	net.Conn
+	gate chan struct{}
+}
+
+func (g gatedConn) Read(p []byte) (int, error) {
+	<-g.gate
+	return g.Conn.Read(p)
 }
 
 func TestProbeRoundTrip(t *testing.T) {
