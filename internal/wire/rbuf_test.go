@@ -1,0 +1,171 @@
+package wire
+
+import (
+	"testing"
+)
+
+// segReader returns one segment per Read (the rest of it on the next, when
+// p is short): each segment is what one read of the socket brings.
+type segReader struct {
+	segs [][]byte
+}
+
+func (s *segReader) Read(p []byte) (int, error) {
+	for len(s.segs) > 0 && len(s.segs[0]) == 0 {
+		s.segs = s.segs[1:]
+	}
+	if len(s.segs) == 0 {
+		return 0, nil // a socket with nothing yet; the tests never read that far
+	}
+	n := copy(p, s.segs[0])
+	s.segs[0] = s.segs[0][n:]
+	return n, nil
+}
+
+// readv reads from the current segment only, as a socket's readv returns
+// what has arrived.
+func (s *segReader) readv(a, b []byte) (int, error) {
+	n, _ := s.Read(a)
+	if n == len(a) && len(s.segs) > 0 {
+		m := copy(b, s.segs[0])
+		s.segs[0] = s.segs[0][m:]
+		n += m
+	}
+	return n, nil
+}
+
+// next reads one frame and, for a chunk, its payload.
+func next(t *testing.T, r *Reader) Message {
+	t.Helper()
+	m, err := r.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, ok := m.(*Chunk); ok {
+		if err := r.ReadPayload(make([]byte, c.Len)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return m
+}
+
+// TestReaderShrinksAfterLargeFrame: a Reader that grew for one large frame
+// keeps its buffer while frames keep coming in bursts, and gives it back
+// after quietFrames small frames that each came alone (a heartbeat
+// interval apart, on a real connection), not one frame earlier.
+func TestReaderShrinksAfterLargeFrame(t *testing.T) {
+	big := frame(t, &Lookup{ReqID: "r", Keys: keys(6000)}) // 96 KB, over readBufSize
+	ping := frame(t, &Ping{Seq: 1})
+	two := append(append([]byte(nil), ping...), ping...)
+	medium := frame(t, &Lookup{ReqID: "r", Keys: keys(100)}) // over idleSize
+	src := &segReader{segs: [][]byte{big, two, two, medium}}
+	for range quietFrames {
+		src.segs = append(src.segs, ping)
+	}
+	r := NewReader(src, DefaultLimits())
+	if r.b.heap() {
+		t.Fatal("a new Reader holds a heap buffer")
+	}
+	next(t, r)
+	if !r.b.heap() || len(r.b.buf) < len(big)-frameHeader {
+		t.Fatalf("after a %d-byte frame the buffer is %d bytes (heap %v)", len(big), len(r.b.buf), r.b.heap())
+	}
+	// Pings two to a read (the first of each has another behind it),
+	// then a frame over idleSize: each starts the count over.
+	for i := range 5 {
+		next(t, r)
+		if !r.b.heap() {
+			t.Fatalf("burst frame %d: buffer given back while frames come in bursts", i)
+		}
+	}
+	for i := range quietFrames {
+		next(t, r)
+		if want := i < quietFrames-1; r.b.heap() != want {
+			t.Fatalf("lone frame %d of %d: heap buffer %v, want %v", i+1, quietFrames, r.b.heap(), want)
+		}
+	}
+	if len(r.b.buf) != idleSize {
+		t.Fatalf("idle buffer %d bytes, want %d", len(r.b.buf), idleSize)
+	}
+}
+
+// TestReaderStreamGrowsNoChunkRelease: while small chunks stream, reads
+// fill the buffer, which doubles up to readBufSize and stays there: a
+// chunk starts the quiet count over, so the lone frames between bursts
+// (quietFrames-1 of them here) do not give it back. Once the stream stops,
+// the quietFrames-th lone frame does.
+func TestReaderStreamGrowsNoChunkRelease(t *testing.T) {
+	var burst []byte // 64 chunks of 4 KiB with a Progress after each, then a chunk
+	for i := range 64 {
+		s, _ := stream(t, &Chunk{Job: 1, Block: uint32(i), Len: 4 << 10}, &Progress{Job: 1, Bytes: 1})
+		burst = append(burst, s...)
+	}
+	last, _ := stream(t, &Chunk{Job: 1, Block: 64, Len: 4 << 10})
+	burst = append(burst, last...)
+	ping := frame(t, &Ping{Seq: 1})
+	src := &segReader{}
+	r := NewReader(src, DefaultLimits())
+	for round := range 3 {
+		src.segs = append(src.segs, burst)
+		for i := range 2*64 + 1 {
+			next(t, r)
+			if round > 0 && len(r.b.buf) != readBufSize {
+				t.Fatalf("round %d, frame %d: buffer %d bytes, want %d throughout", round, i, len(r.b.buf), readBufSize)
+			}
+		}
+		if len(r.b.buf) != readBufSize {
+			t.Fatalf("round %d: buffer %d bytes after a burst, want %d", round, len(r.b.buf), readBufSize)
+		}
+		for range quietFrames - 1 {
+			src.segs = append(src.segs, ping)
+			next(t, r)
+		}
+		if len(r.b.buf) != readBufSize {
+			t.Fatalf("round %d: buffer %d bytes after %d lone pings, want %d", round, len(r.b.buf), quietFrames-1, readBufSize)
+		}
+	}
+	src.segs = append(src.segs, ping)
+	next(t, r)
+	if r.b.heap() {
+		t.Fatalf("after %d lone pings: still a %d-byte buffer", quietFrames, len(r.b.buf))
+	}
+}
+
+// TestReaderIdleAllocs: an idle connection's frames allocate nothing: the
+// idle buffer is inside the Reader.
+func TestReaderIdleAllocs(t *testing.T) {
+	probe := frame(t, &Probe{Seq: 0})
+	r := NewReader(&cycleReader{buf: probe}, DefaultLimits())
+	if n := testing.AllocsPerRun(100, func() { next(t, r) }); n != 0 || r.b.heap() {
+		t.Fatalf("%v allocations per keepalive (heap buffer %v), want 0", n, r.b.heap())
+	}
+}
+
+// TestReaderChunksKeepBuffer: with readv, each large chunk's header comes
+// alone (read ahead into spill), yet chunks never count as quiet: a load
+// does not give the buffer back between its chunks.
+func TestReaderChunksKeepBuffer(t *testing.T) {
+	src := &segReader{segs: [][]byte{frame(t, &Lookup{ReqID: "r", Keys: keys(100)})}}
+	for i := range 2 * quietFrames {
+		s, _ := stream(t, &Chunk{Job: 1, Block: uint32(i), Len: narrowMin})
+		src.segs = append(src.segs, s)
+	}
+	ping := frame(t, &Ping{Seq: 1})
+	for range quietFrames {
+		src.segs = append(src.segs, ping)
+	}
+	r := newReaderV(src, src, DefaultLimits(), defaultSizes)
+	next(t, r)
+	for i := range 2 * quietFrames {
+		next(t, r)
+		if !r.b.heap() {
+			t.Fatalf("chunk %d: buffer given back during a load", i)
+		}
+	}
+	for range quietFrames {
+		next(t, r)
+	}
+	if r.b.heap() {
+		t.Fatalf("after %d lone pings: still a %d-byte buffer", quietFrames, len(r.b.buf))
+	}
+}
