@@ -15,7 +15,7 @@ import (
 // BenchmarkIdleMemory measures what an idle node and an idle session cost:
 // memNodes nodes on 127.0.0.1 (16 slots of 4 KiB each), then a ready
 // session between every pair, then nothing. Heap is the Go heap and
-// goroutine stacks in use after a GC; RSS is the process's resident set
+// goroutine stacks in use after a GC (stack, the stacks alone); RSS is the process's resident set
 // after returning freed memory to the OS (Linux only). A session counts
 // both its ends (its state on both nodes, both sides of its sockets). The
 // node's heap figure leaves out its arena (Slots x BlockBytes, 1 MiB here),
@@ -52,6 +52,7 @@ func BenchmarkIdleMemory(b *testing.B) {
 		b.ReportMetric(perNode.rss, "rss-B/node")
 		b.ReportMetric(perNode.goroutines, "goroutines/node")
 		b.ReportMetric(perSession.heap, "heap-B/session")
+		b.ReportMetric(perSession.stack, "stack-B/session")
 		b.ReportMetric(perSession.rss, "rss-B/session")
 		b.ReportMetric(perSession.goroutines, "goroutines/session")
 		b.Logf("%d nodes, %d sessions; node: %+v; session: %+v", memNodes, sessions, perNode, perSession)
@@ -81,12 +82,13 @@ func openSession(tb testing.TB, c, p *tnode) {
 }
 
 type memSample struct {
-	heap, rss, goroutines float64
+	heap, stack, rss, goroutines float64
 }
 
 func (m memSample) sub(o memSample, per int) memSample {
 	n := float64(per)
-	return memSample{heap: (m.heap - o.heap) / n, rss: (m.rss - o.rss) / n, goroutines: (m.goroutines - o.goroutines) / n}
+	return memSample{heap: (m.heap - o.heap) / n, stack: (m.stack - o.stack) / n,
+		rss: (m.rss - o.rss) / n, goroutines: (m.goroutines - o.goroutines) / n}
 }
 
 func sampleMem() memSample {
@@ -96,6 +98,7 @@ func sampleMem() memSample {
 	runtime.ReadMemStats(&ms)
 	return memSample{
 		heap:       float64(ms.HeapInuse + ms.StackInuse),
+		stack:      float64(ms.StackInuse),
 		rss:        float64(rssBytes()),
 		goroutines: float64(runtime.NumGoroutine()),
 	}
