@@ -28,9 +28,11 @@ type reader struct {
 	rd *wire.Reader
 
 	// chk checks the last large chunk's CRC32C while the next one is read
-	// (sum.go); nil until a large chunk. pend is the chunk it is checking.
-	chk  *helper
-	pend pendingCheck
+	// (sum.go); nil until a large chunk, and again after quietKeepalives
+	// keepalives in a row. pend is the chunk it is checking.
+	chk        *helper
+	pend       pendingCheck
+	keepalives int // received in a row
 }
 
 // pendingCheck is a chunk whose payload is in its slot and whose CRC32C
@@ -62,6 +64,7 @@ func (r *reader) run() error {
 		if _, isChunk := m.(*wire.Chunk); !isChunk {
 			r.settle() // every other frame sees the chunks before it checked
 		}
+		r.idle(m)
 		switch m := m.(type) {
 		case *wire.Chunk:
 			err = r.chunk(m)
@@ -131,7 +134,7 @@ func (r *reader) chunk(ch *wire.Chunk) error {
 	}
 	if int(n) >= sumMin && !c.cfg.inlineChecks {
 		if r.chk == nil {
-			r.chk = startHelper(false) // the kernel just wrote dst: it is in cache
+			r.chk = startHelper(false, &c.helpers) // the kernel just wrote dst: it is in cache
 		}
 		r.pend = pendingCheck{rj: rj, job: job, blk: blk, sum: sum}
 		r.chk.post(dst)
@@ -139,6 +142,20 @@ func (r *reader) chunk(ch *wire.Chunk) error {
 	}
 	r.checked(rj, job, blk, wire.CRC32C(dst) == sum)
 	return nil
+}
+
+// idle counts keepalives in a row and stops the checksum helper at
+// quietKeepalives (settle has collected its last sum: a keepalive is not a
+// chunk).
+func (r *reader) idle(m wire.Message) {
+	if p, ok := m.(*wire.Probe); !ok || p.Seq != 0 {
+		r.keepalives = 0
+		return
+	}
+	if r.keepalives++; r.keepalives >= quietKeepalives && r.chk != nil {
+		r.chk.stop()
+		r.chk = nil
+	}
 }
 
 // settle waits for the pending chunk check, if any, and reports it.
