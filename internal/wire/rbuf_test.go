@@ -169,3 +169,21 @@ func TestReaderChunksKeepBuffer(t *testing.T) {
 		t.Fatalf("after %d lone pings: still a %d-byte buffer", quietFrames, len(r.b.buf))
 	}
 }
+
+// TestReaderLargeChunksIdleBuffer: with readv, a load of large chunks
+// never needs more than the idle buffer, even when the first chunk's
+// header comes with a buffer-full of its payload.
+func TestReaderLargeChunksIdleBuffer(t *testing.T) {
+	src := &segReader{}
+	for i := range 8 {
+		s, _ := stream(t, &Chunk{Job: 1, Block: uint32(i), Len: narrowMin})
+		src.segs = append(src.segs, s)
+	}
+	r := newReaderV(src, src, DefaultLimits(), defaultSizes)
+	for i := range 8 {
+		next(t, r)
+		if r.b.heap() {
+			t.Fatalf("chunk %d: a %d-byte heap buffer", i, len(r.b.buf))
+		}
+	}
+}

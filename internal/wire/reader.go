@@ -168,8 +168,11 @@ func (r *Reader) ReadPayload(dst []byte) error {
 		return nil
 	}
 	// What the buffer holds first (the whole payload, for a small one),
-	// then the rest with readv, straight into dst (src.go).
+	// then the rest with readv, straight into dst (src.go). A read that
+	// filled the buffer with this payload says nothing of what the buffer
+	// needs: it does not make it grow.
 	r.src.narrow = true
+	r.b.full = false
 	if c := r.b.buffered(); c > 0 {
 		n, _ := r.b.read(dst[:min(c, len(dst))]) // from the buffer: cannot fail
 		dst = dst[n:]
