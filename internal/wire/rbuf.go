@@ -128,6 +128,15 @@ func (b *rbuf) peek(n int) ([]byte, error) {
 	return b.buf[b.r : b.r+n], nil
 }
 
+// wait reads until n bytes are buffered or the source fails (peek then
+// returns them, or the error), without the growth peek does: n is at most
+// a frame header.
+func (b *rbuf) wait(n int) {
+	for b.buffered() < n && b.err == nil {
+		b.fill()
+	}
+}
+
 // discard skips n bytes, reading past what is buffered if need be.
 func (b *rbuf) discard(n int) error {
 	for {

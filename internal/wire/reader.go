@@ -79,6 +79,17 @@ func newReaderV(r io.Reader, v vreader, lim Limits, sz bufSizes) *Reader {
 // frames, it returns io.EOF itself; a stream cut inside a frame gives an
 // error wrapping io.ErrUnexpectedEOF.
 func (r *Reader) Next() (Message, error) {
+	if r.err == nil && r.payload == 0 {
+		// Wait for the next frame's header here, outside next's large
+		// frame: an idle connection's reading goroutine spends its life
+		// blocked in this read, and what its stack holds then decides
+		// whether that stack fits its first 2 KiB.
+		r.b.wait(frameHeader)
+	}
+	return r.next()
+}
+
+func (r *Reader) next() (Message, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
