@@ -121,12 +121,12 @@ type msgWriter struct {
 // A control connection's writer gives back its grown buffers after
 // quietWrites turns in a row of at most keepWriteBuf bytes each. On an
 // idle session a turn is a heartbeat, so that is quietWrites heartbeat
-// intervals, as for the wire.Reader on the other end (a count of frames,
+// intervals, as for the wire.Reader on the other end (a count of turns,
 // not a clock: the goroutine runs only when there is something to write).
 const (
 	quietWrites  = 4
-	keepWriteBuf = 4 << 10 // a buffer this small is kept: it is not worth a new one per burst
-	keepBatch    = 64      // messages
+	keepWriteBuf = 512 // bytes: a heartbeat turn's buffer, kept however quiet
+	keepBatch    = 64  // messages
 )
 
 // newMsgWriter starts the writer goroutine; it ends after close (once the

@@ -22,9 +22,19 @@ import (
 // which is the operator's choice; its RSS counts only the arena pages
 // touched (none here).
 //
+// Then every session carries one burst (a lookup of burstKeys keys, one
+// frame of 3.2 KB) and is left idle: "burst" is sampled 200 ms after it,
+// "after-burst" idleAfterBurst after it, against the same base as the
+// session's: what the burst grew, and what it left behind (the buffers
+// it grew are given back after 4 heartbeats).
+//
 //	go test -run '^$' -bench IdleMemory -benchtime 1x .
 func BenchmarkIdleMemory(b *testing.B) {
-	const memNodes = 16
+	const (
+		memNodes       = 16
+		burstKeys      = 200
+		idleAfterBurst = 3 * time.Second // 6 heartbeat intervals
+	)
 	for b.Loop() {
 		base := sampleMem()
 		nodes := make([]*tnode, memNodes)
@@ -55,7 +65,20 @@ func BenchmarkIdleMemory(b *testing.B) {
 		b.ReportMetric(perSession.stack, "stack-B/session")
 		b.ReportMetric(perSession.rss, "rss-B/session")
 		b.ReportMetric(perSession.goroutines, "goroutines/session")
-		b.Logf("%d nodes, %d sessions; node: %+v; session: %+v", memNodes, sessions, perNode, perSession)
+		t0 := time.Now()
+		for i := range nodes {
+			for j := i + 1; j < len(nodes); j++ {
+				lookupBurst(b, nodes[i], nodes[j], burstKeys)
+			}
+		}
+		took := time.Since(t0)
+		burst := sampleMem().sub(withNodes, sessions)
+		<-time.After(idleAfterBurst)
+		after := sampleMem().sub(withNodes, sessions)
+		b.ReportMetric(burst.heap, "heap-B/session-burst")
+		b.ReportMetric(after.heap, "heap-B/session-after-burst")
+		b.ReportMetric(after.rss, "rss-B/session-after-burst")
+		b.Logf("%d nodes, %d sessions; node: %+v; session: %+v; bursts (%v): %+v; after: %+v", memNodes, sessions, perNode, perSession, took, burst, after)
 	}
 }
 
@@ -79,6 +102,23 @@ func openSession(tb testing.TB, c, p *tnode) {
 		}
 		<-time.After(time.Millisecond)
 	}
+}
+
+// lookupBurst sends one Lookup frame of n keys from consumer c to
+// producer p, over their ready session.
+func lookupBurst(tb testing.TB, c, p *tnode, n int) {
+	tb.Helper()
+	id := "burst"
+	// A symmetric request: its lookups ask the peer (a PD request's are
+	// answered HIT locally once its session is ready).
+	if err := c.m.NewRequest(id, symParams(tb, id, p)); err != nil {
+		tb.Fatal(err)
+	}
+	for k := range n {
+		c.m.Lookup(id, testKey("burst", k))
+	}
+	c.m.EndStep()
+	c.m.RequestFinished(id)
 }
 
 type memSample struct {

@@ -79,8 +79,8 @@
 // frame larger than it (at most MaxFrame, checked before anything is
 // allocated) and doubles, up to 64 KiB, when a read fills it (a burst of
 // frames or small chunks). It goes back to the inline 256 bytes after 4
-// frames in a row that each fit there, came alone and are not chunks: on
-// an idle session, 4 heartbeat intervals. On Linux TCP, payloads of 16
+// reads in a row of less than that, with no chunk and no larger frame
+// among them: on an idle session, 4 heartbeat intervals. On Linux TCP, payloads of 16
 // KiB or more do not pass through it (readv, src.go), so a load of large
 // chunks needs no more than the idle buffer. Steady-state reading,
 // growing done, allocates nothing.

@@ -16,19 +16,21 @@ import "io"
 //     chunks or frames): it doubles, from firstSize up to readBufSize, so
 //     that one read brings many frames.
 //
-// It gives the buffer back after quietFrames frames in a row that each fit
-// in idle and came alone (nothing buffered behind them), and that are not
-// chunks. Counting frames, not time: the reading goroutine wakes only when
-// a frame comes, so a frame is the only moment it can act, and on an idle
-// session frames come once per heartbeat interval, which turns the count
-// into a delay (quietFrames heartbeats) with no clock to pass in. While
-// chunks stream the count stays at zero, so a load never gives its buffer
-// back between chunks: growth stops at readBufSize and a chunk allocates
-// nothing.
+// It gives the buffer back after quietReads reads in a row that each
+// brought less than idle holds, with no chunk and no frame larger than
+// idle among their frames (what is left buffered then moves to idle).
+// Counting reads, not time: the reading goroutine wakes only when bytes
+// come, so a read is the only moment it can act, and an idle session's
+// connection gets one small read per heartbeat interval (a Ping, its
+// Pong, a keepalive, often two of them in one read), which turns the
+// count into a delay of quietReads heartbeats with no clock to pass in.
+// A peer that streams fills its reads, and a chunk starts the count over,
+// so a load never gives its buffer back between chunks: growth stops at
+// readBufSize and a chunk allocates nothing.
 const (
 	idleSize    = 256      // the inline buffer: heartbeats, probes, small lookups
 	firstSize   = 4 << 10  // the first heap buffer
-	quietFrames = 4        // lone small frames before the heap buffer goes
+	quietReads  = 4        // small reads in a row before the heap buffer goes
 	readBufSize = 64 << 10 // growth for streaming stops here
 )
 
@@ -50,7 +52,7 @@ type rbuf struct {
 	r, w  int    // buf[r:w] is buffered
 	err   error  // the source's, returned once the buffered bytes are used
 	full  bool   // the last read filled buf: grow before the next
-	quiet int    // lone small frames in a row (see quietFrames)
+	quiet int    // small reads in a row (see quietReads)
 	idle  [idleSize]byte
 }
 
@@ -94,12 +96,19 @@ func (b *rbuf) fill() {
 			return
 		}
 		b.w += n
+		if n > 0 {
+			b.full = b.w == len(b.buf)
+			if n < b.sz.idle {
+				b.quiet++
+			} else {
+				b.quiet = 0
+			}
+		}
 		if err != nil {
 			b.err = err
 			return
 		}
 		if n > 0 {
-			b.full = b.w == len(b.buf)
 			return
 		}
 	}
@@ -182,23 +191,17 @@ func (b *rbuf) read(p []byte) (int, error) {
 // Read makes rbuf an io.Reader, for io.ReadFull.
 func (b *rbuf) Read(p []byte) (int, error) { return b.read(p) }
 
-// frameDone counts a frame of n bytes, all of it consumed: a small frame
-// that came alone counts towards quietFrames, anything else starts over;
-// at quietFrames, with nothing buffered, the heap buffer goes.
+// frameDone is told of each frame of n bytes once it is consumed: a chunk
+// or a frame larger than idle starts the count of small reads over; after
+// quietReads of them, the heap buffer goes if what is left fits in idle.
 func (b *rbuf) frameDone(n int, chunk bool) {
-	if chunk || n > b.sz.idle || b.buffered() != 0 {
+	if chunk || n > b.sz.idle {
 		b.quiet = 0
 		return
 	}
-	if b.quiet++; b.quiet >= quietFrames && b.heap() {
-		b.release()
+	if b.quiet >= quietReads && b.heap() && b.buffered() <= b.sz.idle {
+		b.resize(b.sz.idle)
+		b.full = false
+		b.quiet = 0
 	}
-}
-
-// release gives the heap buffer back; nothing may be buffered.
-func (b *rbuf) release() {
-	b.buf = b.idle[:b.sz.idle]
-	b.r, b.w = 0, 0
-	b.full = false
-	b.quiet = 0
 }

@@ -34,6 +34,16 @@ func (s *segReader) readv(a, b []byte) (int, error) {
 	return n, nil
 }
 
+// split cuts b into segments of n bytes.
+func split(b []byte, n int) [][]byte {
+	var segs [][]byte
+	for len(b) > n {
+		segs = append(segs, b[:n])
+		b = b[n:]
+	}
+	return append(segs, b)
+}
+
 // next reads one frame and, for a chunk, its payload.
 func next(t *testing.T, r *Reader) Message {
 	t.Helper()
@@ -50,18 +60,20 @@ func next(t *testing.T, r *Reader) Message {
 }
 
 // TestReaderShrinksAfterLargeFrame: a Reader that grew for one large frame
-// keeps its buffer while frames keep coming in bursts, and gives it back
-// after quietFrames small frames that each came alone (a heartbeat
-// interval apart, on a real connection), not one frame earlier.
+// keeps its buffer while reads come full or bring a large frame, and gives
+// it back after quietReads small reads in a row (on a real connection, a
+// heartbeat interval apart), not one read earlier. Two small frames in one
+// read (a Ping and a Pong) are one small read.
 func TestReaderShrinksAfterLargeFrame(t *testing.T) {
 	big := frame(t, &Lookup{ReqID: "r", Keys: keys(6000)}) // 96 KB, over readBufSize
 	ping := frame(t, &Ping{Seq: 1})
 	two := append(append([]byte(nil), ping...), ping...)
-	medium := frame(t, &Lookup{ReqID: "r", Keys: keys(100)}) // over idleSize
-	src := &segReader{segs: [][]byte{big, two, two, medium}}
-	for range quietFrames {
-		src.segs = append(src.segs, ping)
+	var many []byte // over idleSize in one read
+	for range 40 {
+		many = append(many, ping...)
 	}
+	medium := frame(t, &Lookup{ReqID: "r", Keys: keys(100)}) // over idleSize
+	src := &segReader{segs: [][]byte{big}}
 	r := NewReader(src, DefaultLimits())
 	if r.b.heap() {
 		t.Fatal("a new Reader holds a heap buffer")
@@ -70,18 +82,30 @@ func TestReaderShrinksAfterLargeFrame(t *testing.T) {
 	if !r.b.heap() || len(r.b.buf) < len(big)-frameHeader {
 		t.Fatalf("after a %d-byte frame the buffer is %d bytes (heap %v)", len(big), len(r.b.buf), r.b.heap())
 	}
-	// Pings two to a read (the first of each has another behind it),
-	// then a frame over idleSize: each starts the count over.
-	for i := range 5 {
-		next(t, r)
+	// Small reads, then a read over idleSize; small reads, then a frame
+	// over idleSize that comes in small reads: each starts the count over.
+	for _, reset := range [][][]byte{{many}, split(medium, 100)} {
+		for range quietReads - 1 {
+			src.segs = append(src.segs, two)
+			next(t, r)
+			next(t, r)
+		}
+		src.segs = append(src.segs, reset...)
+		for range len(many) / len(ping) {
+			if m := next(t, r); m.Type() == TypeLookup {
+				break
+			}
+		}
 		if !r.b.heap() {
-			t.Fatalf("burst frame %d: buffer given back while frames come in bursts", i)
+			t.Fatalf("buffer given back with %d small reads and %d more reads after them", quietReads-1, len(reset))
 		}
 	}
-	for i := range quietFrames {
+	for i := range quietReads {
+		src.segs = append(src.segs, two)
 		next(t, r)
-		if want := i < quietFrames-1; r.b.heap() != want {
-			t.Fatalf("lone frame %d of %d: heap buffer %v, want %v", i+1, quietFrames, r.b.heap(), want)
+		next(t, r)
+		if want := i < quietReads-1; r.b.heap() != want {
+			t.Fatalf("small read %d of %d: heap buffer %v, want %v", i+1, quietReads, r.b.heap(), want)
 		}
 	}
 	if len(r.b.buf) != idleSize {
@@ -89,11 +113,36 @@ func TestReaderShrinksAfterLargeFrame(t *testing.T) {
 	}
 }
 
+// TestReaderReleaseKeepsBuffered: the heap buffer goes with bytes still
+// buffered when they fit in idle, and they are read from there.
+func TestReaderReleaseKeepsBuffered(t *testing.T) {
+	ping := frame(t, &Ping{Seq: 1})
+	src := &segReader{segs: [][]byte{frame(t, &Lookup{ReqID: "r", Keys: keys(100)})}}
+	for i := range quietReads {
+		seg := frame(t, &Ping{Seq: uint64(i)})
+		if i == quietReads-1 {
+			seg = append(seg, ping[:5]...) // the next frame's first bytes
+		}
+		src.segs = append(src.segs, seg)
+	}
+	src.segs = append(src.segs, ping[5:])
+	r := NewReader(src, DefaultLimits())
+	for range 1 + quietReads {
+		next(t, r)
+	}
+	if r.b.heap() || r.b.buffered() != 5 {
+		t.Fatalf("heap buffer %v, %d bytes buffered; want the idle buffer holding 5", r.b.heap(), r.b.buffered())
+	}
+	if m := next(t, r); m.(*Ping).Seq != 1 {
+		t.Fatalf("the frame across the release: %+v", m)
+	}
+}
+
 // TestReaderStreamGrowsNoChunkRelease: while small chunks stream, reads
 // fill the buffer, which doubles up to readBufSize and stays there: a
-// chunk starts the quiet count over, so the lone frames between bursts
-// (quietFrames-1 of them here) do not give it back. Once the stream stops,
-// the quietFrames-th lone frame does.
+// chunk starts the count of small reads over, so the small reads between
+// bursts (quietReads-1 of them here) do not give it back. Once the stream
+// stops, the quietReads-th small read does.
 func TestReaderStreamGrowsNoChunkRelease(t *testing.T) {
 	var burst []byte // 64 chunks of 4 KiB with a Progress after each, then a chunk
 	for i := range 64 {
@@ -116,18 +165,18 @@ func TestReaderStreamGrowsNoChunkRelease(t *testing.T) {
 		if len(r.b.buf) != readBufSize {
 			t.Fatalf("round %d: buffer %d bytes after a burst, want %d", round, len(r.b.buf), readBufSize)
 		}
-		for range quietFrames - 1 {
+		for range quietReads - 1 {
 			src.segs = append(src.segs, ping)
 			next(t, r)
 		}
 		if len(r.b.buf) != readBufSize {
-			t.Fatalf("round %d: buffer %d bytes after %d lone pings, want %d", round, len(r.b.buf), quietFrames-1, readBufSize)
+			t.Fatalf("round %d: buffer %d bytes after %d small reads, want %d", round, len(r.b.buf), quietReads-1, readBufSize)
 		}
 	}
 	src.segs = append(src.segs, ping)
 	next(t, r)
 	if r.b.heap() {
-		t.Fatalf("after %d lone pings: still a %d-byte buffer", quietFrames, len(r.b.buf))
+		t.Fatalf("after %d small reads: still a %d-byte buffer", quietReads, len(r.b.buf))
 	}
 }
 
@@ -142,31 +191,32 @@ func TestReaderIdleAllocs(t *testing.T) {
 }
 
 // TestReaderChunksKeepBuffer: with readv, each large chunk's header comes
-// alone (read ahead into spill), yet chunks never count as quiet: a load
-// does not give the buffer back between its chunks.
+// in a small read of its own (from spill, or capped at a header), yet a
+// chunk starts the count over: a load does not give the buffer back
+// between its chunks.
 func TestReaderChunksKeepBuffer(t *testing.T) {
 	src := &segReader{segs: [][]byte{frame(t, &Lookup{ReqID: "r", Keys: keys(100)})}}
-	for i := range 2 * quietFrames {
+	for i := range 2 * quietReads {
 		s, _ := stream(t, &Chunk{Job: 1, Block: uint32(i), Len: narrowMin})
 		src.segs = append(src.segs, s)
 	}
 	ping := frame(t, &Ping{Seq: 1})
-	for range quietFrames {
+	for range quietReads {
 		src.segs = append(src.segs, ping)
 	}
 	r := newReaderV(src, src, DefaultLimits(), defaultSizes)
 	next(t, r)
-	for i := range 2 * quietFrames {
+	for i := range 2 * quietReads {
 		next(t, r)
 		if !r.b.heap() {
 			t.Fatalf("chunk %d: buffer given back during a load", i)
 		}
 	}
-	for range quietFrames {
+	for range quietReads {
 		next(t, r)
 	}
 	if r.b.heap() {
-		t.Fatalf("after %d lone pings: still a %d-byte buffer", quietFrames, len(r.b.buf))
+		t.Fatalf("after %d small reads: still a %d-byte buffer", quietReads, len(r.b.buf))
 	}
 }
 
