@@ -109,7 +109,25 @@ type msgWriter struct {
 	closing bool
 	wake    chan struct{}
 	done    chan struct{}
+
+	// The writer goroutine's: the frames of one turn and the messages
+	// they encode. Both grow to the largest burst (a step's lookups, a
+	// Fetch of many keys); see quietWrites.
+	buf   []byte
+	batch []wire.Message
+	quiet int // small turns in a row
 }
+
+// A control connection's writer gives back its grown buffers after
+// quietWrites turns in a row of at most keepWriteBuf bytes each. On an
+// idle session a turn is a heartbeat, so that is quietWrites heartbeat
+// intervals, as for the wire.Reader on the other end (a count of turns,
+// not a clock: the goroutine runs only when there is something to write).
+const (
+	quietWrites  = 4
+	keepWriteBuf = 512 // bytes: a heartbeat turn's buffer, kept however quiet
+	keepBatch    = 64  // messages
+)
 
 // newMsgWriter starts the writer goroutine; it ends after close (once the
 // queue is flushed) or on a write error. wg tracks it.
@@ -151,32 +169,48 @@ func (w *msgWriter) poke() {
 func (w *msgWriter) run() {
 	defer close(w.done)
 	defer w.nc.Close()
-	var buf []byte
-	var batch []wire.Message
 	for range w.wake {
 		w.mu.Lock()
-		batch = append(batch[:0], w.queue...)
-		clear(w.queue)
-		w.queue = w.queue[:0]
+		w.batch, w.queue = w.queue, w.batch[:0] // swapped, not copied
 		closing := w.closing
 		w.mu.Unlock()
-		buf = buf[:0]
-		for _, m := range batch {
+		w.buf = w.buf[:0]
+		for _, m := range w.batch {
 			var err error
-			if buf, err = wire.Append(buf, m); err != nil {
+			if w.buf, err = wire.Append(w.buf, m); err != nil {
 				return // our own bug; the reader sees the close and the session ends
 			}
 		}
-		clear(batch)
-		if len(buf) > 0 {
+		clear(w.batch)
+		if len(w.buf) > 0 {
 			_ = w.nc.SetWriteDeadline(time.Now().Add(w.timeout))
-			if _, err := w.nc.Write(buf); err != nil {
+			if _, err := w.nc.Write(w.buf); err != nil {
 				return
 			}
 		}
 		if closing {
 			return
 		}
+		w.settle()
+	}
+}
+
+// settle counts a turn towards quietWrites and, at the count, drops the
+// buffers that grew past what an idle connection keeps. The queue and
+// batch swap every turn, so each is dropped in turn as batch.
+func (w *msgWriter) settle() {
+	if len(w.buf) > keepWriteBuf || len(w.batch) > keepBatch {
+		w.quiet = 0
+		return
+	}
+	if w.quiet++; w.quiet < quietWrites {
+		return
+	}
+	if cap(w.buf) > keepWriteBuf {
+		w.buf = nil
+	}
+	if cap(w.batch) > keepBatch {
+		w.batch = nil
 	}
 }
 

@@ -1,8 +1,13 @@
 package kvp2p
 
 import (
+	"fmt"
+	"net"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
 // TestMsgBucket: a burst passes at once, then messages are paced at
@@ -39,6 +44,47 @@ func TestCtlStateMoves(t *testing.T) {
 			if got := legalCtlMove(from, to); got != legal[[2]ctlState{from, to}] {
 				t.Errorf("legalCtlMove(%v, %v) = %v", from, to, got)
 			}
+		}
+	}
+}
+
+// TestMsgWriterShrinks: the writer's buffers grow for a burst and are kept
+// while bursts come, and given back after quietWrites small turns in a
+// row, not one turn earlier. Each message is read off the pipe before the
+// next is sent, so each is a turn of its own.
+func TestMsgWriterShrinks(t *testing.T) {
+	big := make([]wire.Message, 200)
+	for i := range big {
+		big[i] = &wire.Lookup{ReqID: fmt.Sprint("r", i), Keys: make([]wire.Key, 4)} // ~100 bytes each
+	}
+	for _, small := range []int{quietWrites - 1, quietWrites} {
+		a, b := net.Pipe()
+		var wg sync.WaitGroup
+		w := newMsgWriter(a, time.Minute, &wg)
+		rd := wire.NewReader(b, wire.DefaultLimits())
+		read := func(n int) {
+			for range n {
+				if _, err := rd.Next(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		w.mu.Lock() // one turn: the whole burst is queued before the writer looks
+		w.queue = append(w.queue, big...)
+		w.mu.Unlock()
+		w.poke()
+		read(len(big))
+		for i := range small {
+			w.send(&wire.Ping{Seq: uint64(i)})
+			read(1)
+		}
+		w.close()
+		wg.Wait()
+		b.Close()
+		grown := cap(w.buf) > keepWriteBuf || cap(w.batch) > keepBatch || cap(w.queue) > keepBatch
+		if want := small < quietWrites; grown != want {
+			t.Errorf("after %d small turns: buffers kept %v (buf %d, batch %d, queue %d), want %v",
+				small, grown, cap(w.buf), cap(w.batch), cap(w.queue), want)
 		}
 	}
 }

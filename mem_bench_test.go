@@ -15,16 +15,26 @@ import (
 // BenchmarkIdleMemory measures what an idle node and an idle session cost:
 // memNodes nodes on 127.0.0.1 (16 slots of 4 KiB each), then a ready
 // session between every pair, then nothing. Heap is the Go heap and
-// goroutine stacks in use after a GC; RSS is the process's resident set
+// goroutine stacks in use after a GC (stack, the stacks alone); RSS is the process's resident set
 // after returning freed memory to the OS (Linux only). A session counts
 // both its ends (its state on both nodes, both sides of its sockets). The
 // node's heap figure leaves out its arena (Slots x BlockBytes, 1 MiB here),
 // which is the operator's choice; its RSS counts only the arena pages
 // touched (none here).
 //
+// Then every session carries one burst (a lookup of burstKeys keys, one
+// frame of 3.2 KB) and is left idle: "burst" is sampled 200 ms after it,
+// "after-burst" idleAfterBurst after it, against the same base as the
+// session's: what the burst grew, and what it left behind (the buffers
+// it grew are given back after 4 heartbeats).
+//
 //	go test -run '^$' -bench IdleMemory -benchtime 1x .
 func BenchmarkIdleMemory(b *testing.B) {
-	const memNodes = 16
+	const (
+		memNodes       = 16
+		burstKeys      = 200
+		idleAfterBurst = 3 * time.Second // 6 heartbeat intervals
+	)
 	for b.Loop() {
 		base := sampleMem()
 		nodes := make([]*tnode, memNodes)
@@ -52,9 +62,23 @@ func BenchmarkIdleMemory(b *testing.B) {
 		b.ReportMetric(perNode.rss, "rss-B/node")
 		b.ReportMetric(perNode.goroutines, "goroutines/node")
 		b.ReportMetric(perSession.heap, "heap-B/session")
+		b.ReportMetric(perSession.stack, "stack-B/session")
 		b.ReportMetric(perSession.rss, "rss-B/session")
 		b.ReportMetric(perSession.goroutines, "goroutines/session")
-		b.Logf("%d nodes, %d sessions; node: %+v; session: %+v", memNodes, sessions, perNode, perSession)
+		t0 := time.Now()
+		for i := range nodes {
+			for j := i + 1; j < len(nodes); j++ {
+				lookupBurst(b, nodes[i], nodes[j], burstKeys)
+			}
+		}
+		took := time.Since(t0)
+		burst := sampleMem().sub(withNodes, sessions)
+		<-time.After(idleAfterBurst)
+		after := sampleMem().sub(withNodes, sessions)
+		b.ReportMetric(burst.heap, "heap-B/session-burst")
+		b.ReportMetric(after.heap, "heap-B/session-after-burst")
+		b.ReportMetric(after.rss, "rss-B/session-after-burst")
+		b.Logf("%d nodes, %d sessions; node: %+v; session: %+v; bursts (%v): %+v; after: %+v", memNodes, sessions, perNode, perSession, took, burst, after)
 	}
 }
 
@@ -80,13 +104,31 @@ func openSession(tb testing.TB, c, p *tnode) {
 	}
 }
 
+// lookupBurst sends one Lookup frame of n keys from consumer c to
+// producer p, over their ready session.
+func lookupBurst(tb testing.TB, c, p *tnode, n int) {
+	tb.Helper()
+	id := "burst"
+	// A symmetric request: its lookups ask the peer (a PD request's are
+	// answered HIT locally once its session is ready).
+	if err := c.m.NewRequest(id, symParams(tb, id, p)); err != nil {
+		tb.Fatal(err)
+	}
+	for k := range n {
+		c.m.Lookup(id, testKey("burst", k))
+	}
+	c.m.EndStep()
+	c.m.RequestFinished(id)
+}
+
 type memSample struct {
-	heap, rss, goroutines float64
+	heap, stack, rss, goroutines float64
 }
 
 func (m memSample) sub(o memSample, per int) memSample {
 	n := float64(per)
-	return memSample{heap: (m.heap - o.heap) / n, rss: (m.rss - o.rss) / n, goroutines: (m.goroutines - o.goroutines) / n}
+	return memSample{heap: (m.heap - o.heap) / n, stack: (m.stack - o.stack) / n,
+		rss: (m.rss - o.rss) / n, goroutines: (m.goroutines - o.goroutines) / n}
 }
 
 func sampleMem() memSample {
@@ -96,6 +138,7 @@ func sampleMem() memSample {
 	runtime.ReadMemStats(&ms)
 	return memSample{
 		heap:       float64(ms.HeapInuse + ms.StackInuse),
+		stack:      float64(ms.StackInuse),
 		rss:        float64(rssBytes()),
 		goroutines: float64(runtime.NumGoroutine()),
 	}

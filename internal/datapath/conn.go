@@ -255,6 +255,7 @@ type Conn struct {
 	failOnce sync.Once
 	err      error        // first error; written once in fail, read after quit
 	live     atomic.Int32 // goroutines still running; the last emits Closed
+	helpers  atomic.Int32 // checksum helpers running (sum.go): tests read it
 
 	w *writer // owned by the writer goroutine
 	r *reader // owned by the reader goroutine

@@ -38,7 +38,10 @@
 // Helpers only compute: the writer and the reader collect every result
 // before the next write, before any event that releases slots and before
 // they exit, so no helper reads a slot after its SendEnd, RecvEnd or
-// Closed. Helpers exit with their owner.
+// Closed. Helpers exit with their owner, or when the connection goes idle:
+// after 4 keepalives in a row (written, for the writer's helper; read, for
+// the reader's), so an idle session runs only its two goroutines per Conn;
+// the next large chunk starts a helper again.
 //
 // Both end on Close, on any read or write error, or on a protocol error
 // from the peer; the first error closes the socket, which stops the other.

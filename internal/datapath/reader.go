@@ -29,9 +29,11 @@ type reader struct {
 	rd *wire.Reader
 
 	// chk checks the last large chunk's CRC32C while the next one is read
-	// (sum.go); nil until a large chunk. pend is the chunk it is checking.
-	chk  *helper
-	pend pendingCheck
+	// (sum.go); nil until a large chunk, and again after quietKeepalives
+	// keepalives in a row. pend is the chunk it is checking.
+	chk        *helper
+	pend       pendingCheck
+	keepalives int // received in a row
 }
 
 // pendingCheck is a chunk whose payload is in its slot and whose CRC32C
@@ -63,6 +65,7 @@ func (r *reader) run() error {
 		if _, isChunk := m.(*wire.Chunk); !isChunk {
 			r.settle() // every other frame sees the chunks before it checked
 		}
+		r.idle(m)
 		switch m := m.(type) {
 		case *wire.Chunk:
 			err = r.chunk(m)
@@ -133,7 +136,7 @@ func (r *reader) chunk(ch *wire.Chunk) error {
 	}
 	if int(n) >= sumMin && !c.cfg.inlineChecks {
 		if r.chk == nil {
-			r.chk = startHelper(false) // the kernel just wrote dst: it is in cache
+			r.chk = startHelper(false, &c.helpers) // the kernel just wrote dst: it is in cache
 		}
 		r.pend = pendingCheck{rj: rj, job: job, blk: blk, sum: sum}
 		r.chk.post(dst)
@@ -156,6 +159,20 @@ func (r *reader) keepSum(rj *recvJob, blk, off, n, sum uint32) {
 	if i := int(off) / piece; i < len(sums) {
 		sums[i] = sum
 		rj.summed++
+	}
+}
+
+// idle counts keepalives in a row and stops the checksum helper at
+// quietKeepalives (settle has collected its last sum: a keepalive is not a
+// chunk).
+func (r *reader) idle(m wire.Message) {
+	if p, ok := m.(*wire.Probe); !ok || p.Seq != 0 {
+		r.keepalives = 0
+		return
+	}
+	if r.keepalives++; r.keepalives >= quietKeepalives && r.chk != nil {
+		r.chk.stop()
+		r.chk = nil
 	}
 }
 

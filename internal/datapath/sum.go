@@ -1,6 +1,8 @@
 package datapath
 
 import (
+	"sync/atomic"
+
 	"github.com/kvp2p/kvp2p/internal/crc32c"
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
@@ -71,6 +73,15 @@ func sumCold(p []byte, sink *byte) uint32 {
 // two channel hand-offs cost about what the sum does.
 const sumMin = 64 << 10
 
+// quietKeepalives: a helper is stopped after this many keepalives in a
+// row (sent, for the writer's; received, for the reader's). A keepalive
+// goes out only after a KeepaliveInterval with nothing else to write, so
+// that is a connection idle for that many intervals: an idle session
+// keeps no helper goroutines, and a load after it starts them again (a
+// goroutine and three channels per helper, per idle spell, never per
+// chunk).
+const quietKeepalives = 4
+
 // chunkKey names one chunk of one send job: sendJob.seq is unique per
 // writer, and (next, off, n) is the chunk within the job's blocks.
 type chunkKey struct {
@@ -90,9 +101,13 @@ type helper struct {
 	sink byte // the helper goroutine's, for sumCold
 }
 
-func startHelper(cold bool) *helper {
+func startHelper(cold bool, live *atomic.Int32) *helper {
 	h := &helper{req: make(chan []byte, 1), res: make(chan uint32, 1), done: make(chan struct{}), cold: cold}
-	go h.run()
+	live.Add(1)
+	go func() {
+		defer live.Add(-1)
+		h.run()
+	}()
 	return h
 }
 
@@ -198,7 +213,7 @@ func (w *writer) sumAhead(j *sendJob, n int) {
 		return // nothing to sum: the block came with it
 	}
 	if w.sum == nil {
-		w.sum = &summer{helper: startHelper(true)}
+		w.sum = &summer{helper: startHelper(true, &w.c.helpers)}
 	}
 	w.sum.key = chunkKey{seq: c.seq, next: next, off: off, n: m}
 	w.sum.post(w.c.mem.Slot(c.blocks[next].Slot)[off : off+m])

@@ -1,8 +1,10 @@
 package datapath
 
 import (
+	"net"
 	"runtime"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/wire"
@@ -190,4 +192,42 @@ func TestHelpersNeedSpareCores(t *testing.T) {
 	if cfg, _ = (Config{BlockBytes: 256 << 10}).withDefaults(); cfg.inlineSums || cfg.inlineChecks {
 		t.Errorf("helpers off with %d Ps", helperMinProcs)
 	}
+}
+
+// TestHelpersStopWhenIdle: the checksum helpers a load started (the
+// producer's writer's, the consumer's reader's) run until quietKeepalives
+// keepalives in a row have gone by, not one fewer, and a later load starts
+// them again.
+func TestHelpersStopWhenIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		na, nb := net.Pipe()
+		const every = 100 * time.Millisecond
+		cfg := Config{BlockBytes: sumMin, ChunkBytes: sumMin, KeepaliveInterval: every, forceHelpers: true}
+		a := startPeer(t, na, cfg, 4)
+		b := startPeer(t, nb, cfg, 4)
+		defer a.stop(t)
+		defer b.stop(t)
+		helpers := func() [2]int32 { return [2]int32{a.c.helpers.Load(), b.c.helpers.Load()} }
+		for round := range 2 {
+			j := job{id: uint64(round + 1), src: seq(0, 4), dst: seq(0, 4)}
+			j.prepare(a, b)
+			a.c.Open(j.id)
+			a.c.Send(j.id, j.blocks(0, 4), true)
+			j.verify(t, a, b) // the last write was now: time stands still while goroutines run
+			synctest.Wait()
+			if got := helpers(); got != [2]int32{1, 1} {
+				t.Fatalf("round %d, after the load: helpers (producer, consumer) %v, want [1 1]", round, got)
+			}
+			time.Sleep((quietKeepalives-1)*every + every/2)
+			synctest.Wait()
+			if got := helpers(); got != [2]int32{1, 1} {
+				t.Fatalf("round %d, after %d keepalives: helpers %v, want [1 1]", round, quietKeepalives-1, got)
+			}
+			time.Sleep(every)
+			synctest.Wait()
+			if got := helpers(); got != [2]int32{0, 0} {
+				t.Fatalf("round %d, after %d keepalives: helpers %v, want [0 0]", round, quietKeepalives, got)
+			}
+		}
+	})
 }

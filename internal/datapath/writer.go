@@ -67,8 +67,9 @@ type writer struct {
 	progressDue time.Time // earliest time a Progress may be due; zero: no open job
 	timer       *time.Timer
 
-	sum  *summer // sums the next chunk during a write (sum.go); nil until a large chunk
-	sink byte    // for sumCold
+	sum        *summer // sums the next chunk during a write (sum.go); nil until a large chunk, and after quietKeepalives
+	sink       byte    // for sumCold
+	keepalives int     // written in a row
 }
 
 func newWriter(c *Conn) *writer {
@@ -114,6 +115,9 @@ func (w *writer) run() error {
 		if len(w.out) == 0 && now.Sub(w.lastWrite) >= cfg.KeepaliveInterval {
 			w.probe.Seq = 0
 			w.appendFrame(&w.probe)
+			w.idle()
+		} else if len(w.out) != 0 {
+			w.keepalives = 0
 		}
 		if len(w.out) == 0 {
 			if err := w.wait(now); err != nil {
@@ -127,6 +131,16 @@ func (w *writer) run() error {
 		if j != nil {
 			w.advance(j, len(payload), now)
 		}
+	}
+}
+
+// idle counts a keepalive turn and stops the checksum helper at
+// quietKeepalives (sum.go). It has no sum in flight: the writer collects
+// each before its next write.
+func (w *writer) idle() {
+	if w.keepalives++; w.keepalives >= quietKeepalives && w.sum != nil {
+		w.sum.stop()
+		w.sum = nil
 	}
 }
 

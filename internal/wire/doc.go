@@ -71,6 +71,20 @@
 // io.ErrUnexpectedEOF for a stream cut inside a frame; a clean end between
 // frames is io.EOF itself.
 //
+// # Reading and memory
+//
+// A Reader's buffer follows the traffic (rbuf.go). It starts as 256 bytes
+// inside the Reader, which holds an idle connection's heartbeats and
+// keepalives, so an idle Reader owns no other buffer. It grows to hold a
+// frame larger than it (at most MaxFrame, checked before anything is
+// allocated) and doubles, up to 64 KiB, when a read fills it (a burst of
+// frames or small chunks). It goes back to the inline 256 bytes after 4
+// reads in a row of less than that, with no chunk and no larger frame
+// among them: on an idle session, 4 heartbeat intervals. On Linux TCP, payloads of 16
+// KiB or more do not pass through it (readv, src.go), so a load of large
+// chunks needs no more than the idle buffer. Steady-state reading,
+// growing done, allocates nothing.
+//
 // # Ownership
 //
 // Decoded messages never alias the bytes they were decoded from. Reader.Next

@@ -64,7 +64,7 @@ func FuzzDecode(f *testing.F) {
 
 // FuzzReader: any byte stream gives messages then an error, never a panic,
 // never ErrUsage (the loop below uses the Reader correctly), and the Reader
-// never holds a buffer larger than MaxFrame. It is read twice: plain, and
+// never holds a buffer larger than MaxFrame or its streaming size. It is read twice: plain, and
 // with readv for every payload (src.go) returning the sizes split gives;
 // the two transcripts (frames, payload bytes, final error) must be equal.
 func FuzzReader(f *testing.F) {
@@ -74,11 +74,11 @@ func FuzzReader(f *testing.F) {
 	f.Add(false, []byte{0}, chunks)
 	f.Add(false, []byte{}, header(1<<31, Version, TypeFetch))
 	f.Fuzz(func(t *testing.T, tiny bool, split, data []byte) {
-		size := readBufSize
+		size := defaultSizes
 		if tiny {
-			size = 16 // frames beyond 10 bytes of body take the growing-buffer path
+			size = tinySizes // the buffer grows and shrinks every few frames
 		}
-		plain := readTranscript(t, newReaderSize(bytes.NewReader(data), fuzzLimits, size))
+		plain := readTranscript(t, newReaderSize(bytes.NewReader(data), fuzzLimits, size), size)
 		br := bytes.NewReader(data)
 		sizes := make([]int, len(split))
 		for i, b := range split {
@@ -86,7 +86,7 @@ func FuzzReader(f *testing.F) {
 		}
 		r := newReaderV(br, &splitV{r: br, sizes: sizes}, fuzzLimits, size)
 		r.narrowAt = 1
-		if v := readTranscript(t, r); v != plain {
+		if v := readTranscript(t, r, size); v != plain {
 			t.Fatalf("transcripts differ:\nplain %q\nreadv %q", plain, v)
 		}
 	})
@@ -95,13 +95,13 @@ func FuzzReader(f *testing.F) {
 // readTranscript reads r to its error, checking it as FuzzReader says,
 // and returns what it read: each frame re-encoded, each payload read
 // (every other chunk's is discarded), and the error.
-func readTranscript(t *testing.T, r *Reader) string {
+func readTranscript(t *testing.T, r *Reader, sz bufSizes) string {
 	var out []byte
 	dst := make([]byte, fuzzLimits.MaxChunk)
 	for i := 0; ; i++ {
 		m, err := r.Next()
-		if cap(r.buf) > int(fuzzLimits.MaxFrame) {
-			t.Fatalf("buffer grew to %d, MaxFrame %d", cap(r.buf), fuzzLimits.MaxFrame)
+		if len(r.b.buf) > maxBuf(fuzzLimits, sz) {
+			t.Fatalf("buffer grew to %d, MaxFrame %d, sizes %+v", len(r.b.buf), fuzzLimits.MaxFrame, sz)
 		}
 		if err != nil {
 			if errors.Is(err, ErrUsage) {

@@ -107,3 +107,10 @@ func (c *cycleReader) Read(p []byte) (int, error) {
 	c.off = (c.off + n) % len(c.buf)
 	return n, nil
 }
+
+// tinySizes make a Reader's buffer grow and shrink with frames of a few
+// dozen bytes.
+var tinySizes = bufSizes{idle: 16, first: 32, stream: 64}
+
+// maxBuf is the largest buffer a Reader with sizes sz may hold under lim.
+func maxBuf(lim Limits, sz bufSizes) int { return max(int(lim.MaxFrame), sz.stream) }

@@ -1,21 +1,16 @@
 package wire
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 )
 
-// readBufSize is the bufio size: frames up to this size are decoded in place
-// from the bufio buffer, larger ones are read into Reader.buf.
-const readBufSize = 64 << 10
-
-// narrowMin is the payload from which ReadPayload reads past bufio with
-// readv (src.go), and bufio's reads are capped at one chunk header until a
-// frame other than a chunk comes. Smaller chunks are better batched by
-// bufio's full reads.
+// narrowMin is the payload from which ReadPayload reads past the buffer
+// with readv (src.go), and the buffer's reads are capped at one chunk
+// header until a frame other than a chunk comes. Smaller chunks are better batched by
+// the buffer's full reads.
 const narrowMin = 16 << 10
 
 // Reader reads frames from a stream. It is not safe for concurrent use: one
@@ -35,13 +30,12 @@ const narrowMin = 16 << 10
 // every later call returns the same error and the caller closes the
 // connection.
 type Reader struct {
-	br  *bufio.Reader
-	src *src // br's source: the connection, plus readv (src.go)
+	b   rbuf // sized by the traffic (rbuf.go)
+	src *src // b's source: the connection, plus readv (src.go)
 	lim Limits
 	// narrowAt is the payload size from which ReadPayload uses readv
 	// (narrowMin; fuzzing lowers it to reach that path).
 	narrowAt int
-	buf      []byte // body of frames larger than br's buffer; cap <= lim.MaxFrame; dropped when quiet
 	payload  uint32 // payload bytes of the last Chunk not yet consumed
 	err      error  // sticky
 
@@ -57,7 +51,7 @@ type Reader struct {
 // over lim. Start from DefaultLimits(): a zero field refuses everything it
 // bounds.
 func NewReader(r io.Reader, lim Limits) *Reader {
-	return newReaderSize(r, lim, readBufSize)
+	return newReaderSize(r, lim, defaultSizes)
 }
 
 // SetLimits replaces the Reader's limits for the frames that follow: a
@@ -65,35 +59,44 @@ func NewReader(r io.Reader, lim Limits) *Reader {
 // known yet) and the rest under the session's.
 func (r *Reader) SetLimits(lim Limits) {
 	r.lim = lim
-	if uint32(cap(r.buf)) > lim.MaxFrame {
-		r.buf = nil
-	}
 }
 
-// newReaderSize lets tests use a tiny bufio buffer, to exercise the path for
-// frames larger than it without megabyte inputs.
-func newReaderSize(r io.Reader, lim Limits, size int) *Reader {
-	return newReaderV(r, newVReader(r), lim, size)
+// newReaderSize lets tests use tiny buffers, to exercise growing and
+// shrinking without megabyte inputs.
+func newReaderSize(r io.Reader, lim Limits, sz bufSizes) *Reader {
+	return newReaderV(r, newVReader(r), lim, sz)
 }
 
 // newReaderV is newReaderSize with v as the connection's readv (nil:
 // none); tests pass their own.
-func newReaderV(r io.Reader, v vreader, lim Limits, size int) *Reader {
-	s := &src{r: r, v: v}
-	return &Reader{br: bufio.NewReaderSize(s, size), src: s, lim: lim, narrowAt: narrowMin}
+func newReaderV(r io.Reader, v vreader, lim Limits, sz bufSizes) *Reader {
+	rd := &Reader{src: &src{r: r, v: v}, lim: lim, narrowAt: narrowMin}
+	rd.b.init(rd.src, sz)
+	return rd
 }
 
 // Next reads and decodes one frame. At a clean end of stream, between
 // frames, it returns io.EOF itself; a stream cut inside a frame gives an
 // error wrapping io.ErrUnexpectedEOF.
 func (r *Reader) Next() (Message, error) {
+	if r.err == nil && r.payload == 0 {
+		// Wait for the next frame's header here, outside next's large
+		// frame: an idle connection's reading goroutine spends its life
+		// blocked in this read, and what its stack holds then decides
+		// whether that stack fits its first 2 KiB.
+		r.b.wait(frameHeader)
+	}
+	return r.next()
+}
+
+func (r *Reader) next() (Message, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
 	if r.payload != 0 {
 		return nil, fmt.Errorf("wire: Next: %d payload bytes of the last chunk unread: %w", r.payload, ErrUsage)
 	}
-	hdr, err := r.br.Peek(frameHeader)
+	hdr, err := r.b.peek(frameHeader)
 	if err != nil {
 		if len(hdr) == 0 && err == io.EOF {
 			return nil, r.fail(io.EOF)
@@ -112,21 +115,15 @@ func (r *Reader) Next() (Message, error) {
 	}
 	typ := Type(hdr[5])
 	size := int(n) - (frameHeader - lenPrefix)
-	r.br.Discard(frameHeader) // cannot fail: the bytes are buffered
+	r.b.discard(frameHeader) // cannot fail: the bytes are buffered
 	if typ != TypeChunk {
 		r.src.narrow = false // chunks are not streaming: full reads again
 	}
 
-	// Small frames are decoded in place from bufio's buffer (decoders never
-	// alias their input); large ones are read into r.buf.
-	var b []byte
-	inPlace := size <= r.br.Size()
-	if inPlace {
-		b, err = r.br.Peek(size)
-	} else {
-		b = r.grow(size)
-		_, err = io.ReadFull(r.br, b)
-	}
+	// Frames are decoded in place from the buffer, which grows to hold
+	// the body (at most MaxFrame, checked above); decoders never alias
+	// their input, so the buffer may shrink once the frame is decoded.
+	b, err := r.b.peek(size)
 	if err != nil {
 		return nil, r.fail(streamErr(typ.String()+" body", err))
 	}
@@ -134,20 +131,11 @@ func (r *Reader) Next() (Message, error) {
 	if m == nil {
 		return nil, r.fail(fmt.Errorf("wire: type %d: %w", uint8(typ), ErrUnknownType))
 	}
-	err = m.decodeBody(b, r.lim)
-	if inPlace {
-		r.br.Discard(size)
-		if r.buf != nil && r.br.Buffered() == 0 {
-			// A small frame and nothing more in hand: the burst of large
-			// frames r.buf grew for is over. An idle connection does not
-			// keep up to MaxFrame for a frame it read once (decoders
-			// never alias their input, so nothing points into it).
-			r.buf = nil
-		}
-	}
-	if err != nil {
+	if err := m.decodeBody(b, r.lim); err != nil {
 		return nil, r.fail(err)
 	}
+	r.b.discard(size) // cannot fail: the bytes are buffered
+	r.b.frameDone(int(n)+lenPrefix, typ == TypeChunk)
 	if typ == TypeChunk {
 		r.payload = r.chunk.Len
 	}
@@ -172,19 +160,9 @@ func (r *Reader) message(t Type) body {
 	return newBody(t)
 }
 
-// grow returns r.buf resized to n bytes. It at least doubles the capacity
-// to amortise, but never past MaxFrame, which bounds n.
-func (r *Reader) grow(n int) []byte {
-	if n > cap(r.buf) {
-		c := min(max(n, 2*cap(r.buf)), int(r.lim.MaxFrame))
-		r.buf = make([]byte, c)
-	}
-	return r.buf[:n]
-}
-
 // ReadPayload reads the payload of the Chunk that Next just returned into
 // dst, which must be exactly Chunk.Len bytes long. Large payloads go from
-// the connection straight into dst, past the bufio buffer. It does not
+// the connection straight into dst, past the Reader's buffer. It does not
 // check the CRC: that is the caller's, with CRC32C.
 func (r *Reader) ReadPayload(dst []byte) error {
 	if r.err != nil {
@@ -195,16 +173,19 @@ func (r *Reader) ReadPayload(dst []byte) error {
 	}
 	r.payload = 0
 	if len(dst) < r.narrowAt || r.src.v == nil {
-		if _, err := io.ReadFull(r.br, dst); err != nil {
+		if _, err := io.ReadFull(&r.b, dst); err != nil {
 			return r.fail(streamErr("chunk payload", err))
 		}
 		return nil
 	}
-	// What bufio holds first (the whole payload, for a small one), then
-	// the rest with readv, straight into dst (src.go).
+	// What the buffer holds first (the whole payload, for a small one),
+	// then the rest with readv, straight into dst (src.go). A read that
+	// filled the buffer with this payload says nothing of what the buffer
+	// needs: it does not make it grow.
 	r.src.narrow = true
-	if c := r.br.Buffered(); c > 0 {
-		n, _ := r.br.Read(dst[:min(c, len(dst))]) // from the buffer: cannot fail
+	r.b.full = false
+	if c := r.b.buffered(); c > 0 {
+		n, _ := r.b.read(dst[:min(c, len(dst))]) // from the buffer: cannot fail
 		dst = dst[n:]
 	}
 	if len(dst) == 0 {
@@ -224,8 +205,8 @@ func (r *Reader) DiscardPayload() error {
 	}
 	n := int(r.payload)
 	r.payload = 0
-	r.src.narrow = false // a payload through bufio: full reads
-	if _, err := r.br.Discard(n); err != nil {
+	r.src.narrow = false // a payload through the buffer: full reads
+	if err := r.b.discard(n); err != nil {
 		return r.fail(streamErr("chunk payload", err))
 	}
 	return nil

@@ -29,17 +29,17 @@ func stream(t testing.TB, ms ...Message) ([]byte, [][]byte) {
 func TestReaderSamples(t *testing.T) {
 	ms := samples()
 	b, _ := stream(t, ms...)
-	// The default buffer decodes most frames in place; a 16-byte one sends
-	// nearly every frame through the growing buffer.
-	for _, size := range []int{readBufSize, 16} {
+	// With the default sizes most frames fit the idle buffer; with tiny
+	// ones nearly every frame makes it grow.
+	for _, size := range []bufSizes{defaultSizes, tinySizes} {
 		r := newReaderSize(bytes.NewReader(b), DefaultLimits(), size)
 		for i, want := range ms {
 			got, err := r.Next()
 			if err != nil {
-				t.Fatalf("size %d: frame %d (%T): %v", size, i, want, err)
+				t.Fatalf("size %+v: frame %d (%T): %v", size, i, want, err)
 			}
 			if !reflect.DeepEqual(got, want) {
-				t.Fatalf("size %d: frame %d = %+v, want %+v", size, i, got, want)
+				t.Fatalf("size %+v: frame %d = %+v, want %+v", size, i, got, want)
 			}
 			if err := r.DiscardPayload(); err != nil {
 				t.Fatal(err)
@@ -47,11 +47,11 @@ func TestReaderSamples(t *testing.T) {
 		}
 		for range 2 { // io.EOF, bare, and sticky
 			if m, err := r.Next(); err != io.EOF || m != nil {
-				t.Fatalf("size %d: after the last frame: %v, %v; want io.EOF", size, m, err)
+				t.Fatalf("size %+v: after the last frame: %v, %v; want io.EOF", size, m, err)
 			}
 		}
-		if cap(r.buf) > int(DefaultLimits().MaxFrame) {
-			t.Fatalf("buffer grew to %d", cap(r.buf))
+		if len(r.b.buf) > maxBuf(DefaultLimits(), size) {
+			t.Fatalf("buffer grew to %d", len(r.b.buf))
 		}
 	}
 }
@@ -125,7 +125,7 @@ func TestReaderRefusesOversizedFrame(t *testing.T) {
 	} {
 		lim := DefaultLimits()
 		lim.MaxFrame = tc.maxFrame
-		_, err := newReaderSize(bytes.NewReader(g), lim, 16).Next()
+		_, err := newReaderSize(bytes.NewReader(g), lim, tinySizes).Next()
 		if !errors.Is(err, tc.want) && err != tc.want {
 			t.Errorf("MaxFrame %d, frame %d: %v, want %v", tc.maxFrame, len(g), err, tc.want)
 		}
@@ -133,12 +133,12 @@ func TestReaderRefusesOversizedFrame(t *testing.T) {
 
 	// Only a header claiming 4 GiB: refusal must come from the length alone,
 	// before reading (else io.ErrUnexpectedEOF) or allocating the body.
-	r := newReaderSize(bytes.NewReader(header(1<<32-1, Version, TypeLookup)), DefaultLimits(), 16)
+	r := newReaderSize(bytes.NewReader(header(1<<32-1, Version, TypeLookup)), DefaultLimits(), tinySizes)
 	if _, err := r.Next(); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("Next: %v, want ErrTooLarge", err)
 	}
-	if cap(r.buf) != 0 {
-		t.Fatalf("allocated %d bytes for a refused frame", cap(r.buf))
+	if r.b.heap() {
+		t.Fatalf("allocated %d bytes for a refused frame", len(r.b.buf))
 	}
 	if _, err := r.Next(); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("second Next: %v, want the sticky ErrTooLarge", err)
@@ -182,7 +182,7 @@ func TestReaderTruncated(t *testing.T) {
 		}
 		boundaries[n] = true
 	}
-	for _, size := range []int{readBufSize, 16} {
+	for _, size := range []bufSizes{defaultSizes, tinySizes} {
 		for cut := 0; cut < len(b); cut++ {
 			r := newReaderSize(bytes.NewReader(b[:cut]), DefaultLimits(), size)
 			var err error
@@ -195,10 +195,10 @@ func TestReaderTruncated(t *testing.T) {
 				}
 			}
 			if boundaries[cut] && err != io.EOF {
-				t.Errorf("size %d, cut at boundary %d: %v, want io.EOF", size, cut, err)
+				t.Errorf("size %+v, cut at boundary %d: %v, want io.EOF", size, cut, err)
 			}
 			if !boundaries[cut] && !errors.Is(err, io.ErrUnexpectedEOF) {
-				t.Errorf("size %d, cut at %d: %v, want io.ErrUnexpectedEOF", size, cut, err)
+				t.Errorf("size %+v, cut at %d: %v, want io.ErrUnexpectedEOF", size, cut, err)
 			}
 		}
 	}
@@ -251,32 +251,5 @@ func TestAppendAllocs(t *testing.T) {
 	var p Message = &Progress{Job: 1, Bytes: 2}
 	if n := testing.AllocsPerRun(100, func() { buf, _ = Append(buf[:0], p) }); n != 0 {
 		t.Errorf("Append(*Progress): %v allocations, want 0", n)
-	}
-}
-
-// TestReaderReleasesLargeBuffer: the buffer grown for a large frame is
-// kept while large frames keep coming, and dropped once a small frame
-// arrives with nothing more buffered (the connection went quiet).
-func TestReaderReleasesLargeBuffer(t *testing.T) {
-	keys := make([]Key, 100)
-	for i := range keys {
-		keys[i][0] = byte(i)
-	}
-	big := &Lookup{ReqID: "r", Keys: keys} // over the 64-byte bufio buffer
-	b, _ := stream(t, big, big, &Ping{Seq: 1})
-	r := newReaderSize(bytes.NewReader(b), DefaultLimits(), 64)
-	for i := range 2 {
-		if _, err := r.Next(); err != nil {
-			t.Fatal(err)
-		}
-		if cap(r.buf) == 0 {
-			t.Fatalf("frame %d: no buffer kept between large frames", i)
-		}
-	}
-	if _, err := r.Next(); err != nil {
-		t.Fatal(err)
-	}
-	if cap(r.buf) != 0 {
-		t.Fatalf("idle after a small frame, still holding %d bytes", cap(r.buf))
 	}
 }

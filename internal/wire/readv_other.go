@@ -5,5 +5,5 @@ package wire
 import "io"
 
 // newVReader: readv is used on Linux only; elsewhere payloads go through
-// bufio as before.
+// the Reader's buffer (straight into the slot when larger than it).
 func newVReader(io.Reader) vreader { return nil }

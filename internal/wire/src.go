@@ -5,25 +5,26 @@ import (
 	"io"
 )
 
-// Payloads straight into their slots. bufio fills as much of its buffer
-// as the socket holds, so the read that brings a chunk's header also
-// brings up to 64 KiB of its payload, which ReadPayload then copies into
-// the slot: a memmove per chunk on top of the kernel's copy, a tenth of
-// the consumer's CPU in a profile of one load. On a socket that can read
+// Payloads straight into their slots. The Reader's buffer (rbuf.go) fills
+// as much of itself as the socket holds, so the read that brings a chunk's
+// header would also bring up to 64 KiB of its payload, which ReadPayload
+// would then copy into the slot: a memmove per chunk on top of the
+// kernel's copy, a tenth of the consumer's CPU in a profile of one load. On a socket that can read
 // into two buffers at once (readv), ReadPayload reads the rest of a large
 // payload into the slot and, in the same call, up to one chunk header of
-// what follows into src.spill; and while chunks stream (narrow), bufio's
-// own reads are capped at one chunk header. So a chunk's payload never
-// passes through bufio, and its header costs no read of its own.
+// what follows into src.spill; and while chunks stream (narrow), the
+// buffer's own reads are capped at one chunk header. So a chunk's payload
+// never passes through the buffer, and its header costs no read of its
+// own (and a load of large chunks needs no more than the idle buffer).
 //
-// src sits between bufio and the connection; every field is the reading
+// src sits between the buffer and the connection; every field is the reading
 // goroutine's.
 type src struct {
 	r      io.Reader
 	v      vreader // nil: the connection cannot readv (not TCP, or not Linux)
-	narrow bool    // cap reads for bufio at ChunkHeaderLen
+	narrow bool    // cap the buffer's reads at ChunkHeaderLen
 	spill  [ChunkHeaderLen]byte
-	s0, s1 int // spill[s0:s1] was read past a payload and not yet taken by bufio
+	s0, s1 int // spill[s0:s1] was read past a payload and not yet taken by the buffer
 }
 
 // vreader reads into a, then b, in one call (readv): it returns the bytes
@@ -32,13 +33,13 @@ type vreader interface {
 	readv(a, b []byte) (int, error)
 }
 
-// errBadCount: the vreader broke its contract.
-var errBadCount = errors.New("wire: readv returned an impossible count")
+// errBadCount: the source or the vreader broke its contract.
+var errBadCount = errors.New("wire: a read returned an impossible count")
 
 // maxEmptyReads bounds reads that return nothing and no error, as bufio.
 const maxEmptyReads = 100
 
-// Read is bufio's source: the bytes read past the last payload first, then
+// Read is the buffer's source: the bytes read past the last payload first, then
 // the connection, capped at one chunk header while chunks stream.
 func (s *src) Read(p []byte) (int, error) {
 	if s.s0 < s.s1 {
@@ -52,10 +53,11 @@ func (s *src) Read(p []byte) (int, error) {
 	return s.r.Read(p)
 }
 
-// readPayload fills p from the connection (bufio holds nothing: its
-// caller drained it), keeping any bytes read past p in spill for bufio.
+// readPayload fills p from the connection (the buffer holds nothing: its
+// caller drained it), keeping any bytes read past p in spill for the
+// buffer.
 func (s *src) readPayload(p []byte) error {
-	if s.s0 < s.s1 { // not reached (bufio takes spill before any frame), but cheap to be right
+	if s.s0 < s.s1 { // not reached (the buffer takes spill before any frame), but cheap to be right
 		n := copy(p, s.spill[s.s0:s.s1])
 		s.s0 += n
 		p = p[n:]

@@ -132,7 +132,7 @@ func TestReadvPayloads(t *testing.T) {
 	for _, sizes := range [][]int{nil, {1 << 20}, {7, 100 << 10, 30, 3}, {ChunkHeaderLen + 1}} {
 		br := bytes.NewReader(b)
 		c := &counting{r: br}
-		r := newReaderV(c, &splitV{r: br, sizes: sizes}, DefaultLimits(), readBufSize)
+		r := newReaderV(c, &splitV{r: br, sizes: sizes}, DefaultLimits(), defaultSizes)
 		readAll(t, r, ms, payloads)
 		if c.n > allowed {
 			t.Errorf("sizes %v: %d bytes through bufio, want at most %d", sizes, c.n, allowed)
