@@ -230,6 +230,48 @@ func (t *Table) visitDue(k int, now time.Time, fn func(*conn)) {
 	v.pos = 0
 }
 
+// NextDeadline is the earliest instant at which Tick has something to do,
+// and true; false when nothing is pending until another call. The zero
+// time means at once. A Tick before it changes nothing that a call or an
+// effect can observe (it may compact the conn list or prune expired
+// reaped ids: bookkeeping only), so an owner may skip it: the simulator
+// ticks a node only at its deadlines. It covers what Tick runs: the
+// sessions' timers and idle eviction (the queues above), the policy's
+// timers (health.Policy.NextDeadline), parked stores' unbound timeout,
+// and a shutdown in progress. Effects not taken yet are the owner's
+// business (HasEffects), not Tick's.
+func (t *Table) NextDeadline() (time.Time, bool) {
+	if t.shuttingDown && !t.shutdownClose {
+		return time.Time{}, true // shutdownStep checks every tick
+	}
+	t.rescheduleDirty()
+	var at time.Time
+	ok := false
+	earliest := func(d time.Time) {
+		if !ok || d.Before(at) {
+			at, ok = d, true
+		}
+	}
+	if q := &t.queues[qTimer]; len(q.h) > 0 {
+		earliest(q.h[0].tm.at[qTimer])
+	}
+	if q := &t.queues[qIdle]; len(q.h) > 0 && t.cfg.IdleTimeout > 0 {
+		earliest(q.h[0].tm.at[qIdle])
+	}
+	if d, pok := t.policy.NextDeadline(); pok {
+		earliest(d)
+	}
+	for _, batches := range t.unbound {
+		if len(batches) > 0 {
+			earliest(batches[0].at.Add(t.cfg.UnboundStoreTimeout))
+		}
+	}
+	return at, ok
+}
+
+// HasEffects reports whether TakeEffects has anything to return.
+func (t *Table) HasEffects() bool { return len(t.actions) > 0 || len(t.results) > 0 }
+
 // checkTimers (Config.CheckTimers) compares every queued deadline with a
 // fresh computation: a queued deadline later than the real one is a timer
 // the table would miss. It records the first such finding.
