@@ -31,18 +31,25 @@ type timerState struct {
 	dirty bool
 }
 
-// timerQueue is a min-heap of conns by deadline for one queue.
+// timerQueue is a min-heap of conns by deadline for one queue. Each entry
+// carries its deadline, so that comparing two does not reach into two
+// conns (a large fleet's sessions are far apart in memory).
 type timerQueue struct {
 	k int
-	h []*conn
+	h []timerEntry
 }
 
-func (q *timerQueue) less(i, j int) bool { return q.h[i].tm.at[q.k].Before(q.h[j].tm.at[q.k]) }
+type timerEntry struct {
+	at time.Time
+	c  *conn
+}
+
+func (q *timerQueue) less(i, j int) bool { return q.h[i].at.Before(q.h[j].at) }
 
 func (q *timerQueue) swap(i, j int) {
 	q.h[i], q.h[j] = q.h[j], q.h[i]
-	q.h[i].tm.hi[q.k] = i + 1
-	q.h[j].tm.hi[q.k] = j + 1
+	q.h[i].c.tm.hi[q.k] = i + 1
+	q.h[j].c.tm.hi[q.k] = j + 1
 }
 
 func (q *timerQueue) up(i int) {
@@ -79,11 +86,12 @@ func (q *timerQueue) down(i int) {
 func (q *timerQueue) set(c *conn, at time.Time) {
 	c.tm.at[q.k] = at
 	if i := c.tm.hi[q.k] - 1; i >= 0 {
+		q.h[i].at = at
 		q.up(i)
 		q.down(c.tm.hi[q.k] - 1)
 		return
 	}
-	q.h = append(q.h, c)
+	q.h = append(q.h, timerEntry{at: at, c: c})
 	c.tm.hi[q.k] = len(q.h)
 	q.up(len(q.h) - 1)
 }
@@ -98,7 +106,7 @@ func (q *timerQueue) remove(c *conn) {
 	if i != last {
 		q.swap(i, last)
 	}
-	q.h[last] = nil
+	q.h[last] = timerEntry{}
 	q.h = q.h[:last]
 	c.tm.hi[q.k] = 0
 	if i != last {
@@ -109,12 +117,20 @@ func (q *timerQueue) remove(c *conn) {
 
 // popDue takes out the conn with the earliest deadline if it is due.
 func (q *timerQueue) popDue(now time.Time) *conn {
-	if len(q.h) == 0 || q.h[0].tm.at[q.k].After(now) {
+	if len(q.h) == 0 || q.h[0].at.After(now) {
 		return nil
 	}
-	c := q.h[0]
+	c := q.h[0].c
 	q.remove(c)
 	return c
+}
+
+// next is the earliest deadline in the queue, if any.
+func (q *timerQueue) next() (time.Time, bool) {
+	if len(q.h) == 0 {
+		return time.Time{}, false
+	}
+	return q.h[0].at, true
 }
 
 // visit is the queue walk in progress (one at a time).
@@ -252,11 +268,11 @@ func (t *Table) NextDeadline() (time.Time, bool) {
 			at, ok = d, true
 		}
 	}
-	if q := &t.queues[qTimer]; len(q.h) > 0 {
-		earliest(q.h[0].tm.at[qTimer])
+	if d, qok := t.queues[qTimer].next(); qok {
+		earliest(d)
 	}
-	if q := &t.queues[qIdle]; len(q.h) > 0 && t.cfg.IdleTimeout > 0 {
-		earliest(q.h[0].tm.at[qIdle])
+	if d, qok := t.queues[qIdle].next(); qok && t.cfg.IdleTimeout > 0 {
+		earliest(d)
 	}
 	if d, pok := t.policy.NextDeadline(); pok {
 		earliest(d)

@@ -291,6 +291,7 @@ func (n *Net) Flush(nd *Node) {
 	for i := range acts {
 		n.act(nd, &acts[i])
 	}
+	nd.T.ReuseActions(acts) // act keeps no pointer into them (copyMsg copies)
 	if rs := eff.Results; len(rs) > 0 {
 		if n.VLLMTransport {
 			n.faultStalled(nd, rs)
