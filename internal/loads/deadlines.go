@@ -86,6 +86,9 @@ func (q *timerQueue) down(i int) {
 func (q *timerQueue) set(c *conn, at time.Time) {
 	c.tm.at[q.k] = at
 	if i := c.tm.hi[q.k] - 1; i >= 0 {
+		if q.h[i].at.Equal(at) {
+			return // most messages leave a session's deadline where it was
+		}
 		q.h[i].at = at
 		q.up(i)
 		q.down(c.tm.hi[q.k] - 1)

@@ -227,6 +227,9 @@ func (h wakeHeap) down(i int) {
 
 // set puts nd in the heap at deadline at, or moves it there.
 func (h *wakeHeap) set(nd *Node, at int64) {
+	if nd.wi > 0 && nd.wake == at {
+		return
+	}
 	nd.wake = at
 	if i := nd.wi - 1; i >= 0 {
 		h.up(i)
