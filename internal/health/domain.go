@@ -483,6 +483,21 @@ func (d *domainPolicy) Tick(now time.Time) {
 	}
 }
 
+// NextDeadline: decisions not taken yet are due at once; then the earliest
+// outstanding probe's deadline and the next prune (Tick's two timers).
+func (d *domainPolicy) NextDeadline() (time.Time, bool) {
+	if len(d.out) > 0 {
+		return time.Time{}, true
+	}
+	at := d.pruned.Add(pruneEvery)
+	for _, id := range d.probes {
+		if ph := d.peers[id]; ph != nil && ph.probeBy.Before(at) {
+			at = ph.probeBy
+		}
+	}
+	return at, true
+}
+
 func (d *domainPolicy) TakeDecisions() []Decision {
 	o := d.out
 	d.out = nil

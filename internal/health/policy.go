@@ -43,6 +43,12 @@ type Policy interface {
 	ProbeAck(now time.Time, p Peer, seq uint64)
 	// Tick runs the policy's timers.
 	Tick(now time.Time)
+	// NextDeadline is the earliest instant at which Tick may decide or
+	// change anything (a probe's deadline, a periodic prune), and true; or
+	// false when no Tick ever would until another call. Decisions not yet
+	// taken are due at once (the zero time). A Tick before it is a no-op,
+	// so an owner may skip it (loads.Table.NextDeadline).
+	NextDeadline() (time.Time, bool)
 	// TakeDecisions returns what the policy decided to do on its own.
 	TakeDecisions() []Decision
 }
@@ -181,6 +187,7 @@ func (vllmBase) Gate(time.Time, Peer) Gate          { return GateOpen }
 func (vllmBase) LoadDone(time.Time, Peer, bool)     {}
 func (vllmBase) ProbeAck(time.Time, Peer, uint64)   {}
 func (vllmBase) Tick(time.Time)                     {}
+func (vllmBase) NextDeadline() (time.Time, bool)    { return time.Time{}, false }
 func (vllmBase) TakeDecisions() []Decision          { return nil }
 func (vllmBase) SessionUp(time.Time, Peer)          {}
 func (vllmBase) MayDial(now time.Time, p Peer) bool { return true }

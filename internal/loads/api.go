@@ -239,7 +239,7 @@ func (t *Table) submitStore(now time.Time, id string, keys []wire.Key) uint64 {
 	if r.dst.kvID == "" {
 		return t.failNow(j, "remote_decoder without kv_request_id")
 	}
-	if _, gone := t.reaped[r.dst.kvID]; gone {
+	if t.wasReaped(now, r.dst.kvID) {
 		return t.failNow(j, "request's stores were reaped")
 	}
 	bound := t.bound[r.dst.kvID]

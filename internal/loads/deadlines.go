@@ -31,18 +31,25 @@ type timerState struct {
 	dirty bool
 }
 
-// timerQueue is a min-heap of conns by deadline for one queue.
+// timerQueue is a min-heap of conns by deadline for one queue. Each entry
+// carries its deadline, so that comparing two does not reach into two
+// conns (a large fleet's sessions are far apart in memory).
 type timerQueue struct {
 	k int
-	h []*conn
+	h []timerEntry
 }
 
-func (q *timerQueue) less(i, j int) bool { return q.h[i].tm.at[q.k].Before(q.h[j].tm.at[q.k]) }
+type timerEntry struct {
+	at time.Time
+	c  *conn
+}
+
+func (q *timerQueue) less(i, j int) bool { return q.h[i].at.Before(q.h[j].at) }
 
 func (q *timerQueue) swap(i, j int) {
 	q.h[i], q.h[j] = q.h[j], q.h[i]
-	q.h[i].tm.hi[q.k] = i + 1
-	q.h[j].tm.hi[q.k] = j + 1
+	q.h[i].c.tm.hi[q.k] = i + 1
+	q.h[j].c.tm.hi[q.k] = j + 1
 }
 
 func (q *timerQueue) up(i int) {
@@ -79,11 +86,15 @@ func (q *timerQueue) down(i int) {
 func (q *timerQueue) set(c *conn, at time.Time) {
 	c.tm.at[q.k] = at
 	if i := c.tm.hi[q.k] - 1; i >= 0 {
+		if q.h[i].at.Equal(at) {
+			return // most messages leave a session's deadline where it was
+		}
+		q.h[i].at = at
 		q.up(i)
 		q.down(c.tm.hi[q.k] - 1)
 		return
 	}
-	q.h = append(q.h, c)
+	q.h = append(q.h, timerEntry{at: at, c: c})
 	c.tm.hi[q.k] = len(q.h)
 	q.up(len(q.h) - 1)
 }
@@ -98,7 +109,7 @@ func (q *timerQueue) remove(c *conn) {
 	if i != last {
 		q.swap(i, last)
 	}
-	q.h[last] = nil
+	q.h[last] = timerEntry{}
 	q.h = q.h[:last]
 	c.tm.hi[q.k] = 0
 	if i != last {
@@ -109,12 +120,20 @@ func (q *timerQueue) remove(c *conn) {
 
 // popDue takes out the conn with the earliest deadline if it is due.
 func (q *timerQueue) popDue(now time.Time) *conn {
-	if len(q.h) == 0 || q.h[0].tm.at[q.k].After(now) {
+	if len(q.h) == 0 || q.h[0].at.After(now) {
 		return nil
 	}
-	c := q.h[0]
+	c := q.h[0].c
 	q.remove(c)
 	return c
+}
+
+// next is the earliest deadline in the queue, if any.
+func (q *timerQueue) next() (time.Time, bool) {
+	if len(q.h) == 0 {
+		return time.Time{}, false
+	}
+	return q.h[0].at, true
 }
 
 // visit is the queue walk in progress (one at a time).
@@ -229,6 +248,48 @@ func (t *Table) visitDue(k int, now time.Time, fn func(*conn)) {
 	v.due = v.due[:0]
 	v.pos = 0
 }
+
+// NextDeadline is the earliest instant at which Tick has something to do,
+// and true; false when nothing is pending until another call. The zero
+// time means at once. A Tick before it changes nothing that a call or an
+// effect can observe (it may compact the conn list or prune expired
+// reaped ids: bookkeeping only), so an owner may skip it: the simulator
+// ticks a node only at its deadlines. It covers what Tick runs: the
+// sessions' timers and idle eviction (the queues above), the policy's
+// timers (health.Policy.NextDeadline), parked stores' unbound timeout,
+// and a shutdown in progress. Effects not taken yet are the owner's
+// business (HasEffects), not Tick's.
+func (t *Table) NextDeadline() (time.Time, bool) {
+	if t.shuttingDown && !t.shutdownClose {
+		return time.Time{}, true // shutdownStep checks every tick
+	}
+	t.rescheduleDirty()
+	var at time.Time
+	ok := false
+	earliest := func(d time.Time) {
+		if !ok || d.Before(at) {
+			at, ok = d, true
+		}
+	}
+	if d, qok := t.queues[qTimer].next(); qok {
+		earliest(d)
+	}
+	if d, qok := t.queues[qIdle].next(); qok && t.cfg.IdleTimeout > 0 {
+		earliest(d)
+	}
+	if d, pok := t.policy.NextDeadline(); pok {
+		earliest(d)
+	}
+	for _, batches := range t.unbound {
+		if len(batches) > 0 {
+			earliest(batches[0].at.Add(t.cfg.UnboundStoreTimeout))
+		}
+	}
+	return at, ok
+}
+
+// HasEffects reports whether TakeEffects has anything to return.
+func (t *Table) HasEffects() bool { return len(t.actions) > 0 || len(t.results) > 0 }
 
 // checkTimers (Config.CheckTimers) compares every queued deadline with a
 // fresh computation: a queued deadline later than the real one is a timer

@@ -29,4 +29,9 @@
 // reports its next deadline (session.NextDeadline) and the table keeps
 // them in heaps (deadlines.go), so an idle session costs nothing per tick
 // while the visits, and their order, are those of a scan of every session.
+// NextDeadline is the earliest instant at which Tick has anything to do
+// (those heaps, the policy's timers, parked stores' timeout, a shutdown):
+// a Tick before it is a no-op, so an owner may skip it, as the simulator
+// does for its idle nodes. For that, a reaped id's retention is checked by
+// its age where it is used, not left to the once-a-second pruning.
 package loads

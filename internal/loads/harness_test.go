@@ -56,10 +56,14 @@ func newFleet(t testing.TB) *fleet {
 	f := &fleet{t: t, net: sim.NewNet(t0), log: &logBuf{}}
 	if _, bench := t.(*testing.B); !bench {
 		f.net.CheckTimers = true // a full scan per tick: not in a benchmark
+		f.net.CheckSkips = true
 	}
 	t.Cleanup(func() {
 		if err := f.net.TimerError(); err != nil {
 			t.Errorf("timer queues: %v", err)
+		}
+		if err := f.net.SkipError(); err != nil {
+			t.Errorf("skipped ticks: %v", err)
 		}
 	})
 	return f

@@ -86,11 +86,20 @@ func (t *Table) evictIdle(now time.Time) {
 	})
 }
 
+// wasReaped reports whether id's stores were reaped less than
+// ReapedRetention ago. The age is checked here, not left to the pruning,
+// so that when a tick prunes (and whether the owner skipped ticks with
+// nothing due: NextDeadline) cannot change what a late fetch is told.
+func (t *Table) wasReaped(now time.Time, id string) bool {
+	at, ok := t.reaped[id]
+	return ok && now.Sub(at) < t.cfg.ReapedRetention
+}
+
 // reapUnbound fails PD stores that no fetch bound within the timeout.
 func (t *Table) reapUnbound(now time.Time) {
 	if now.Sub(t.lastPrune) >= time.Second {
 		// The reaped ids are kept for minutes: pruning them once a second
-		// keeps a tick cheap.
+		// keeps a tick cheap. Pruning only frees memory (wasReaped).
 		t.lastPrune = now
 		for id, at := range t.reaped {
 			if now.Sub(at) >= t.cfg.ReapedRetention {

@@ -25,6 +25,17 @@ func (t *Table) TakeEffects() Effects {
 	return e
 }
 
+// ReuseActions hands back the Actions of an Effects its owner has
+// performed: the table appends the next ones into that array rather than
+// a new one (one allocation per message otherwise, on the simulator's hot
+// path). The owner must not touch them afterwards.
+func (t *Table) ReuseActions(acts []Action) {
+	if t.actions == nil {
+		clear(acts) // messages and ops: nothing kept alive by a spare slot
+		t.actions = acts[:0]
+	}
+}
+
 // touch says c's session may have output for settle to collect. Entry
 // points touch the sessions they called and then settle; nothing else
 // collects a session's output.

@@ -329,7 +329,7 @@ func (t *Table) storeDone(r session.StoreResult) {
 // and replays its parked store batches. A fetch for an id whose stores were
 // reaped is refused within one round trip (vLLM #53453).
 func (t *Table) bind(now time.Time, c *conn, kvID string) {
-	if _, gone := t.reaped[kvID]; gone {
+	if t.wasReaped(now, kvID) {
 		t.log.Warn("late fetch for a reaped store, refusing", "req", kvID, "peer", c.peer)
 		c.s.FinishProducer(now, kvID)
 		return

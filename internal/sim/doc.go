@@ -29,10 +29,15 @@
 //
 // Timers: Table.Tick runs on a grid of Tick from the start. A node with
 // something in flight (a handshake, a data job, or Busy set by its engine)
-// ticks at every grid point; any other node every IdleTick (its heartbeats
-// and idle timers may then run up to IdleTick late; no load can see it).
-// With Workers > 1 the ticks of one grid point run on that many goroutines,
-// then their actions are performed in node order: the run is the same.
+// may tick at every grid point; any other node every IdleTick (its
+// heartbeats and idle timers may then run up to IdleTick late; no load can
+// see it). Of those points a node is ticked only at the ones where its
+// table has something due (loads.Table.NextDeadline) or effects not yet
+// performed: a Tick before the deadline is a no-op, so the run is the one
+// that ticking at every point gives (TestSkippedTicksSameRun), and an idle
+// node costs nothing between its deadlines (wake.go). With Workers > 1 the
+// ticks of one grid point run on that many goroutines, then their actions
+// are performed in node order: the run is the same.
 //
 // Connection life: ActClose closes our side, reports DataClosed at once
 // (nothing in the simulator can touch a slot after it) and resets the
@@ -95,7 +100,8 @@
 // consumer's store at once (a mismatch is Corrupt and not a hit).
 // After every engine step the runner counts the slots Filling or Pinned
 // in the fleet (the peak is reported) and those no job, pin or parked
-// store owns (the worst count is reported: see slots.go).
+// store owns (the worst count is reported: see slots.go), looking only at
+// the nodes touched since the last count or holding slots then.
 // At Duration what is unresolved is Stuck (the report counts it with its
 // time so far, censored); then every fault is healed,
 // every request finished, every table shut down and drained, and the

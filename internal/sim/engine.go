@@ -50,26 +50,37 @@ func (e engineNode) Status() workload.Status {
 }
 
 func (e engineNode) NewRequest(id string, p loads.TransferParams) error {
+	e.r.net.touch(e.nd)
 	return e.nd.T.NewRequest(e.r.net.Now, id, p)
 }
 
 func (e engineNode) Lookup(id string, k wire.Key) session.Verdict {
+	e.r.net.touch(e.nd)
 	return e.nd.T.Lookup(e.r.net.Now, id, k)
 }
 
-func (e engineNode) EndStep() { e.nd.T.EndStep(e.r.net.Now) }
+func (e engineNode) EndStep() {
+	e.r.net.touch(e.nd)
+	e.nd.T.EndStep(e.r.net.Now)
+}
 
 func (e engineNode) SubmitLoad(id string, keys []wire.Key) (uint64, error) {
+	e.r.net.touch(e.nd)
 	return e.nd.T.SubmitLoad(e.r.net.Now, id, keys), nil
 }
 
 func (e engineNode) SubmitStore(id string, keys []wire.Key) {
+	e.r.net.touch(e.nd)
 	e.nd.T.SubmitStore(e.r.net.Now, id, keys)
 }
 
-func (e engineNode) RequestFinished(id string) { e.nd.T.RequestFinished(e.r.net.Now, id) }
+func (e engineNode) RequestFinished(id string) {
+	e.r.net.touch(e.nd)
+	e.nd.T.RequestFinished(e.r.net.Now, id)
+}
 
 func (e engineNode) PutBlocks(keys []wire.Key) {
+	e.r.net.touch(e.nd)
 	buf := make([]byte, e.r.o.StoreBlock)
 	for _, k := range keys {
 		_, _ = e.nd.Store.Put(k, content(buf, k))
@@ -143,5 +154,6 @@ func (r *runner) finish() Result {
 	}
 	out.Requests = r.eng.Requests()
 	out.timerErr = n.TimerError()
+	out.skipErr = n.SkipError()
 	return out
 }

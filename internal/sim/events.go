@@ -95,7 +95,11 @@ func (n *Net) deliver(nd *Node, e *end, m wire.Message) {
 	if nd.Silent {
 		return
 	}
-	if nd.ends[e.conn] != e || !e.open {
+	// An open end is the one its node holds under its conn (only close,
+	// which clears open, and crash, which closes all, take it out; conn ids
+	// are never reused by a table): open alone says it, without a map
+	// lookup per message.
+	if !e.open {
 		// Our side is closed: the kernel answers with a RST.
 		if p := e.peer; p != nil && !p.node.gone {
 			n.reset(p, n.lat(nd, p.node))

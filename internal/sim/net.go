@@ -3,7 +3,6 @@ package sim
 import (
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/loads"
@@ -42,6 +41,15 @@ type Net struct {
 	CheckTimers bool
 	// FineAll ticks every node at Tick, busy or not (shutdown, tests).
 	FineAll bool
+	// TickEvery (tests) ticks each node at every grid point it is due a
+	// tick at (every IdleTick, every Tick while busy), as the simulator
+	// did before it skipped the ticks before a table's NextDeadline.
+	TickEvery bool
+	// CheckSkips (tests): at every grid point, every node left out of the
+	// tick is checked to have nothing due and no effects waiting, and the
+	// runner's slot count is checked against a walk over every node; see
+	// SkipError.
+	CheckSkips bool
 	// Workers > 1 runs the Table.Tick calls of one grid point on that many
 	// goroutines when there are many (each table is touched by one of
 	// them; their actions are then performed in node order, so the run is
@@ -76,6 +84,11 @@ type Net struct {
 	order    []*Node // creation order: deterministic iteration
 	hot      []*Node // nodes that may need a tick at Tick
 	batch    []*Node // nodes to tick at the current grid point
+	wakes    wakeHeap
+	dirty    []*Node // nodes whose deadline may have changed (wake.go)
+	watched  []*Node // nodes whose stores may hold slots (slots.go)
+	nodeSeq  uint64
+	skipErr  error
 	lim      wire.Limits
 	buf      []byte
 
@@ -125,6 +138,11 @@ type Node struct {
 	held     []event // what reached it while stalled, in order
 	gone     bool    // replaced: events to it are dropped
 	inHot    bool
+	seq      uint64 // creation order (n.order is sorted by it)
+	wake     int64  // its table's next deadline, while in n.wakes
+	wi       int    // index in n.wakes + 1; 0: not in it
+	isDirty  bool
+	watch    bool
 	work     int   // data jobs and handshakes in flight on its ends
 	egress   int64 // when its outgoing data link is free (ns since start)
 	lastTick int64
@@ -187,9 +205,11 @@ func (e *end) drop() {
 
 // Add registers a node built by the caller around its table and store.
 func (n *Net) Add(id string, t *loads.Table, st *store.Store) *Node {
-	nd := &Node{ID: id, T: t, Store: st, net: n, ends: map[loads.ConnID]*end{}}
+	n.nodeSeq++
+	nd := &Node{ID: id, T: t, Store: st, net: n, ends: map[loads.ConnID]*end{}, seq: n.nodeSeq}
 	n.nodes[id] = nd
 	n.order = append(n.order, nd)
+	n.touch(nd)
 	return nd
 }
 
@@ -262,6 +282,7 @@ func (n *Net) runUntil(t int64) {
 // Flush carries out a node's effects: its actions, then its results; call
 // it after calling the node's table directly.
 func (n *Net) Flush(nd *Node) {
+	n.touch(nd)
 	eff := nd.T.TakeEffects()
 	if nd.Crashed || nd.gone {
 		return
@@ -270,6 +291,7 @@ func (n *Net) Flush(nd *Node) {
 	for i := range acts {
 		n.act(nd, &acts[i])
 	}
+	nd.T.ReuseActions(acts) // act keeps no pointer into them (copyMsg copies)
 	if rs := eff.Results; len(rs) > 0 {
 		if n.VLLMTransport {
 			n.faultStalled(nd, rs)
@@ -286,75 +308,6 @@ func (n *Net) flushAll() {
 	for _, nd := range n.order {
 		n.Flush(nd)
 	}
-}
-
-// wake puts nd on the list of nodes that may need fine ticks.
-func (n *Net) wake(nd *Node) {
-	if !nd.inHot {
-		nd.inHot = true
-		n.hot = append(n.hot, nd)
-	}
-}
-
-func (nd *Node) tickable() bool { return !nd.Crashed && !nd.gone && !nd.stalled }
-
-func (n *Net) tickAll(t int64) {
-	idle := n.IdleTick
-	if idle < n.Tick {
-		idle = n.Tick
-	}
-	batch := n.batch[:0]
-	if n.FineAll || t%int64(idle) == 0 {
-		for _, nd := range n.order {
-			batch = n.due(batch, nd, t)
-		}
-	}
-	for i := 0; i < len(n.hot); {
-		nd := n.hot[i]
-		if nd.gone || nd.Crashed || !(nd.Busy || nd.work > 0) {
-			nd.inHot = false
-			last := len(n.hot) - 1
-			n.hot[i] = n.hot[last]
-			n.hot[last] = nil
-			n.hot = n.hot[:last]
-			continue
-		}
-		batch = n.due(batch, nd, t)
-		i++
-	}
-	n.ticks += uint64(len(batch))
-	if w := min(n.Workers, len(batch)/parallelMin); w > 1 {
-		var wg sync.WaitGroup
-		for i := range w {
-			wg.Go(func() {
-				for j := i; j < len(batch); j += w { // strided: costly nodes spread out
-					batch[j].T.Tick(n.Now)
-				}
-			})
-		}
-		wg.Wait()
-	} else {
-		for _, nd := range batch {
-			nd.T.Tick(n.Now)
-		}
-	}
-	for _, nd := range batch {
-		n.Flush(nd)
-	}
-	clear(batch)
-	n.batch = batch[:0]
-}
-
-// parallelMin is the least number of ticks per worker worth a goroutine.
-const parallelMin = 32
-
-// due appends nd to the nodes to tick at t, once.
-func (n *Net) due(batch []*Node, nd *Node, t int64) []*Node {
-	if nd.lastTick == t || !nd.tickable() {
-		return batch
-	}
-	nd.lastTick = t
-	return append(batch, nd)
 }
 
 func (n *Net) lat(a, b *Node) int64 {

@@ -48,6 +48,10 @@ type Options struct {
 	// checkTimers (tests) has every table check its timer queues against
 	// a full scan on every tick (loads.Config.CheckTimers).
 	checkTimers bool
+	// tickEvery (tests) ticks every node at every grid point it is a
+	// candidate at (Net.TickEvery); checkSkips checks the skipped ones
+	// (Net.CheckSkips).
+	tickEvery, checkSkips bool
 }
 
 // Timer set names (Options.TimerSet).
@@ -125,6 +129,7 @@ type Result struct {
 	Nodes      int
 
 	timerErr error // Options.checkTimers: the first table's finding
+	skipErr  error // Options.checkSkips: the first finding
 }
 
 // t0 is the virtual clock's origin (any fixed instant: runs are
@@ -191,6 +196,7 @@ func newRunner(sc *scenario.Scenario, policy string, o Options) (*runner, error)
 	n.Tick, n.IdleTick, n.Latency, n.Bandwidth = o.Tick, o.IdleTick, o.Latency, o.Bandwidth
 	n.Workers = o.Workers
 	n.CheckTimers = o.checkTimers
+	n.TickEvery, n.CheckSkips = o.tickEvery, o.checkSkips
 	n.WireBlockBytes = sc.Workload.BlockBytes
 	n.OnResults = r.onResults
 	r.net = n

@@ -62,12 +62,15 @@ func load(t *testing.T, name string) *scenario.Scenario {
 
 func run(t *testing.T, sc *scenario.Scenario, policy string, seed int64) Result {
 	t.Helper()
-	res, err := Run(sc, policy, Options{Seed: seed, checkTimers: true})
+	res, err := Run(sc, policy, Options{Seed: seed, checkTimers: true, checkSkips: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.timerErr != nil {
 		t.Fatalf("timer queues: %v", res.timerErr)
+	}
+	if res.skipErr != nil {
+		t.Fatalf("skipped ticks: %v", res.skipErr)
 	}
 	return res
 }
