@@ -154,7 +154,7 @@ func (s *Server) Step(_ context.Context, req *pb.StepRequest) (*pb.StepResponse,
 }
 
 // Attach implements the Attach stream.
-func (s *Server) Attach(st pb.Engine_AttachServer) error {
+func (s *Server) Attach(st pb.Engine_AttachServer) (end error) {
 	first, err := recvWithin(st, s.opt.RegisterWait)
 	if err != nil {
 		return err
@@ -179,7 +179,9 @@ func (s *Server) Attach(st pb.Engine_AttachServer) error {
 	s.log.Info("engine attached", "engine_id", reg.EngineId, "registration", id, "region", reg.RegionPath)
 	defer func() {
 		s.b.Detach(id)
-		s.log.Info("engine detached", "engine_id", reg.EngineId, "registration", id)
+		// Why: the engine closed its stream (nil), went silent or stopped
+		// reading (the sidecar's timers), or the transport failed.
+		s.log.Info("engine detached", "engine_id", reg.EngineId, "registration", id, "cause", end)
 	}()
 
 	ctx, cancel := context.WithCancel(st.Context())
