@@ -59,24 +59,27 @@ type FleetReport struct {
 }
 
 type fleet struct {
-	o      FleetOptions
-	cons   *benchNode
-	srcs   []*benchNode
-	keys   [][]kvp2p.Key // per source: the pool every request loads
-	mu     sync.Mutex
-	wait   map[uint64]chan kvp2p.JobResult
-	early  map[uint64]kvp2p.JobResult // results polled before their waiter registered
-	stop   chan struct{}
-	polled sync.WaitGroup
-	seq    int
+	o       FleetOptions
+	cons    *benchNode
+	srcs    []*benchNode
+	keys    [][]kvp2p.Key // per source: the pool every request loads
+	mu      sync.Mutex
+	wait    map[uint64]chan kvp2p.JobResult
+	early   map[uint64]kvp2p.JobResult // results polled before their waiter registered
+	stopped context.Context            // done once the fleet closes: the pollers return
+	stop    context.CancelFunc
+	polled  sync.WaitGroup
+	seq     int
 }
 
 func startFleet(o FleetOptions) (*fleet, error) {
-	f := &fleet{o: o, wait: map[uint64]chan kvp2p.JobResult{}, early: map[uint64]kvp2p.JobResult{}, stop: make(chan struct{})}
+	f := &fleet{o: o, wait: map[uint64]chan kvp2p.JobResult{}, early: map[uint64]kvp2p.JobResult{}}
+	f.stopped, f.stop = context.WithCancel(context.Background())
 	// Room for a second of the highest rate in flight, and warm: the first
 	// loads touch every slot before the clock starts.
 	var err error
 	if f.cons, err = startBenchNode(o.Block, f.slots(), kvp2p.TLSConfig{}); err != nil {
+		f.stop()
 		return nil, err
 	}
 	for i := range o.Sources {
@@ -105,7 +108,7 @@ func startFleet(o FleetOptions) (*fleet, error) {
 }
 
 func (f *fleet) close() {
-	close(f.stop)
+	f.stop()
 	f.polled.Wait()
 	if f.cons != nil {
 		_ = f.cons.stop()
@@ -121,17 +124,8 @@ func (f *fleet) close() {
 // store results are dropped.
 func (f *fleet) poll(n *benchNode, consumer bool) {
 	defer f.polled.Done()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-f.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	for ctx.Err() == nil {
-		rs := n.m.WaitFinished(ctx)
+	for f.stopped.Err() == nil {
+		rs := n.m.WaitFinished(f.stopped)
 		if !consumer {
 			continue
 		}

@@ -106,6 +106,25 @@ type Config struct {
 }
 
 // withDefaults returns c with zero fields set and checks it.
+// piece reports whether the chunk [off, off+n) of a block is exactly one
+// sum piece, and which (the writer sends that piece's stored sum, the
+// reader keeps the sum it checked); never with SumPiece 0.
+func (c Config) piece(off, n int) (int, bool) {
+	p := c.SumPiece
+	if p == 0 || off%p != 0 || n != min(p, c.BlockBytes-off) {
+		return 0, false
+	}
+	return off / p, true
+}
+
+// pieces is how many sum pieces a block has (0 with SumPiece 0).
+func (c Config) pieces() int {
+	if c.SumPiece == 0 {
+		return 0
+	}
+	return (c.BlockBytes + c.SumPiece - 1) / c.SumPiece
+}
+
 func (c Config) withDefaults() (Config, error) {
 	if c.ChunkBytes == 0 {
 		c.ChunkBytes = 256 << 10

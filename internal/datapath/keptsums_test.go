@@ -10,8 +10,7 @@ import (
 // store does (store.SlotSums).
 type sumArena struct {
 	*arena
-	piece int
-	sums  [][]uint32
+	sums [][]uint32
 }
 
 func (a *sumArena) SlotSums(i uint32) []uint32 {
@@ -24,17 +23,14 @@ func (a *sumArena) SlotSums(i uint32) []uint32 {
 // startSumPeer is startPeer on a sumArena with sums of cfg.SumPiece.
 func startSumPeer(t *testing.T, nc net.Conn, cfg Config, slots int) (*peer, *sumArena) {
 	t.Helper()
-	p := &peer{mem: newArena(slots, cfg.BlockBytes), ev: newSink()}
-	sa := &sumArena{arena: p.mem, piece: cfg.SumPiece}
-	per := (cfg.BlockBytes + cfg.SumPiece - 1) / max(cfg.SumPiece, 1)
-	for range slots {
-		sa.sums = append(sa.sums, make([]uint32, per))
-	}
-	c, err := Start(nc, cfg, sa, p.ev.emit)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.c = c
+	var sa *sumArena
+	p := startPeerOn(t, nc, cfg, slots, func(a *arena) Memory {
+		sa = &sumArena{arena: a}
+		for range slots {
+			sa.sums = append(sa.sums, make([]uint32, cfg.pieces()))
+		}
+		return sa
+	})
 	return p, sa
 }
 
@@ -75,10 +71,7 @@ func TestLoadKeepsSums(t *testing.T) {
 
 			j := job{id: 1, src: seq(0, 4), dst: seq(4, 4)}
 			j.prepare(a, b)
-			blocks := j.blocks(0, 4)
-			for i := range blocks {
-				blocks[i].Sums = pieceSums(a.mem.Slot(j.src[i]), pcfg.SumPiece)
-			}
+			blocks := j.blocksWithSums(a, pcfg.SumPiece)
 			if tc.corrupt >= 0 {
 				blocks[tc.corrupt].Sums[2] ^= 1
 			}

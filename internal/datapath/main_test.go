@@ -155,8 +155,19 @@ type peer struct {
 
 func startPeer(t testing.TB, nc net.Conn, cfg Config, slots int) *peer {
 	t.Helper()
+	return startPeerOn(t, nc, cfg, slots, nil)
+}
+
+// startPeerOn is startPeer with the Conn's Memory made from the peer's
+// arena by wrap (nil: the arena itself).
+func startPeerOn(t testing.TB, nc net.Conn, cfg Config, slots int, wrap func(*arena) Memory) *peer {
+	t.Helper()
 	p := &peer{mem: newArena(slots, cfg.BlockBytes), ev: newSink()}
-	c, err := Start(nc, cfg, p.mem, p.ev.emit)
+	var mem Memory = p.mem
+	if wrap != nil {
+		mem = wrap(p.mem)
+	}
+	c, err := Start(nc, cfg, mem, p.ev.emit)
 	if err != nil {
 		t.Fatal(err)
 	}

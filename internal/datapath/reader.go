@@ -151,12 +151,11 @@ func (r *reader) chunk(ch *wire.Chunk) error {
 // is poisoned and RecvEnd says nothing was summed.
 func (r *reader) keepSum(rj *recvJob, blk, off, n, sum uint32) {
 	c := r.c
-	piece := c.cfg.SumPiece
-	if piece == 0 || c.sums == nil || int(off)%piece != 0 || int(n) != min(piece, c.cfg.BlockBytes-int(off)) {
+	i, ok := c.cfg.piece(int(off), int(n))
+	if !ok || c.sums == nil {
 		return
 	}
-	sums := c.sums.SlotSums(rj.slots[blk])
-	if i := int(off) / piece; i < len(sums) {
+	if sums := c.sums.SlotSums(rj.slots[blk]); i < len(sums) {
 		sums[i] = sum
 		rj.summed++
 	}
@@ -221,7 +220,7 @@ func (r *reader) end(job uint64, done bool, doneBytes uint64) {
 	}
 	want := uint64(len(rj.slots)) * uint64(c.cfg.BlockBytes)
 	ok := done && !rj.poisoned && doneBytes == rj.bytes && rj.bytes == want
-	summed := ok && c.cfg.SumPiece > 0 && rj.summed == len(rj.slots)*((c.cfg.BlockBytes+c.cfg.SumPiece-1)/c.cfg.SumPiece)
+	summed := ok && rj.summed > 0 && rj.summed == len(rj.slots)*c.cfg.pieces()
 	c.emit(RecvEnd{Job: job, OK: ok, Bytes: rj.bytes, Summed: summed, Slots: rj.slots})
 }
 

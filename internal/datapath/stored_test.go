@@ -17,6 +17,16 @@ func pieceSums(p []byte, piece int) []uint32 {
 	return s
 }
 
+// blocksWithSums is j.blocks(0, len(j.src)) with each block's piece sums,
+// as the store keeps them, taken from prod's source slots.
+func (j job) blocksWithSums(prod *peer, piece int) []Block {
+	blocks := j.blocks(0, len(j.src))
+	for i := range blocks {
+		blocks[i].Sums = pieceSums(prod.mem.Slot(j.src[i]), piece)
+	}
+	return blocks
+}
+
 // TestStoredSums: a block's chunks go out with the sums it came with, when
 // they are exactly its pieces. A stored sum that no longer matches the bytes
 // (the slot changed after the sums were taken) fails the load at the
@@ -47,10 +57,7 @@ func TestStoredSums(t *testing.T) {
 
 			j := job{id: 1, src: seq(0, 4), dst: seq(4, 4)}
 			j.prepare(a, b)
-			blocks := j.blocks(0, 4)
-			for i := range blocks {
-				blocks[i].Sums = pieceSums(a.mem.Slot(j.src[i]), max(tc.piece, 1))
-			}
+			blocks := j.blocksWithSums(a, max(tc.piece, 1))
 			if tc.stale >= 0 {
 				a.mem.Slot(j.src[tc.stale])[tc.at] ^= 0x10
 			}
@@ -94,9 +101,9 @@ func TestStoredSumsPartial(t *testing.T) {
 	defer b.stop(t)
 	j := job{id: 1, src: seq(0, 2), dst: seq(2, 2)}
 	j.prepare(a, b)
-	blocks := j.blocks(0, 2)
+	blocks := j.blocksWithSums(a, cfg.SumPiece)
 	for i := range blocks {
-		blocks[i].Sums = pieceSums(a.mem.Slot(j.src[i]), cfg.SumPiece)[:2]
+		blocks[i].Sums = blocks[i].Sums[:2]
 	}
 	a.c.Send(j.id, blocks, true)
 	j.verify(t, a, b)

@@ -316,12 +316,8 @@ func (w *writer) nextChunk() (*sendJob, []byte) {
 // stored returns the sum the block came with for its chunk [off, off+n),
 // if the chunk is exactly one of its sum pieces.
 func (w *writer) stored(b Block, off, n int) (uint32, bool) {
-	piece := w.c.cfg.SumPiece
-	if piece == 0 || b.Sums == nil || off%piece != 0 {
-		return 0, false
-	}
-	i := off / piece
-	if i >= len(b.Sums) || n != min(piece, w.c.cfg.BlockBytes-off) {
+	i, ok := w.c.cfg.piece(off, n)
+	if !ok || i >= len(b.Sums) {
 		return 0, false
 	}
 	return b.Sums[i], true

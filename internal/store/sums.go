@@ -66,8 +66,7 @@ func (s *Store) Sums(slot Slot) []uint32 {
 	if !s.meta[slot].summed {
 		return nil
 	}
-	off := int(slot) * s.perSlot
-	return s.sums[off : off+s.perSlot : off+s.perSlot]
+	return s.slotSums(slot)
 }
 
 // fill copies data into slot and, with sums on, sums it piece by piece,
@@ -79,7 +78,7 @@ func (s *Store) fill(slot Slot, data []byte) {
 		copy(dst, data)
 		return
 	}
-	sums := s.sums[int(slot)*s.perSlot:][:s.perSlot]
+	sums := s.slotSums(slot)
 	for i := range sums {
 		a := i * s.sumPiece
 		b := min(a+s.sumPiece, len(dst))
@@ -104,8 +103,7 @@ func (s *Store) SlotSums(slot Slot) []uint32 {
 	if s.sumPiece == 0 {
 		return nil
 	}
-	off := int(slot) * s.perSlot
-	return s.sums[off : off+s.perSlot : off+s.perSlot]
+	return s.slotSums(slot)
 }
 
 // MarkSummed makes the sums a load wrote through SlotSums the block's Sums:
@@ -119,4 +117,10 @@ func (s *Store) MarkSummed(slot Slot) bool {
 	}
 	s.meta[slot].summed = true
 	return true
+}
+
+// slotSums is slot's span of the sums, with its capacity capped.
+func (s *Store) slotSums(slot Slot) []uint32 {
+	off := int(slot) * s.perSlot
+	return s.sums[off : off+s.perSlot : off+s.perSlot]
 }
