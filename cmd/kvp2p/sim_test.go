@@ -80,7 +80,10 @@ func TestREADMESimTable(t *testing.T) {
 	}
 	const args = "--scenario all --policy all"
 	_, block, ok := strings.Cut(string(b), "<!-- sim: "+args+" -->\n```\n")
-	if block, _, ok = strings.Cut(block, "```\n<!-- /sim -->"); !ok {
+	if ok {
+		block, _, ok = strings.Cut(block, "```\n<!-- /sim -->")
+	}
+	if !ok {
 		t.Fatalf("README.md has no block for kvp2p sim %s", args)
 	}
 	out, code := simOut(t, strings.Fields(args)...)

@@ -26,8 +26,7 @@ type Result struct {
 
 // demoStats are a run's harness figures.
 type demoStats struct {
-	steps int
-	late  []time.Duration // per step: how long after its due time it started
+	late []time.Duration // per step: how long after its due time it started
 	// took is how long each step took: its Manager calls wait for the
 	// nodes' loops, so a congested node holds every engine (and the
 	// lateness of the next step does not show it: the loop does not
