@@ -123,7 +123,7 @@ func (r *reader) chunk(ch *wire.Chunk) error {
 		return nil
 	}
 	dst := c.mem.Slot(rj.slots[blk])[off : off+n]
-	if err := r.rd.ReadPayload(dst); err != nil {
+	if err := r.rd.ReadPayloadAhead(dst, r.guess(rj, blk, off+n)); err != nil {
 		return r.ioErr(err)
 	}
 	r.keepSum(rj, blk, off, n, sum)
@@ -144,6 +144,25 @@ func (r *reader) chunk(ch *wire.Chunk) error {
 	}
 	r.checked(rj, job, blk, wire.CRC32C(dst) == sum)
 	return nil
+}
+
+// guess names where the chunk after one that ends at off of block blk
+// most likely lands: the job's next piece, in its own slot, as a writer
+// that sends one job's blocks in order sends it. The reader reads ahead
+// into it (wire.Reader.ReadPayloadAhead): the region is the job's until
+// the reader itself ends the job, and nothing of it has arrived yet (got),
+// so a guess that misses scribbles only where this job's bytes are still
+// to come and the piece's own chunk overwrites it, checked.
+func (r *reader) guess(rj *recvJob, blk, off uint32) []byte {
+	c := r.c
+	if uint64(off) >= uint64(c.cfg.BlockBytes) {
+		blk, off = blk+1, 0
+	}
+	if rj.poisoned || uint64(blk) >= uint64(len(rj.slots)) || rj.got[blk] != off {
+		return nil
+	}
+	n := min(uint32(c.cfg.ChunkBytes), uint32(c.cfg.BlockBytes)-off)
+	return c.mem.Slot(rj.slots[blk])[off : off+n]
 }
 
 // keepSum writes a chunk's sum into its slot's sums when the chunk is

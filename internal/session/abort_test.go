@@ -206,3 +206,31 @@ func TestAckedAbortWithSilentReaderEndsSession(t *testing.T) {
 		t.Fatal("not released by DataClosed")
 	}
 }
+
+// TestSendInFetchOrder: the producer hands matched blocks to the writer in
+// the fetch's order whatever order supply came in, so the consumer's
+// reader can read ahead into each next block (datapath's guess).
+func TestSendInFetchOrder(t *testing.T) {
+	pr := readyPair(t, nil)
+	ks := keys("a", 16)
+	rev := make([]wire.Key, len(ks))
+	for i, k := range ks {
+		rev[len(ks)-1-i] = k
+	}
+	pr.p.s.AddStoredBlocks(pr.now, "kv", rev, slots(500, len(ks)), 77)
+	pr.load(1, "kv", ks, true)
+	var idx []uint32
+	for _, op := range pr.p.dataOf(OpSend, 1) {
+		for _, b := range op.Blocks {
+			idx = append(idx, b.Index)
+		}
+	}
+	if len(idx) != len(ks) {
+		t.Fatalf("%d blocks sent, want %d", len(idx), len(ks))
+	}
+	for i, x := range idx {
+		if x != uint32(i) {
+			t.Fatalf("blocks sent in order %v, want the fetch's", idx)
+		}
+	}
+}

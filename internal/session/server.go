@@ -1,7 +1,9 @@
 package session
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/store"
@@ -166,6 +168,10 @@ func (sv *server) match(s *Session, now time.Time, rd *round) {
 	if len(blocks) == 0 && d.pending > 0 {
 		return
 	}
+	// In the fetch's order, not the map's: a prefix's first blocks first,
+	// and the consumer's reader guesses each next block where it goes
+	// (datapath's guess) and reads ahead into it.
+	slices.SortFunc(blocks, func(a, b Block) int { return cmp.Compare(a.Index, b.Index) })
 	rd.sentLast = d.pending == 0
 	s.data(DataOp{Kind: OpSend, Job: d.job, Blocks: blocks, Last: rd.sentLast})
 }

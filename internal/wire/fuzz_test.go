@@ -89,7 +89,74 @@ func FuzzReader(f *testing.F) {
 		if v := readTranscript(t, r, size); v != plain {
 			t.Fatalf("transcripts differ:\nplain %q\nreadv %q", plain, v)
 		}
+		br = bytes.NewReader(data)
+		r = newReaderV(br, &splitV{r: br, sizes: sizes}, fuzzLimits, size)
+		r.narrowAt = 1
+		if v := readTranscriptAhead(t, r, size, split); v != plain {
+			t.Fatalf("transcripts differ:\nplain %q\nahead %q", plain, v)
+		}
 	})
+}
+
+// readTranscriptAhead is readTranscript with every payload read by
+// ReadPayloadAhead and a guess of where the next goes, in the other of two
+// areas (never overlapping the payload being read): choices picks each
+// guess, and whether the next payload goes where it was guessed (a hit, or
+// a shorter or longer payload from the same place), elsewhere in that area
+// (a miss that may overlap what was read ahead) or in the other area.
+func readTranscriptAhead(t *testing.T, r *Reader, sz bufSizes, choices []byte) string {
+	var out []byte
+	n := int(fuzzLimits.MaxChunk)
+	areas := [2][]byte{make([]byte, 2*n), make([]byte, 2*n)}
+	cur, goff := 0, 0 // the area the next payload goes to, and the guess's offset in it
+	choice := func(i int) int {
+		if len(choices) == 0 {
+			return 0
+		}
+		return int(choices[i%len(choices)])
+	}
+	for i := 0; ; i++ {
+		m, err := r.Next()
+		if len(r.b.buf) > maxBuf(fuzzLimits, sz)+n {
+			t.Fatalf("buffer grew to %d, MaxFrame %d, MaxChunk %d, sizes %+v", len(r.b.buf), fuzzLimits.MaxFrame, n, sz)
+		}
+		if err != nil {
+			return string(append(out, err.Error()...))
+		}
+		b, _ := Append(nil, m)
+		out = append(out, b...)
+		c, ok := m.(*Chunk)
+		if ok && i%2 == 1 {
+			if err := r.DiscardPayload(); err != nil {
+				return string(append(out, err.Error()...))
+			}
+		}
+		if !ok || i%2 == 1 {
+			// The areas are ours again: what was read ahead must be
+			// back in the Reader, so scribbling over them changes nothing.
+			scribble(areas[0])
+			scribble(areas[1])
+			continue
+		}
+		off := goff // where it was guessed
+		switch choice(i) % 3 {
+		case 1:
+			off = choice(i+1) % n // elsewhere in the guessed area
+		case 2:
+			cur = 1 - cur // the other area
+		}
+		dst := areas[cur][off : off+int(c.Len)]
+		goff = choice(i+2) % n
+		next := areas[1-cur][goff : goff+choice(i+3)%n+1]
+		if err := r.ReadPayloadAhead(dst, next); err != nil {
+			if errors.Is(err, ErrUsage) {
+				t.Fatalf("frame %d payload: %v", i, err)
+			}
+			return string(append(out, err.Error()...))
+		}
+		out = append(out, dst...)
+		cur = 1 - cur
+	}
 }
 
 // readTranscript reads r to its error, checking it as FuzzReader says,
@@ -261,4 +328,10 @@ func valid(m Message) bool {
 		return str(m.Msg)
 	}
 	return true
+}
+
+func scribble(b []byte) {
+	for i := range b {
+		b[i] = 0xa5
+	}
 }

@@ -188,6 +188,19 @@ func (b *rbuf) read(p []byte) (int, error) {
 	return n, nil
 }
 
+// push appends p to the buffered bytes, growing buf to hold them: what
+// was read ahead into a caller's memory and is the stream's next
+// (reader.go's unahead), at most a chunk payload and a header.
+func (b *rbuf) push(p []byte) {
+	if need := b.buffered() + len(p); need > len(b.buf) {
+		b.resize(need)
+	} else if len(b.buf)-b.w < len(p) {
+		b.w = copy(b.buf, b.buf[b.r:b.w])
+		b.r = 0
+	}
+	b.w += copy(b.buf[b.w:], p)
+}
+
 // Read makes rbuf an io.Reader, for io.ReadFull.
 func (b *rbuf) Read(p []byte) (int, error) { return b.read(p) }
 

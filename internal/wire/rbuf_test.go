@@ -24,12 +24,18 @@ func (s *segReader) Read(p []byte) (int, error) {
 
 // readv reads from the current segment only, as a socket's readv returns
 // what has arrived.
-func (s *segReader) readv(a, b []byte) (int, error) {
+func (s *segReader) readv(a, b, c []byte) (int, error) {
 	n, _ := s.Read(a)
-	if n == len(a) && len(s.segs) > 0 {
-		m := copy(b, s.segs[0])
+	for _, p := range [][]byte{b, c} {
+		if n < len(a) || len(s.segs) == 0 || len(p) == 0 {
+			break
+		}
+		m := copy(p, s.segs[0])
 		s.segs[0] = s.segs[0][m:]
 		n += m
+		if m < len(p) {
+			break
+		}
 	}
 	return n, nil
 }

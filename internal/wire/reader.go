@@ -39,6 +39,11 @@ type Reader struct {
 	payload  uint32 // payload bytes of the last Chunk not yet consumed
 	err      error  // sticky
 
+	// Reading ahead (ReadPayloadAhead): payloads left to read without,
+	// after a guess that missed, and the count of each outcome.
+	aheadOff               int
+	aheadHits, aheadMisses uint64
+
 	// The structs Next hands out for the data-path types.
 	chunk    Chunk
 	progress Progress
@@ -136,8 +141,12 @@ func (r *Reader) next() (Message, error) {
 	}
 	r.b.discard(size) // cannot fail: the bytes are buffered
 	r.b.frameDone(int(n)+lenPrefix, typ == TypeChunk)
-	if typ == TypeChunk {
+	if typ == TypeChunk && r.chunk.Len > 0 {
 		r.payload = r.chunk.Len
+	} else {
+		// The caller acts on this frame (a Done ends a job and frees
+		// its slots) before reading on: nothing may stay in its memory.
+		r.unahead()
 	}
 	return m, nil
 }
@@ -164,7 +173,20 @@ func (r *Reader) message(t Type) body {
 // dst, which must be exactly Chunk.Len bytes long. Large payloads go from
 // the connection straight into dst, past the Reader's buffer. It does not
 // check the CRC: that is the caller's, with CRC32C.
-func (r *Reader) ReadPayload(dst []byte) error {
+func (r *Reader) ReadPayload(dst []byte) error { return r.ReadPayloadAhead(dst, nil) }
+
+// ReadPayloadAhead is ReadPayload, and may also read what follows the
+// payload into ahead, the caller's guess of where the next chunk's payload
+// goes, in the same read (src.go). ahead must not overlap dst, and must
+// stay the caller's to write, and nobody else's to read or write, until
+// the next call to Next, ReadPayload, ReadPayloadAhead or DiscardPayload
+// has returned: the Reader may have put the stream's bytes there. If the
+// next frame is a chunk whose payload the caller reads into ahead, those
+// bytes are already in place; in every other case the Reader takes them
+// back before it returns anything, so they are never lost and never seen
+// where they do not belong. Only the payload a frame says goes to ahead
+// stays there: what ahead holds after a guess that missed is garbage.
+func (r *Reader) ReadPayloadAhead(dst, ahead []byte) error {
 	if r.err != nil {
 		return r.err
 	}
@@ -172,6 +194,7 @@ func (r *Reader) ReadPayload(dst []byte) error {
 		return fmt.Errorf("wire: ReadPayload: len(dst) %d, payload %d bytes: %w", len(dst), r.payload, ErrUsage)
 	}
 	r.payload = 0
+	dst = r.takeAhead(dst)
 	if len(dst) < r.narrowAt || r.src.v == nil {
 		if _, err := io.ReadFull(&r.b, dst); err != nil {
 			return r.fail(streamErr("chunk payload", err))
@@ -191,11 +214,71 @@ func (r *Reader) ReadPayload(dst []byte) error {
 	if len(dst) == 0 {
 		return nil
 	}
-	if err := r.src.readPayload(dst); err != nil {
+	if r.aheadOff > 0 {
+		r.aheadOff--
+		ahead = nil
+	}
+	if err := r.src.readPayload(dst, ahead); err != nil {
 		return r.fail(streamErr("chunk payload", err))
 	}
 	return nil
 }
+
+// aheadBackoff is how many payloads ReadPayloadAhead reads without reading
+// ahead after a guess missed: a peer whose chunks alternate between jobs
+// would otherwise cost a copy of what was read ahead for every chunk.
+const aheadBackoff = 16
+
+// takeAhead settles what the last payload's read put ahead (src.pend), now
+// that the payload dst of the chunk Next returned is known, and returns
+// the part of dst still to read. The pending bytes follow that chunk's
+// header on the stream (nothing is buffered: the header came from spill):
+// the payload's first bytes, and then maybe more frames. In place when dst
+// starts where they are: the guess was right. Else they are copied into
+// dst; and what lies past dst goes to the buffer.
+func (r *Reader) takeAhead(dst []byte) []byte {
+	p := r.src.pend
+	if len(p) == 0 {
+		return dst
+	}
+	if r.b.buffered() > 0 || len(dst) == 0 {
+		r.unahead()
+		return dst
+	}
+	m := min(len(p), len(dst))
+	if &dst[0] == &p[0] && m == len(p) {
+		r.aheadHits++
+	} else {
+		r.miss()
+		if &dst[0] != &p[0] {
+			copy(dst[:m], p[:m]) // memmove: a guess that missed may overlap dst
+		}
+	}
+	r.src.pend = nil
+	if m < len(p) {
+		r.b.push(p[m:])
+	}
+	return dst[m:]
+}
+
+// unahead moves what was read ahead into the buffer, where the frames it
+// holds are read from: the caller's memory is the caller's again.
+func (r *Reader) unahead() {
+	if len(r.src.pend) > 0 {
+		r.miss()
+		r.b.push(r.src.pend)
+		r.src.pend = nil
+	}
+}
+
+func (r *Reader) miss() {
+	r.aheadMisses++
+	r.aheadOff = aheadBackoff
+}
+
+// AheadStats reports how many reads ahead (ReadPayloadAhead) landed where
+// the next payload went, and how many were taken back.
+func (r *Reader) AheadStats() (hits, misses uint64) { return r.aheadHits, r.aheadMisses }
 
 // DiscardPayload skips the payload of the Chunk that Next just returned, for
 // a job the caller no longer wants.
@@ -205,6 +288,7 @@ func (r *Reader) DiscardPayload() error {
 	}
 	n := int(r.payload)
 	r.payload = 0
+	r.unahead()
 	r.src.narrow = false // a payload through the buffer: full reads
 	if err := r.b.discard(n); err != nil {
 		return r.fail(streamErr("chunk payload", err))

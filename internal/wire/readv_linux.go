@@ -13,7 +13,8 @@ import (
 type tcpReadv struct {
 	rc  syscall.RawConn
 	fn  func(fd uintptr) bool // once, bound here so that a read allocates nothing
-	iov [2]syscall.Iovec
+	iov [3]syscall.Iovec
+	niv int // iovecs in use: 2, or 3 with a read-ahead region
 	n   int
 	err syscall.Errno
 }
@@ -36,7 +37,7 @@ func newVReader(r io.Reader) vreader {
 // once is one readv; false asks the poller to wait for data.
 func (v *tcpReadv) once(fd uintptr) bool {
 	for {
-		n, _, e := syscall.Syscall(syscall.SYS_READV, fd, uintptr(unsafe.Pointer(&v.iov[0])), uintptr(len(v.iov)))
+		n, _, e := syscall.Syscall(syscall.SYS_READV, fd, uintptr(unsafe.Pointer(&v.iov[0])), uintptr(v.niv))
 		switch e {
 		case syscall.EINTR:
 			continue
@@ -48,13 +49,19 @@ func (v *tcpReadv) once(fd uintptr) bool {
 	}
 }
 
-func (v *tcpReadv) readv(a, b []byte) (int, error) {
+func (v *tcpReadv) readv(a, b, c []byte) (int, error) {
 	v.iov[0].Base, v.iov[1].Base = &a[0], &b[0]
 	v.iov[0].SetLen(len(a))
 	v.iov[1].SetLen(len(b))
+	v.niv = 2
+	if len(c) > 0 {
+		v.iov[2].Base = &c[0]
+		v.iov[2].SetLen(len(c))
+		v.niv = 3
+	}
 	v.n, v.err = 0, 0
 	err := v.rc.Read(v.fn)
-	v.iov = [2]syscall.Iovec{} // keep no slot reachable
+	v.iov = [3]syscall.Iovec{} // keep no slot reachable
 	switch {
 	case err != nil:
 		return 0, err

@@ -20,7 +20,7 @@ type splitV struct {
 	calls int
 }
 
-func (v *splitV) readv(a, b []byte) (int, error) {
+func (v *splitV) readv(a, b, c []byte) (int, error) {
 	v.calls++
 	k := 1
 	if len(v.sizes) > 0 {
@@ -31,6 +31,11 @@ func (v *splitV) readv(a, b []byte) (int, error) {
 	if err == nil && k > len(a) {
 		var m int
 		m, err = io.ReadFull(v.r, b[:min(k-len(a), len(b))])
+		n += m
+	}
+	if err == nil && k > len(a)+len(b) && len(c) > 0 {
+		var m int
+		m, err = io.ReadFull(v.r, c[:min(k-len(a)-len(b), len(c))])
 		n += m
 	}
 	if n > 0 {

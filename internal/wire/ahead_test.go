@@ -1,0 +1,128 @@
+package wire
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"testing"
+)
+
+// aheadStream is n large chunks of job 1, blocks 0.., of 64 KiB each, each
+// payload distinct, with a Progress after every seventh and, when mixed,
+// a chunk of job 2 after every fifth.
+func aheadStream(t *testing.T, n int, mixed bool) ([]Message, []byte, [][]byte) {
+	t.Helper()
+	var ms []Message
+	var b []byte
+	var payloads [][]byte
+	add := func(m Message, p []byte) {
+		ms = append(ms, m)
+		b = append(b, frame(t, m)...)
+		if p != nil {
+			payloads = append(payloads, p)
+			b = append(b, p...)
+		}
+	}
+	for i := range n {
+		p := bytes.Repeat([]byte(fmt.Sprintf("%08d", i)), 64<<10/8+1)[:64<<10]
+		add(&Chunk{Job: 1, Block: uint32(i), Len: uint32(len(p))}, p)
+		if i%7 == 6 {
+			add(&Progress{Job: 1, Bytes: uint64(i)}, nil)
+		}
+		if mixed && i%5 == 4 {
+			add(&Chunk{Job: 2, Block: uint32(i), Len: 20 << 10}, bytes.Repeat([]byte{'x'}, 20<<10))
+		}
+	}
+	add(&Done{Job: 1}, nil)
+	return ms, b, payloads
+}
+
+// readAhead reads ms from r as the data path does: job 1's block i into
+// area[i], guessing that the next payload is block i+1 of job 1; job 2's
+// elsewhere. After every frame that is not a chunk it scribbles over the
+// area past the last block read: what was read ahead must be back in the
+// Reader by then. It checks every frame and payload.
+func readAhead(t *testing.T, r *Reader, ms []Message, payloads [][]byte) {
+	t.Helper()
+	const blk = 64 << 10
+	area := make([]byte, (len(ms)+1)*blk)
+	other := make([]byte, blk)
+	p, last := 0, -1
+	for i, want := range ms {
+		got, err := r.Next()
+		if err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+		if got.Type() != want.Type() {
+			t.Fatalf("frame %d: %v, want %v", i, got.Type(), want.Type())
+		}
+		c, ok := got.(*Chunk)
+		if !ok {
+			for j := (last + 1) * blk; j < len(area); j++ {
+				area[j] = 0xa5
+			}
+			continue
+		}
+		dst := other[:c.Len]
+		if c.Job == 1 {
+			dst = area[int(c.Block)*blk:][:c.Len]
+			last = int(c.Block)
+		}
+		next := area[(int(c.Block)+1)*blk:][:blk]
+		if err := r.ReadPayloadAhead(dst, next); err != nil {
+			t.Fatalf("frame %d payload: %v", i, err)
+		}
+		if !bytes.Equal(dst, payloads[p]) {
+			t.Fatalf("frame %d: payload %d differs", i, p)
+		}
+		p++
+	}
+	if _, err := r.Next(); err != io.EOF {
+		t.Fatalf("after the last frame: %v, want EOF", err)
+	}
+}
+
+// TestReadAhead: reads that cross chunk boundaries land the next payload
+// where it goes (hits), and every guess that misses (a Progress, another
+// job's chunk between two of job 1's) loses nothing: the frames and
+// payloads read are the stream's, whatever the reads return.
+func TestReadAhead(t *testing.T) {
+	for _, mixed := range []bool{false, true} {
+		ms, b, payloads := aheadStream(t, 60, mixed)
+		for _, sizes := range [][]int{{1 << 20}, {200 << 10, 7, 90 << 10}, {64<<10 + ChunkHeaderLen + 1000}} {
+			br := bytes.NewReader(b)
+			r := newReaderV(br, &splitV{r: br, sizes: sizes}, DefaultLimits(), defaultSizes)
+			readAhead(t, r, ms, payloads)
+			hits, misses := r.AheadStats()
+			t.Logf("mixed %v sizes %v: %d hits, %d misses", mixed, sizes, hits, misses)
+			if hits == 0 {
+				t.Errorf("mixed %v sizes %v: no read ahead landed in place", mixed, sizes)
+			}
+			if misses == 0 {
+				t.Errorf("mixed %v sizes %v: no guess missed, though frames come between chunks", mixed, sizes)
+			}
+		}
+	}
+}
+
+// TestReadAheadTCP: the same over a real connection, written in pieces of
+// any size.
+func TestReadAheadTCP(t *testing.T) {
+	a, b := tcpConns(t)
+	if newVReader(b) == nil {
+		t.Skip("no readv on this platform")
+	}
+	ms, s, payloads := aheadStream(t, 200, true)
+	go func() {
+		defer a.Close()
+		for len(s) > 0 {
+			n := min(len(s), 1+len(s)%(300<<10))
+			if _, err := a.Write(s[:n]); err != nil {
+				return
+			}
+			s = s[n:]
+		}
+	}()
+	r := NewReader(b, DefaultLimits())
+	readAhead(t, r, ms, payloads)
+}
