@@ -126,3 +126,50 @@ func TestReadAheadTCP(t *testing.T) {
 	r := NewReader(b, DefaultLimits())
 	readAhead(t, r, ms, payloads)
 }
+
+// TestReadAheadArmed: a payload read that ends where the payload does
+// leaves its guess armed, and the read that waits for the next header
+// brings that chunk's payload into it too: one read per chunk.
+func TestReadAheadArmed(t *testing.T) {
+	const n = 64 << 10
+	ms, b, payloads := aheadStream(t, 4, false)
+	ms, payloads = ms[:4], payloads[:4]
+	b = b[:4*(ChunkHeaderLen+n)]
+	// The plain read brings the first header (narrow, as after a chunk);
+	// the first payload ends one readv, and each later readv brings a
+	// header and that chunk's whole payload.
+	br := bytes.NewReader(b)
+	v := &splitV{r: br, sizes: []int{n, ChunkHeaderLen + n, ChunkHeaderLen + n, ChunkHeaderLen + n}}
+	r := newReaderV(br, v, DefaultLimits(), defaultSizes)
+	r.src.narrow = true
+	area := make([]byte, 5*n)
+	for i := range ms {
+		c := next1(t, r)
+		dst := area[int(c.Block)*n:][:n]
+		if err := r.ReadPayloadAhead(dst, area[(int(c.Block)+1)*n:][:n]); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(dst, payloads[i]) {
+			t.Fatalf("payload %d differs", i)
+		}
+	}
+	if hits, misses := r.AheadStats(); hits != 3 || misses != 0 {
+		t.Errorf("%d hits, %d misses, want 3 and 0", hits, misses)
+	}
+	if v.calls != 4 {
+		t.Errorf("%d readv calls for 4 chunks after the first header, want 4", v.calls)
+	}
+}
+
+func next1(t *testing.T, r *Reader) *Chunk {
+	t.Helper()
+	m, err := r.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, ok := m.(*Chunk)
+	if !ok {
+		t.Fatalf("%T, want a chunk", m)
+	}
+	return c
+}

@@ -177,10 +177,12 @@ func (r *Reader) ReadPayload(dst []byte) error { return r.ReadPayloadAhead(dst, 
 
 // ReadPayloadAhead is ReadPayload, and may also read what follows the
 // payload into ahead, the caller's guess of where the next chunk's payload
-// goes, in the same read (src.go). ahead must not overlap dst, and must
-// stay the caller's to write, and nobody else's to read or write, until
-// the next call to Next, ReadPayload, ReadPayloadAhead or DiscardPayload
-// has returned: the Reader may have put the stream's bytes there. If the
+// goes, in the same read, or in the read that waits for the next frame
+// (src.go). ahead must not overlap dst, and must stay the caller's to
+// write, and nobody else's to read or write, until Next has returned a
+// frame other than a Chunk or the next call to ReadPayload,
+// ReadPayloadAhead or DiscardPayload has returned (or the Reader failed):
+// the Reader may have put the stream's bytes there. If the
 // next frame is a chunk whose payload the caller reads into ahead, those
 // bytes are already in place; in every other case the Reader takes them
 // back before it returns anything, so they are never lost and never seen
@@ -194,7 +196,15 @@ func (r *Reader) ReadPayloadAhead(dst, ahead []byte) error {
 		return fmt.Errorf("wire: ReadPayload: len(dst) %d, payload %d bytes: %w", len(dst), r.payload, ErrUsage)
 	}
 	r.payload = 0
-	dst = r.takeAhead(dst)
+	r.src.armed = nil
+	if r.aheadOff > 0 {
+		r.aheadOff--
+		ahead = nil
+	}
+	if dst = r.takeAhead(dst); len(dst) == 0 {
+		r.arm(ahead) // the payload came whole with the last read
+		return nil
+	}
 	if len(dst) < r.narrowAt || r.src.v == nil {
 		if _, err := io.ReadFull(&r.b, dst); err != nil {
 			return r.fail(streamErr("chunk payload", err))
@@ -214,14 +224,21 @@ func (r *Reader) ReadPayloadAhead(dst, ahead []byte) error {
 	if len(dst) == 0 {
 		return nil
 	}
-	if r.aheadOff > 0 {
-		r.aheadOff--
-		ahead = nil
-	}
 	if err := r.src.readPayload(dst, ahead); err != nil {
 		return r.fail(streamErr("chunk payload", err))
 	}
+	r.arm(ahead)
 	return nil
+}
+
+// arm keeps ahead for the read that waits for the next frame's header
+// (src.Read) when nothing is known past the payload just read: what
+// follows is still in the socket.
+func (r *Reader) arm(ahead []byte) {
+	s := r.src
+	if s.v != nil && s.narrow && len(s.pend) == 0 && s.s0 == s.s1 && r.b.buffered() == 0 {
+		s.armed = ahead
+	}
 }
 
 // aheadBackoff is how many payloads ReadPayloadAhead reads without reading
@@ -264,6 +281,7 @@ func (r *Reader) takeAhead(dst []byte) []byte {
 // unahead moves what was read ahead into the buffer, where the frames it
 // holds are read from: the caller's memory is the caller's again.
 func (r *Reader) unahead() {
+	r.src.armed = nil
 	if len(r.src.pend) > 0 {
 		r.miss()
 		r.b.push(r.src.pend)

@@ -25,7 +25,9 @@ import (
 // reads across chunk boundaries as a plain stream would, one readv per
 // socket-full instead of one per chunk (the chunk-bounded reads cost a
 // tenth of a fan-in's CPU here). When the guess is wrong the Reader takes
-// them back into its buffer before anything else happens (reader.go).
+// them back into its buffer before anything else happens (reader.go). A
+// guess whose payload's read got nothing past it stays armed: the read
+// that waits for the next header reads into it too.
 //
 // src sits between the buffer and the connection; every field is the reading
 // goroutine's.
@@ -36,6 +38,7 @@ type src struct {
 	spill  [ChunkHeaderLen]byte
 	s0, s1 int    // spill[s0:s1] was read past a payload and not yet taken by the buffer
 	pend   []byte // read ahead past spill into the caller's memory, not yet taken
+	armed  []byte // the last guess, when its payload's read got nothing past it
 }
 
 // vreader reads into a, then b, then c (which may be empty) in one call
@@ -67,6 +70,21 @@ func (s *src) Read(p []byte) (int, error) {
 	}
 	if s.narrow && len(p) > ChunkHeaderLen {
 		p = p[:ChunkHeaderLen]
+	}
+	if a := s.armed; len(a) > 0 && len(p) == ChunkHeaderLen {
+		// The reader caught up with the writer: the header it waits for
+		// comes with the start of that chunk's payload, which goes where
+		// the last payload's read guessed, in this same read.
+		s.armed = nil
+		n, err := s.v.readv(p, a, nil)
+		switch {
+		case err != nil || n <= len(p):
+			return n, err
+		case n > len(p)+len(a):
+			return 0, errBadCount
+		}
+		s.pend = a[:n-len(p)]
+		return len(p), nil
 	}
 	return s.r.Read(p)
 }
