@@ -34,6 +34,8 @@ type reader struct {
 	chk        *helper
 	pend       pendingCheck
 	keepalives int // received in a row
+
+	guesses [4][]byte // guess's, reused: a chunk allocates nothing
 }
 
 // pendingCheck is a chunk whose payload is in its slot and whose CRC32C
@@ -146,24 +148,36 @@ func (r *reader) chunk(ch *wire.Chunk) error {
 	return nil
 }
 
-// guess names where the chunk after one that ends at off of block blk
-// most likely lands: the job's next piece, in its own slot, as a writer
-// that sends one job's blocks in order sends it. The reader reads ahead
-// into it (wire.Reader.ReadPayloadAhead): the region is the job's until
-// the reader itself ends the job, and nothing of it has arrived yet (got),
+// guess names where the chunks after one that ends at off of block blk
+// most likely land: the job's next pieces, each in its own slot, as a
+// writer that sends one job's blocks in order sends them, up to
+// aheadBytes in all. The reader reads ahead into them
+// (wire.Reader.ReadPayloadAhead): the regions are the job's until the
+// reader itself ends the job, and nothing of them has arrived yet (got),
 // so a guess that misses scribbles only where this job's bytes are still
-// to come and the piece's own chunk overwrites it, checked.
-func (r *reader) guess(rj *recvJob, blk, off uint32) []byte {
+// to come, and each piece's own chunk overwrites it, checked.
+func (r *reader) guess(rj *recvJob, blk, off uint32) [][]byte {
 	c := r.c
-	if uint64(off) >= uint64(c.cfg.BlockBytes) {
-		blk, off = blk+1, 0
+	g := r.guesses[:0]
+	for total := 0; len(g) < len(r.guesses) && total < aheadBytes; {
+		if uint64(off) >= uint64(c.cfg.BlockBytes) {
+			blk, off = blk+1, 0
+		}
+		if rj.poisoned || uint64(blk) >= uint64(len(rj.slots)) || rj.got[blk] != off {
+			break
+		}
+		n := min(uint32(c.cfg.ChunkBytes), uint32(c.cfg.BlockBytes)-off)
+		g = append(g, c.mem.Slot(rj.slots[blk])[off:off+n])
+		total += int(n)
+		off += n
 	}
-	if rj.poisoned || uint64(blk) >= uint64(len(rj.slots)) || rj.got[blk] != off {
-		return nil
-	}
-	n := min(uint32(c.cfg.ChunkBytes), uint32(c.cfg.BlockBytes)-off)
-	return c.mem.Slot(rj.slots[blk])[off : off+n]
+	return g
 }
+
+// aheadBytes bounds what one read may bring ahead of the payload it
+// reads: about what a socket holds when the reader falls behind, so that
+// a read is as large as a plain stream's.
+const aheadBytes = 1 << 20
 
 // keepSum writes a chunk's sum into its slot's sums when the chunk is
 // exactly one sum piece (SumMemory): if the chunk's check fails, the job

@@ -107,9 +107,12 @@ func TestSumAheadUsed(t *testing.T) {
 	// 32 chunks: the first is summed inline and each later one predicted.
 	// One guess may be wasted: when the second job's Send reaches the
 	// writer after it predicted the first job's next chunk, round-robin
-	// turns to the second job instead.
-	if s.hits+s.misses != 31 || s.misses > 1 {
-		t.Errorf("helper sums used %d, wasted %d; want 31 in all, at most 1 wasted", s.hits, s.misses)
+	// turns to the second job instead. And when that Send reaches it only
+	// after the first job's last chunk (a scheduler's whim: the consumer
+	// reads fast enough for the writer to stream the first job's 2 MiB
+	// first), the second job starts like the first, summed inline.
+	if n := s.hits + s.misses; n < 30 || n > 31 || s.misses > 1 {
+		t.Errorf("helper sums used %d, wasted %d; want 30 or 31 in all, at most 1 wasted", s.hits, s.misses)
 	}
 }
 

@@ -39,13 +39,13 @@ func aheadStream(t *testing.T, n int, mixed bool) ([]Message, []byte, [][]byte) 
 
 // readAhead reads ms from r as the data path does: job 1's block i into
 // area[i], guessing that the next payload is block i+1 of job 1; job 2's
-// elsewhere. After every frame that is not a chunk it scribbles over the
+// elsewhere (and the next blocks after it, aheadMax guesses in all). After every frame that is not a chunk it scribbles over the
 // area past the last block read: what was read ahead must be back in the
 // Reader by then. It checks every frame and payload.
 func readAhead(t *testing.T, r *Reader, ms []Message, payloads [][]byte) {
 	t.Helper()
 	const blk = 64 << 10
-	area := make([]byte, (len(ms)+1)*blk)
+	area := make([]byte, (len(ms)+aheadMax)*blk)
 	other := make([]byte, blk)
 	p, last := 0, -1
 	for i, want := range ms {
@@ -68,7 +68,10 @@ func readAhead(t *testing.T, r *Reader, ms []Message, payloads [][]byte) {
 			dst = area[int(c.Block)*blk:][:c.Len]
 			last = int(c.Block)
 		}
-		next := area[(int(c.Block)+1)*blk:][:blk]
+		var next [][]byte
+		for k := 1; k <= aheadMax; k++ {
+			next = append(next, area[(int(c.Block)+k)*blk:][:blk])
+		}
 		if err := r.ReadPayloadAhead(dst, next); err != nil {
 			t.Fatalf("frame %d payload: %v", i, err)
 		}
@@ -146,7 +149,7 @@ func TestReadAheadArmed(t *testing.T) {
 	for i := range ms {
 		c := next1(t, r)
 		dst := area[int(c.Block)*n:][:n]
-		if err := r.ReadPayloadAhead(dst, area[(int(c.Block)+1)*n:][:n]); err != nil {
+		if err := r.ReadPayloadAhead(dst, [][]byte{area[(int(c.Block)+1)*n:][:n]}); err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(dst, payloads[i]) {
@@ -172,4 +175,38 @@ func next1(t *testing.T, r *Reader) *Chunk {
 		t.Fatalf("%T, want a chunk", m)
 	}
 	return c
+}
+
+// TestReadAheadSeveral: one read fills several guesses, with the headers
+// between them, so a stream of chunks takes a few reads, not one a chunk.
+func TestReadAheadSeveral(t *testing.T) {
+	const n = 64 << 10
+	ms, b, payloads := aheadStream(t, 6, false)
+	ms, payloads = ms[:6], payloads[:6]
+	b = b[:6*(ChunkHeaderLen+n)]
+	br := bytes.NewReader(b)
+	v := &splitV{r: br, sizes: []int{n + 3*(ChunkHeaderLen+n)}}
+	r := newReaderV(br, v, DefaultLimits(), defaultSizes)
+	r.src.narrow = true // the first header alone, as after a chunk
+	area := make([]byte, (6+aheadMax)*n)
+	for i := range ms {
+		c := next1(t, r)
+		dst := area[int(c.Block)*n:][:n]
+		var next [][]byte
+		for k := 1; k <= aheadMax; k++ {
+			next = append(next, area[(int(c.Block)+k)*n:][:n])
+		}
+		if err := r.ReadPayloadAhead(dst, next); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(dst, payloads[i]) {
+			t.Fatalf("payload %d differs", i)
+		}
+	}
+	if hits, misses := r.AheadStats(); hits != 5 || misses != 0 {
+		t.Errorf("%d hits, %d misses, want 5 and 0", hits, misses)
+	}
+	if v.calls != 2 {
+		t.Errorf("%d readv calls for 6 chunks, want 2", v.calls)
+	}
 }

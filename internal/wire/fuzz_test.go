@@ -100,14 +100,14 @@ func FuzzReader(f *testing.F) {
 
 // readTranscriptAhead is readTranscript with every payload read by
 // ReadPayloadAhead and a guess of where the next goes, in the other of two
-// areas (never overlapping the payload being read): choices picks each
-// guess, and whether the next payload goes where it was guessed (a hit, or
+// areas (never overlapping the payload being read): choices picks the
+// guesses (none to four, one after the other), and whether the next payload goes where it was guessed (a hit, or
 // a shorter or longer payload from the same place), elsewhere in that area
 // (a miss that may overlap what was read ahead) or in the other area.
 func readTranscriptAhead(t *testing.T, r *Reader, sz bufSizes, choices []byte) string {
 	var out []byte
 	n := int(fuzzLimits.MaxChunk)
-	areas := [2][]byte{make([]byte, 2*n), make([]byte, 2*n)}
+	areas := [2][]byte{make([]byte, 5*n), make([]byte, 5*n)}
 	cur, goff := 0, 0 // the area the next payload goes to, and the guess's offset in it
 	choice := func(i int) int {
 		if len(choices) == 0 {
@@ -147,7 +147,12 @@ func readTranscriptAhead(t *testing.T, r *Reader, sz bufSizes, choices []byte) s
 		}
 		dst := areas[cur][off : off+int(c.Len)]
 		goff = choice(i+2) % n
-		next := areas[1-cur][goff : goff+choice(i+3)%n+1]
+		var next [][]byte // 0 to 4 guesses, one after the other
+		for k, at := 0, goff; k < choice(i+3)%5; k++ {
+			l := choice(i+4+k)%n + 1
+			next = append(next, areas[1-cur][at:at+l])
+			at += l
+		}
 		if err := r.ReadPayloadAhead(dst, next); err != nil {
 			if errors.Is(err, ErrUsage) {
 				t.Fatalf("frame %d payload: %v", i, err)

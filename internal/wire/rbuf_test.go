@@ -24,10 +24,10 @@ func (s *segReader) Read(p []byte) (int, error) {
 
 // readv reads from the current segment only, as a socket's readv returns
 // what has arrived.
-func (s *segReader) readv(a, b, c []byte) (int, error) {
-	n, _ := s.Read(a)
-	for _, p := range [][]byte{b, c} {
-		if n < len(a) || len(s.segs) == 0 || len(p) == 0 {
+func (s *segReader) readv(bufs [][]byte) (int, error) {
+	n, _ := s.Read(bufs[0])
+	for _, p := range bufs[1:] {
+		if n < len(bufs[0]) || len(s.segs) == 0 {
 			break
 		}
 		m := copy(p, s.segs[0])

@@ -176,19 +176,20 @@ func (r *Reader) message(t Type) body {
 func (r *Reader) ReadPayload(dst []byte) error { return r.ReadPayloadAhead(dst, nil) }
 
 // ReadPayloadAhead is ReadPayload, and may also read what follows the
-// payload into ahead, the caller's guess of where the next chunk's payload
-// goes, in the same read, or in the read that waits for the next frame
-// (src.go). ahead must not overlap dst, and must stay the caller's to
-// write, and nobody else's to read or write, until Next has returned a
-// frame other than a Chunk or the next call to ReadPayload,
-// ReadPayloadAhead or DiscardPayload has returned (or the Reader failed):
-// the Reader may have put the stream's bytes there. If the
-// next frame is a chunk whose payload the caller reads into ahead, those
-// bytes are already in place; in every other case the Reader takes them
-// back before it returns anything, so they are never lost and never seen
-// where they do not belong. Only the payload a frame says goes to ahead
-// stays there: what ahead holds after a guess that missed is garbage.
-func (r *Reader) ReadPayloadAhead(dst, ahead []byte) error {
+// payload into ahead, the caller's guesses of where the next chunks'
+// payloads go, in order, in the same read, or in the read that waits for
+// the next frame (src.go). The guesses must overlap neither dst nor each
+// other, and must stay the caller's to write, and nobody else's to read
+// or write, until Next has returned a frame other than a Chunk or the
+// next call to ReadPayload, ReadPayloadAhead or DiscardPayload has
+// returned (or the Reader failed): the Reader may have put the stream's
+// bytes there. If the next chunk's payload goes to the first guess, its
+// bytes are already in place, and so on down the guesses; in every other
+// case the Reader takes back what waits before it returns anything, so no
+// byte is lost or seen where it does not belong. Only the payload a frame
+// says goes to a guess stays there: what a guess that missed holds is
+// garbage. ahead is not kept: the caller may reuse the slice itself.
+func (r *Reader) ReadPayloadAhead(dst []byte, ahead [][]byte) error {
 	if r.err != nil {
 		return r.err
 	}
@@ -231,13 +232,13 @@ func (r *Reader) ReadPayloadAhead(dst, ahead []byte) error {
 	return nil
 }
 
-// arm keeps ahead for the read that waits for the next frame's header
-// (src.Read) when nothing is known past the payload just read: what
-// follows is still in the socket.
-func (r *Reader) arm(ahead []byte) {
+// arm keeps the guesses for the read that waits for the next frame's
+// header (src.Read) when nothing is known past the payload just read:
+// what follows is still in the socket.
+func (r *Reader) arm(ahead [][]byte) {
 	s := r.src
-	if s.v != nil && s.narrow && len(s.pend) == 0 && s.s0 == s.s1 && r.b.buffered() == 0 {
-		s.armed = ahead
+	if s.v != nil && s.narrow && len(ahead) > 0 && !s.waiting() && r.b.buffered() == 0 {
+		s.armed = s.armBuf[:copy(s.armBuf[:], ahead)]
 	}
 }
 
@@ -246,22 +247,24 @@ func (r *Reader) arm(ahead []byte) {
 // would otherwise cost a copy of what was read ahead for every chunk.
 const aheadBackoff = 16
 
-// takeAhead settles what the last payload's read put ahead (src.pend), now
-// that the payload dst of the chunk Next returned is known, and returns
-// the part of dst still to read. The pending bytes follow that chunk's
-// header on the stream (nothing is buffered: the header came from spill):
-// the payload's first bytes, and then maybe more frames. In place when dst
-// starts where they are: the guess was right. Else they are copied into
-// dst; and what lies past dst goes to the buffer.
+// takeAhead settles what waits at the front of src.q, now that the payload
+// dst of the chunk Next returned is known, and returns the part of dst
+// still to read. The waiting bytes follow that chunk's header on the
+// stream (nothing is buffered: the header came from q): the payload's
+// first bytes, and then maybe more frames. In place when dst starts where
+// they are: the guess was right. Else they are copied into dst, and what
+// lies past dst goes to the buffer with everything else that waits.
 func (r *Reader) takeAhead(dst []byte) []byte {
-	p := r.src.pend
-	if len(p) == 0 {
+	s := r.src
+	if !s.waiting() {
 		return dst
 	}
-	if r.b.buffered() > 0 || len(dst) == 0 {
+	g := &s.q[s.qh]
+	if r.b.buffered() > 0 || len(dst) == 0 || !g.caller {
 		r.unahead()
 		return dst
 	}
+	p := g.b
 	m := min(len(p), len(dst))
 	if &dst[0] == &p[0] && m == len(p) {
 		r.aheadHits++
@@ -271,22 +274,33 @@ func (r *Reader) takeAhead(dst []byte) []byte {
 			copy(dst[:m], p[:m]) // memmove: a guess that missed may overlap dst
 		}
 	}
-	r.src.pend = nil
-	if m < len(p) {
-		r.b.push(p[m:])
+	if g.b = p[m:]; len(g.b) == 0 {
+		s.qh++
+	} else {
+		r.unahead()
 	}
 	return dst[m:]
 }
 
-// unahead moves what was read ahead into the buffer, where the frames it
-// holds are read from: the caller's memory is the caller's again.
+// unahead moves everything that waits in src.q into the buffer, where the
+// frames it holds are read from: the caller's memory is the caller's again.
 func (r *Reader) unahead() {
-	r.src.armed = nil
-	if len(r.src.pend) > 0 {
-		r.miss()
-		r.b.push(r.src.pend)
-		r.src.pend = nil
+	s := r.src
+	s.armed = nil
+	if !s.waiting() {
+		return
 	}
+	for _, g := range s.q[s.qh:s.qn] {
+		if g.caller {
+			r.miss()
+			break
+		}
+	}
+	for i := s.qh; i < s.qn; i++ {
+		r.b.push(s.q[i].b)
+		s.q[i] = seg{}
+	}
+	s.qh, s.qn = 0, 0
 }
 
 func (r *Reader) miss() {

@@ -13,8 +13,8 @@ import (
 type tcpReadv struct {
 	rc  syscall.RawConn
 	fn  func(fd uintptr) bool // once, bound here so that a read allocates nothing
-	iov [3]syscall.Iovec
-	niv int // iovecs in use: 2, or 3 with a read-ahead region
+	iov [1 + 2*aheadMax]syscall.Iovec
+	niv int
 	n   int
 	err syscall.Errno
 }
@@ -49,19 +49,22 @@ func (v *tcpReadv) once(fd uintptr) bool {
 	}
 }
 
-func (v *tcpReadv) readv(a, b, c []byte) (int, error) {
-	v.iov[0].Base, v.iov[1].Base = &a[0], &b[0]
-	v.iov[0].SetLen(len(a))
-	v.iov[1].SetLen(len(b))
-	v.niv = 2
-	if len(c) > 0 {
-		v.iov[2].Base = &c[0]
-		v.iov[2].SetLen(len(c))
-		v.niv = 3
+func (v *tcpReadv) readv(bufs [][]byte) (int, error) {
+	v.niv = 0
+	for _, b := range bufs[:min(len(bufs), len(v.iov))] {
+		if len(b) == 0 {
+			break
+		}
+		v.iov[v.niv].Base = &b[0]
+		v.iov[v.niv].SetLen(len(b))
+		v.niv++
+	}
+	if v.niv == 0 {
+		return 0, errBadCount
 	}
 	v.n, v.err = 0, 0
 	err := v.rc.Read(v.fn)
-	v.iov = [3]syscall.Iovec{} // keep no slot reachable
+	v.iov = [len(v.iov)]syscall.Iovec{} // keep no slot reachable
 	switch {
 	case err != nil:
 		return 0, err

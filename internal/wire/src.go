@@ -18,16 +18,19 @@ import (
 // own (and a load of large chunks needs no more than the idle buffer).
 //
 // Read-ahead (ReadPayloadAhead): the same readv may also read past that
-// header, into the caller's guess of where the next chunk's payload goes
-// (the next piece of the same job, in its own slot). Those bytes, pend,
-// are the stream's next after spill. When the next chunk's payload is
-// indeed that region they are already in place, and a load of many chunks
-// reads across chunk boundaries as a plain stream would, one readv per
-// socket-full instead of one per chunk (the chunk-bounded reads cost a
-// tenth of a fan-in's CPU here). When the guess is wrong the Reader takes
-// them back into its buffer before anything else happens (reader.go). A
-// guess whose payload's read got nothing past it stays armed: the read
-// that waits for the next header reads into it too.
+// header, into the caller's guesses of where the next chunks' payloads go
+// (the next pieces of the same job, in their own slots), with room for a
+// chunk header between two guesses. What it brings past the payload waits
+// in q, in stream order: headers in hdrs, payload bytes where they were
+// guessed to go. When the next chunks' payloads are indeed those regions
+// their bytes are already in place, and a load of many chunks is read as a
+// plain stream would be, up to aheadBytes per readv instead of one readv
+// per chunk (reads that stop at each chunk cost 10-15% of a fan-in's CPU
+// here, in the kernel: see BenchmarkFanInVsRaw). When a guess is wrong the
+// Reader takes every byte still waiting back into its buffer before it
+// returns anything (reader.go). Guesses whose payload's read got nothing
+// past it stay armed: the read that waits for the next header reads into
+// them too.
 //
 // src sits between the buffer and the connection; every field is the reading
 // goroutine's.
@@ -35,17 +38,30 @@ type src struct {
 	r      io.Reader
 	v      vreader // nil: the connection cannot readv (not TCP, or not Linux)
 	narrow bool    // cap the buffer's reads at ChunkHeaderLen
-	spill  [ChunkHeaderLen]byte
-	s0, s1 int    // spill[s0:s1] was read past a payload and not yet taken by the buffer
-	pend   []byte // read ahead past spill into the caller's memory, not yet taken
-	armed  []byte // the last guess, when its payload's read got nothing past it
+
+	hdrs   [aheadMax][ChunkHeaderLen]byte // room for the header before each guess
+	q      [2 * aheadMax]seg              // read past the payload, not yet taken, in stream order
+	qh, qn int                            // q[qh:qn] is waiting
+	armed  [][]byte                       // guesses kept for the next header's read (armBuf)
+	armBuf [aheadMax][]byte
+	iov    [1 + 2*aheadMax][]byte // one read's buffers
+	mine   [1 + 2*aheadMax]bool   // iov[i] is in hdrs, not the caller's memory
 }
 
-// vreader reads into a, then b, then c (which may be empty) in one call
-// (readv): it returns the bytes read in all, at least 1, or an error;
-// io.EOF at the stream's end.
+// aheadMax bounds the guesses one read fills.
+const aheadMax = 4
+
+// seg is bytes read past a payload: in hdrs (a header, or what came in
+// its place), or in the caller's memory (a guess).
+type seg struct {
+	b      []byte
+	caller bool
+}
+
+// vreader reads into bufs in order, in one call (readv): it returns the
+// bytes read in all, at least 1, or an error; io.EOF at the stream's end.
 type vreader interface {
-	readv(a, b, c []byte) (int, error)
+	readv(bufs [][]byte) (int, error)
 }
 
 // errBadCount: the source or the vreader broke its contract.
@@ -54,18 +70,19 @@ var errBadCount = errors.New("wire: a read returned an impossible count")
 // maxEmptyReads bounds reads that return nothing and no error, as bufio.
 const maxEmptyReads = 100
 
+// waiting reports whether bytes read past a payload wait in q.
+func (s *src) waiting() bool { return s.qh < s.qn }
+
 // Read is the buffer's source: the bytes read past the last payload first
-// (spill, then pend), then the connection, capped at one chunk header while
-// chunks stream.
+// (q), then the connection, capped at one chunk header while chunks
+// stream.
 func (s *src) Read(p []byte) (int, error) {
-	if s.s0 < s.s1 {
-		n := copy(p, s.spill[s.s0:s.s1])
-		s.s0 += n
-		return n, nil
-	}
-	if len(s.pend) > 0 {
-		n := copy(p, s.pend)
-		s.pend = s.pend[n:]
+	if s.waiting() {
+		g := &s.q[s.qh]
+		n := copy(p, g.b)
+		if g.b = g.b[n:]; len(g.b) == 0 {
+			s.qh++
+		}
 		return n, nil
 	}
 	if s.narrow && len(p) > ChunkHeaderLen {
@@ -76,50 +93,80 @@ func (s *src) Read(p []byte) (int, error) {
 		// comes with the start of that chunk's payload, which goes where
 		// the last payload's read guessed, in this same read.
 		s.armed = nil
-		n, err := s.v.readv(p, a, nil)
-		switch {
-		case err != nil || n <= len(p):
+		n, err := s.readv(p, a, false)
+		if err != nil || n <= len(p) {
 			return n, err
-		case n > len(p)+len(a):
-			return 0, errBadCount
 		}
-		s.pend = a[:n-len(p)]
 		return len(p), nil
 	}
 	return s.r.Read(p)
 }
 
-// readPayload fills p from the connection (the buffer holds nothing: its
-// caller drained it), keeping any bytes read past p
-// in spill for the buffer and, past a full spill, in ahead (pend).
-func (s *src) readPayload(p, ahead []byte) error {
-	for len(p) > 0 && (s.s0 < s.s1 || len(s.pend) > 0) {
-		// Not reached (the buffer takes spill before any frame, and the
-		// Reader pend), but cheap to be right.
+// readv reads into first, then the guesses, with room for a header
+// before each one (before the first one too when hdrFirst), and queues
+// what it read past first. It returns the bytes read in all.
+func (s *src) readv(first []byte, guesses [][]byte, hdrFirst bool) (int, error) {
+	k := 0
+	add := func(b []byte, mine bool) {
+		s.iov[k], s.mine[k] = b, mine
+		k++
+	}
+	add(first, false)
+	if hdrFirst {
+		add(s.hdrs[0][:], true)
+	}
+	for i, g := range guesses[:min(len(guesses), aheadMax)] {
+		if len(g) == 0 {
+			break
+		}
+		if i > 0 {
+			add(s.hdrs[i][:], true)
+		}
+		add(g, false)
+	}
+	n, err := s.v.readv(s.iov[:k])
+	total := 0
+	for i := range k {
+		total += len(s.iov[i])
+	}
+	if n < 0 || n > total {
+		n, err = 0, errBadCount
+	}
+	s.qh, s.qn = 0, 0
+	for i, rest := 1, n-len(first); i < k && rest > 0; i++ {
+		m := min(rest, len(s.iov[i]))
+		s.q[s.qn] = seg{b: s.iov[i][:m], caller: !s.mine[i]}
+		s.qn++
+		rest -= m
+	}
+	clear(s.iov[:k]) // keep no slot reachable
+	return n, err
+}
+
+// readPayload fills p from the connection (the buffer holds nothing and
+// nothing waits: its caller took them), queueing any bytes read past p: a
+// header in hdrs and, past it, the guesses.
+func (s *src) readPayload(p []byte, guesses [][]byte) error {
+	for len(p) > 0 && s.waiting() {
+		// Not reached (the Reader takes what waits before any payload),
+		// but cheap to be right.
 		n, _ := s.Read(p)
 		p = p[n:]
 	}
 	empty := 0
 	for len(p) > 0 {
-		n, err := s.v.readv(p, s.spill[:], ahead)
+		n, err := s.readv(p, guesses, true)
 		switch {
 		case err != nil:
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF
 			}
 			return err
-		case n < 0 || n > len(p)+len(s.spill)+len(ahead):
-			return errBadCount
 		case n == 0:
 			if empty++; empty >= maxEmptyReads {
 				return io.ErrNoProgress
 			}
-		case n > len(p)+len(s.spill):
-			s.s0, s.s1 = 0, len(s.spill)
-			s.pend = ahead[:n-len(p)-len(s.spill)]
-			return nil
-		case n > len(p):
-			s.s0, s.s1 = 0, n-len(p)
+		case n >= len(p):
 			return nil
 		}
 		p = p[n:]

@@ -20,22 +20,21 @@ type splitV struct {
 	calls int
 }
 
-func (v *splitV) readv(a, b, c []byte) (int, error) {
+func (v *splitV) readv(bufs [][]byte) (int, error) {
 	v.calls++
 	k := 1
 	if len(v.sizes) > 0 {
 		k = max(v.sizes[v.i%len(v.sizes)], 1)
 		v.i++
 	}
-	n, err := io.ReadFull(v.r, a[:min(k, len(a))])
-	if err == nil && k > len(a) {
+	n := 0
+	var err error
+	for _, p := range bufs {
+		if n >= k || err != nil {
+			break
+		}
 		var m int
-		m, err = io.ReadFull(v.r, b[:min(k-len(a), len(b))])
-		n += m
-	}
-	if err == nil && k > len(a)+len(b) && len(c) > 0 {
-		var m int
-		m, err = io.ReadFull(v.r, c[:min(k-len(a)-len(b), len(c))])
+		m, err = io.ReadFull(v.r, p[:min(k-n, len(p))])
 		n += m
 	}
 	if n > 0 {
