@@ -51,8 +51,11 @@ type writer struct {
 	out  []byte
 	ends []ending
 
-	bufs   net.Buffers // {out, payload} for writev, reused
-	bufArr [2][]byte
+	// One write's buffers: out, the first chunk's payload, then the header
+	// and payload of each chunk batch adds (hdrs holds those headers).
+	iov  [2 * maxBatch][]byte
+	hdrs [maxBatch - 1][wire.ChunkHeaderLen]byte
+	bufs net.Buffers // iov for WriteTo, which consumes it
 
 	// Reused message structs: passing a pointer to a field of this
 	// long-lived struct to wire.Append does not allocate.
@@ -125,13 +128,53 @@ func (w *writer) run() error {
 			}
 			continue
 		}
-		if err := w.write(payload, now); err != nil {
+		w.iov[0] = w.out
+		k := 1
+		if j != nil {
+			w.iov[1] = payload
+			j, payload, k = w.batch(j, payload, now)
+		}
+		if err := w.write(k, now); err != nil {
 			return err
 		}
 		if j != nil {
 			w.advance(j, len(payload), now)
 		}
 	}
+}
+
+// maxBatch and batchBytes bound the chunks one write carries: a write as
+// large as a plain stream's (the consumer reads as much ahead, see
+// reader.guess), in a few hundred microseconds.
+const (
+	maxBatch   = 4
+	batchBytes = 1 << 20
+)
+
+// batch adds chunks to the turn's write after the first, j's payload p
+// (in iov[1]), while they stay under maxBatch and batchBytes. It returns
+// the last chunk's job and payload, which the caller advances once the
+// write succeeded, and how many of iov the write takes. Each chunk before
+// it is advanced here, before the write: only while that leaves its job
+// with blocks queued, as advance would otherwise finish the job (its Done
+// must follow the payload) or take it out of the ring.
+func (w *writer) batch(j *sendJob, p []byte, now time.Time) (*sendJob, []byte, int) {
+	k, total := 2, len(p)
+	for i := range w.hdrs {
+		if total >= batchBytes || (j.off+len(p) >= w.c.cfg.BlockBytes && j.next+1 >= len(j.blocks)) {
+			break
+		}
+		w.advance(j, len(p), now)
+		out := w.out
+		w.out = w.hdrs[i][:0]
+		nj, np := w.nextChunk() // j is still in the ring: never nil
+		w.iov[k], w.iov[k+1] = w.out, np
+		w.out = out
+		k += 2
+		j, p = nj, np
+		total += len(np)
+	}
+	return j, p, k
 }
 
 // idle counts a keepalive turn and stops the checksum helper at
@@ -403,26 +446,24 @@ type BuffersWriter interface {
 	WriteBuffers(bufs [][]byte) (int64, error)
 }
 
-// write writes out, then payload if any, in one writev, and on success
-// reports the terminal frames that were in it.
-func (w *writer) write(payload []byte, now time.Time) error {
+// write writes iov[:k] (out, then the chunks' headers and payloads) in
+// one writev, and on success reports the terminal frames that were in it.
+func (w *writer) write(k int, now time.Time) error {
 	c := w.c
 	if c.cfg.WriteTimeout > 0 {
 		c.nc.SetWriteDeadline(now.Add(c.cfg.WriteTimeout))
 	}
 	var err error
-	if payload == nil {
+	if k == 1 {
 		_, err = c.nc.Write(w.out)
 	} else if bw, ok := c.nc.(BuffersWriter); ok {
-		w.bufArr = [2][]byte{w.out, payload}
-		_, err = bw.WriteBuffers(w.bufArr[:])
-		w.bufArr = [2][]byte{}
+		_, err = bw.WriteBuffers(w.iov[:k])
 	} else {
-		w.bufArr = [2][]byte{w.out, payload}
-		w.bufs = w.bufArr[:]
+		w.bufs = w.iov[:k]
 		_, err = w.bufs.WriteTo(c.nc)
-		w.bufArr = [2][]byte{}
+		w.bufs = nil
 	}
+	clear(w.iov[:k]) // keep no slot reachable
 	if err != nil {
 		// If the Conn is closing already this error is a consequence, and
 		// fail keeps the first one.
