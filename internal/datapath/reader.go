@@ -35,7 +35,7 @@ type reader struct {
 	pend       pendingCheck
 	keepalives int // received in a row
 
-	guesses [4][]byte // guess's, reused: a chunk allocates nothing
+	guesses *[4][]byte // guess's, reused: a chunk allocates nothing; nil until a chunk
 }
 
 // pendingCheck is a chunk whose payload is in its slot and whose CRC32C
@@ -158,6 +158,9 @@ func (r *reader) chunk(ch *wire.Chunk) error {
 // to come, and each piece's own chunk overwrites it, checked.
 func (r *reader) guess(rj *recvJob, blk, off uint32) [][]byte {
 	c := r.c
+	if r.guesses == nil {
+		r.guesses = new([4][]byte)
+	}
 	g := r.guesses[:0]
 	for total := 0; len(g) < len(r.guesses) && total < aheadBytes; {
 		if uint64(off) >= uint64(c.cfg.BlockBytes) {

@@ -51,11 +51,8 @@ type writer struct {
 	out  []byte
 	ends []ending
 
-	// One write's buffers: out, the first chunk's payload, then the header
-	// and payload of each chunk batch adds (hdrs holds those headers).
-	iov  [2 * maxBatch][]byte
-	hdrs [maxBatch - 1][wire.ChunkHeaderLen]byte
-	bufs net.Buffers // iov for WriteTo, which consumes it
+	*batchBufs             // nil until the first chunk: an idle session's writer has none
+	bufs       net.Buffers // iov for WriteTo, which consumes it
 
 	// Reused message structs: passing a pointer to a field of this
 	// long-lived struct to wire.Append does not allocate.
@@ -128,10 +125,12 @@ func (w *writer) run() error {
 			}
 			continue
 		}
-		w.iov[0] = w.out
 		k := 1
 		if j != nil {
-			w.iov[1] = payload
+			if w.batchBufs == nil {
+				w.batchBufs = new(batchBufs)
+			}
+			w.iov[0], w.iov[1] = w.out, payload
 			j, payload, k = w.batch(j, payload, now)
 		}
 		if err := w.write(k, now); err != nil {
@@ -150,6 +149,14 @@ const (
 	maxBatch   = 4
 	batchBytes = 1 << 20
 )
+
+// batchBufs are one write's buffers: out, the first chunk's payload, then
+// the header and payload of each chunk batch adds (hdrs holds those
+// headers).
+type batchBufs struct {
+	iov  [2 * maxBatch][]byte
+	hdrs [maxBatch - 1][wire.ChunkHeaderLen]byte
+}
 
 // batch adds chunks to the turn's write after the first, j's payload p
 // (in iov[1]), while they stay under maxBatch and batchBytes. It returns
@@ -463,7 +470,9 @@ func (w *writer) write(k int, now time.Time) error {
 		_, err = w.bufs.WriteTo(c.nc)
 		w.bufs = nil
 	}
-	clear(w.iov[:k]) // keep no slot reachable
+	if k > 1 {
+		clear(w.iov[:k]) // keep no slot reachable
+	}
 	if err != nil {
 		// If the Conn is closing already this error is a consequence, and
 		// fail keeps the first one.

@@ -197,7 +197,9 @@ func (r *Reader) ReadPayloadAhead(dst []byte, ahead [][]byte) error {
 		return fmt.Errorf("wire: ReadPayload: len(dst) %d, payload %d bytes: %w", len(dst), r.payload, ErrUsage)
 	}
 	r.payload = 0
-	r.src.armed = nil
+	if r.src.past != nil {
+		r.src.armed = nil
+	}
 	if r.aheadOff > 0 {
 		r.aheadOff--
 		ahead = nil
@@ -237,7 +239,7 @@ func (r *Reader) ReadPayloadAhead(dst []byte, ahead [][]byte) error {
 // what follows is still in the socket.
 func (r *Reader) arm(ahead [][]byte) {
 	s := r.src
-	if s.v != nil && s.narrow && len(ahead) > 0 && !s.waiting() && r.b.buffered() == 0 {
+	if s.past != nil && s.narrow && len(ahead) > 0 && !s.waiting() && r.b.buffered() == 0 {
 		s.armed = s.armBuf[:copy(s.armBuf[:], ahead)]
 	}
 }
@@ -286,6 +288,9 @@ func (r *Reader) takeAhead(dst []byte) []byte {
 // frames it holds are read from: the caller's memory is the caller's again.
 func (r *Reader) unahead() {
 	s := r.src
+	if s.past == nil {
+		return
+	}
 	s.armed = nil
 	if !s.waiting() {
 		return

@@ -38,7 +38,12 @@ type src struct {
 	r      io.Reader
 	v      vreader // nil: the connection cannot readv (not TCP, or not Linux)
 	narrow bool    // cap the buffer's reads at ChunkHeaderLen
+	*past          // nil until the first payload read with readv
+}
 
+// past is what src needs to read past payloads: a control connection,
+// or an idle session's data connection, never allocates it.
+type past struct {
 	hdrs   [aheadMax][ChunkHeaderLen]byte // room for the header before each guess
 	q      [2 * aheadMax]seg              // read past the payload, not yet taken, in stream order
 	qh, qn int                            // q[qh:qn] is waiting
@@ -71,7 +76,7 @@ var errBadCount = errors.New("wire: a read returned an impossible count")
 const maxEmptyReads = 100
 
 // waiting reports whether bytes read past a payload wait in q.
-func (s *src) waiting() bool { return s.qh < s.qn }
+func (s *src) waiting() bool { return s.past != nil && s.qh < s.qn }
 
 // Read is the buffer's source: the bytes read past the last payload first
 // (q), then the connection, capped at one chunk header while chunks
@@ -88,7 +93,8 @@ func (s *src) Read(p []byte) (int, error) {
 	if s.narrow && len(p) > ChunkHeaderLen {
 		p = p[:ChunkHeaderLen]
 	}
-	if a := s.armed; len(a) > 0 && len(p) == ChunkHeaderLen {
+	if s.past != nil && len(s.armed) > 0 && len(p) == ChunkHeaderLen {
+		a := s.armed
 		// The reader caught up with the writer: the header it waits for
 		// comes with the start of that chunk's payload, which goes where
 		// the last payload's read guessed, in this same read.
@@ -147,6 +153,9 @@ func (s *src) readv(first []byte, guesses [][]byte, hdrFirst bool) (int, error) 
 // nothing waits: its caller took them), queueing any bytes read past p: a
 // header in hdrs and, past it, the guesses.
 func (s *src) readPayload(p []byte, guesses [][]byte) error {
+	if s.past == nil {
+		s.past = new(past)
+	}
 	for len(p) > 0 && s.waiting() {
 		// Not reached (the Reader takes what waits before any payload),
 		// but cheap to be right.
