@@ -13,8 +13,11 @@
 //     producer jobs (default 2) round-robin, one chunk per turn, so a large
 //     job does not starve a small one, and later jobs wait their turn, so
 //     that jobs finish one after another instead of all together. A chunk
-//     goes out as one writev of {control frames + chunk header, payload},
-//     the payload sliced straight from the source slot (no copy). Before
+//     goes out in a writev of {control frames + chunk header, payload},
+//     the payload sliced straight from the source slot (no copy), with up
+//     to three more chunks' {header, payload} behind it while the jobs
+//     have blocks queued past them (writer.batch: a job's Done still goes
+//     out in the write after its last payload's). Before
 //     each chunk it adds the control frames that are due: ProbeAcks, Probes,
 //     terminal frames, a Progress for every open job silent for
 //     ProgressInterval (so a queued job shows life), and, when nothing else
@@ -28,7 +31,11 @@
 //     sum is used only if the prediction was exact.
 //   - the reader owns the read side. It sets a read deadline of ReadTimeout
 //     before each frame and reads each valid chunk straight into its
-//     destination slot. Its helper checks a large chunk's CRC32C while the
+//     destination slot, and on, in the same read, into the slots where it
+//     expects the job's next chunks (reader.guess: a writer sends a job's
+//     pieces in order), so that it reads up to a mebibyte per readv as a
+//     plain stream would; wire.Reader takes back whatever missed before
+//     it returns another frame. Its helper checks a large chunk's CRC32C while the
 //     next chunk is read; every other frame waits for that check first, so
 //     events keep their order, and a chunk's RecvProgress (or RecvCorrupt)
 //     comes when the next frame arrives (the producer sends at least a

@@ -82,7 +82,8 @@
 // reads in a row of less than that, with no chunk and no larger frame
 // among them: on an idle session, 4 heartbeat intervals. On Linux TCP, payloads of 16
 // KiB or more do not pass through it (readv, src.go), so a load of large
-// chunks needs no more than the idle buffer. Steady-state reading,
+// chunks needs no more than the idle buffer; ReadPayloadAhead reads on
+// past a payload into the caller's guesses of where the next ones go. Steady-state reading,
 // growing done, allocates nothing.
 //
 // # Ownership
