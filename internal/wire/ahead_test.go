@@ -135,65 +135,58 @@ func TestReadAheadTCP(t *testing.T) {
 // brings that chunk's payload into it too: one read per chunk.
 func TestReadAheadArmed(t *testing.T) {
 	const n = 64 << 10
-	ms, b, payloads := aheadStream(t, 4, false)
-	ms, payloads = ms[:4], payloads[:4]
-	b = b[:4*(ChunkHeaderLen+n)]
-	// The plain read brings the first header (narrow, as after a chunk);
-	// the first payload ends one readv, and each later readv brings a
+	// The first payload ends one readv, and each later readv brings a
 	// header and that chunk's whole payload.
-	br := bytes.NewReader(b)
-	v := &splitV{r: br, sizes: []int{n, ChunkHeaderLen + n, ChunkHeaderLen + n, ChunkHeaderLen + n}}
-	r := newReaderV(br, v, DefaultLimits(), defaultSizes)
-	r.src.narrow = true
-	area := make([]byte, 5*n)
-	for i := range ms {
-		c := next1(t, r)
-		dst := area[int(c.Block)*n:][:n]
-		if err := r.ReadPayloadAhead(dst, [][]byte{area[(int(c.Block)+1)*n:][:n]}); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(dst, payloads[i]) {
-			t.Fatalf("payload %d differs", i)
-		}
-	}
-	if hits, misses := r.AheadStats(); hits != 3 || misses != 0 {
+	hits, misses, calls := scriptedAhead(t, 4, 1, []int{n, ChunkHeaderLen + n, ChunkHeaderLen + n, ChunkHeaderLen + n})
+	if hits != 3 || misses != 0 {
 		t.Errorf("%d hits, %d misses, want 3 and 0", hits, misses)
 	}
-	if v.calls != 4 {
-		t.Errorf("%d readv calls for 4 chunks after the first header, want 4", v.calls)
+	if calls != 4 {
+		t.Errorf("%d readv calls for 4 chunks after the first header, want 4", calls)
 	}
-}
-
-func next1(t *testing.T, r *Reader) *Chunk {
-	t.Helper()
-	m, err := r.Next()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, ok := m.(*Chunk)
-	if !ok {
-		t.Fatalf("%T, want a chunk", m)
-	}
-	return c
 }
 
 // TestReadAheadSeveral: one read fills several guesses, with the headers
 // between them, so a stream of chunks takes a few reads, not one a chunk.
 func TestReadAheadSeveral(t *testing.T) {
 	const n = 64 << 10
-	ms, b, payloads := aheadStream(t, 6, false)
-	ms, payloads = ms[:6], payloads[:6]
-	b = b[:6*(ChunkHeaderLen+n)]
+	hits, misses, calls := scriptedAhead(t, 6, aheadMax, []int{n + 3*(ChunkHeaderLen+n)})
+	if hits != 5 || misses != 0 {
+		t.Errorf("%d hits, %d misses, want 5 and 0", hits, misses)
+	}
+	if calls != 2 {
+		t.Errorf("%d readv calls for 6 chunks, want 2", calls)
+	}
+}
+
+// scriptedAhead reads a stream of that many 64 KiB chunks of one job, block i into the
+// i-th 64 KiB of an area, guessing the next guesses blocks, through
+// readvs of the given sizes. The first header comes alone from a plain
+// read (narrow, as after a chunk). It checks every payload and returns the
+// Reader's hits and misses and the readv calls.
+func scriptedAhead(t *testing.T, chunks, guesses int, sizes []int) (hits, misses uint64, calls int) {
+	t.Helper()
+	const n = 64 << 10
+	ms, b, payloads := aheadStream(t, chunks, false)
+	ms, payloads = ms[:chunks], payloads[:chunks]
+	b = b[:chunks*(ChunkHeaderLen+n)]
 	br := bytes.NewReader(b)
-	v := &splitV{r: br, sizes: []int{n + 3*(ChunkHeaderLen+n)}}
+	v := &splitV{r: br, sizes: sizes}
 	r := newReaderV(br, v, DefaultLimits(), defaultSizes)
-	r.src.narrow = true // the first header alone, as after a chunk
-	area := make([]byte, (6+aheadMax)*n)
+	r.src.narrow = true
+	area := make([]byte, (chunks+guesses)*n)
 	for i := range ms {
-		c := next1(t, r)
+		m, err := r.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, ok := m.(*Chunk)
+		if !ok {
+			t.Fatalf("%T, want a chunk", m)
+		}
 		dst := area[int(c.Block)*n:][:n]
 		var next [][]byte
-		for k := 1; k <= aheadMax; k++ {
+		for k := 1; k <= guesses; k++ {
 			next = append(next, area[(int(c.Block)+k)*n:][:n])
 		}
 		if err := r.ReadPayloadAhead(dst, next); err != nil {
@@ -203,10 +196,6 @@ func TestReadAheadSeveral(t *testing.T) {
 			t.Fatalf("payload %d differs", i)
 		}
 	}
-	if hits, misses := r.AheadStats(); hits != 5 || misses != 0 {
-		t.Errorf("%d hits, %d misses, want 5 and 0", hits, misses)
-	}
-	if v.calls != 2 {
-		t.Errorf("%d readv calls for 6 chunks, want 2", v.calls)
-	}
+	hits, misses = r.AheadStats()
+	return hits, misses, v.calls
 }
