@@ -11,29 +11,32 @@ import (
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
-// conn is one session and what the table knows of it.
+// conn is one session and what the table knows of it. The fields every
+// message and timer reads come first (a heartbeat touches them and little
+// else; a large fleet's conns are far apart in memory: one cache line
+// rather than four).
 type conn struct {
-	id     ConnID
-	s      *session.Session
-	peer   string      // as dialed, or as the peer's Hello named it
-	domain string      // router-named domain (wins over the advertised one)
-	st     connState   // its connections, as the node was told (conn_state.go)
-	rep    reportState // what the policy heard of it (conn_state.go)
+	id      ConnID
+	s       *session.Session
+	tm      timerState
+	st      connState   // its connections, as the node was told (conn_state.go)
+	rep     reportState // what the policy heard of it (conn_state.go)
+	touched bool        // in the table's touched queue (settle collects its output)
+	flush   bool        // in the table's flush queue (lookups registered this step)
 	// rejected: refused before it became a session (duplicate, over cap),
 	// or ended by an orderly local stop: the policy never hears of it.
 	rejected bool
-	endedBy  endedBy   // why the table ended it, if it did
-	refused  bool      // its dial was refused (DialRefused)
-	linger   time.Time // connLingering: close at this time at the latest
-	flush    bool      // in the table's flush queue (lookups registered this step)
+	refused  bool    // its dial was refused (DialRefused)
+	endedBy  endedBy // why the table ended it, if it did
 	// A newcomer held while the live session it would replace is probed
 	// (hold.go): holdFor is that session, which points back by heldBy.
 	holdFor   *conn
 	heldBy    *conn
 	holdUntil time.Time
 	holdSeq   uint64
-	touched   bool // in the table's touched queue (settle collects its output)
-	tm        timerState
+	linger    time.Time // connLingering: close at this time at the latest
+	peer      string    // as dialed, or as the peer's Hello named it
+	domain    string    // router-named domain (wins over the advertised one)
 }
 
 // request is one engine request.
