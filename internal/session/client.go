@@ -53,10 +53,7 @@ type load struct {
 }
 
 type client struct {
-	reqs      map[string]*clientReq
-	loads     map[uint64]*load // by job
-	nextRound uint64           // symmetric rounds start at 1; PD is always round 0
-
+	loads map[uint64]*load // by job
 	// Lookup deadline: measures peer silence, not the lookup phase (vLLM
 	// #56836). waitSince restarts whenever a LookupResp arrives. Lookups are
 	// counted per request and round, so that one the consumer abandoned
@@ -65,6 +62,8 @@ type client struct {
 	// a later one.
 	outstanding map[lookupID]int
 	waitSince   time.Time
+	reqs        map[string]*clientReq
+	nextRound   uint64 // symmetric rounds start at 1; PD is always round 0
 }
 
 type lookupID struct {

@@ -76,10 +76,10 @@ type storeJob struct {
 }
 
 type server struct {
-	reqs   map[string]*serverReq
+	parked []*parkedLookup
 	byJob  map[uint64]*round // consumer job id -> round with that demand
 	stores map[uint64]*storeJob
-	parked []*parkedLookup
+	reqs   map[string]*serverReq
 	// settled after DataClosed: pins the writer might still be reading
 	deferredStores []StoreResult
 	deferredPins   []store.Slot
