@@ -88,8 +88,6 @@ type server struct {
 
 func (sv *server) init() {
 	sv.reqs = map[string]*serverReq{}
-	sv.byJob = map[uint64]*round{}
-	sv.stores = map[uint64]*storeJob{}
 }
 
 func (sv *server) busy() bool { return len(sv.byJob) > 0 || len(sv.stores) > 0 || len(sv.parked) > 0 }
@@ -136,7 +134,7 @@ func (s *Session) AddStoredBlocks(now time.Time, id string, keys []wire.Key, slo
 	sv := &s.server
 	rd := sv.round(id, 0, now)
 	rd.storeJobs = append(rd.storeJobs, job)
-	sv.stores[job] = &storeJob{at: now, round: rd}
+	put(&sv.stores, job, &storeJob{at: now, round: rd})
 	for i, k := range keys {
 		if _, dup := rd.supply[k]; !dup {
 			rd.supply[k] = supply{slot: slots[i]}
@@ -276,7 +274,7 @@ func (sv *server) onFetch(s *Session, now time.Time, m *wire.Fetch) error {
 		d.index[k] = append(d.index[k], uint32(i))
 	}
 	rd.demand = d
-	sv.byJob[m.Job] = rd
+	put(&sv.byJob, m.Job, rd)
 	rd.opened = true
 	s.data(DataOp{Kind: OpOpen, Job: m.Job})
 	if m.Round != 0 {
@@ -401,6 +399,7 @@ func (s *Session) SendEnd(now time.Time, job uint64, ok bool, bytes uint64) {
 		return
 	}
 	delete(sv.byJob, job)
+	dropEmpty(&sv.byJob)
 	rd.opened = false
 	switch {
 	case rd.aborting:
@@ -426,6 +425,7 @@ func (sv *server) finalize(s *Session, now time.Time, rd *round, ok bool) {
 	}
 	if rd.demand != nil {
 		delete(sv.byJob, rd.demand.job)
+		dropEmpty(&sv.byJob)
 	}
 	for _, sl := range rd.lookupPins {
 		_ = s.blocks.Unpin(sl)
@@ -434,6 +434,7 @@ func (sv *server) finalize(s *Session, now time.Time, rd *round, ok bool) {
 	for _, j := range rd.storeJobs {
 		if _, live := sv.stores[j]; live {
 			delete(sv.stores, j)
+			dropEmpty(&sv.stores)
 			s.out.Stores = append(s.out.Stores, StoreResult{Job: j, OK: ok})
 		}
 	}
@@ -506,8 +507,7 @@ func (sv *server) close(s *Session, now time.Time) {
 		}
 	}
 	sv.reqs = map[string]*serverReq{}
-	sv.byJob = map[uint64]*round{}
-	sv.stores = map[uint64]*storeJob{}
+	sv.byJob, sv.stores = nil, nil
 	sv.parked = nil
 	sv.quota.peerRounds = 0
 }
