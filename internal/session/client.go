@@ -87,8 +87,8 @@ func (c *client) init() {
 	c.nextRound = 1
 }
 
-// The in-flight maps (client.loads and outstanding, server.byJob and
-// stores) are nil while empty: made by put, dropped by dropEmpty. Asking
+// The in-flight maps (client.loads and outstanding, server.byJob, stores
+// and reqs) are nil while empty: made by put, dropped by dropEmpty. Asking
 // whether a session is busy, or when its next timer is, then reads no map
 // header: a cache miss per heartbeat otherwise, in a fleet of idle
 // sessions. Any of them may also be empty and not nil.

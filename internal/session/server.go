@@ -60,6 +60,7 @@ type serverReq struct {
 func (sv *server) prune(id string) {
 	if r := sv.reqs[id]; r != nil && len(r.rounds) == 0 && (r.finishing || r.terminated || r.symmetric) {
 		delete(sv.reqs, id)
+		dropEmpty(&sv.reqs)
 	}
 }
 
@@ -86,9 +87,7 @@ type server struct {
 	quota          quota
 }
 
-func (sv *server) init() {
-	sv.reqs = map[string]*serverReq{}
-}
+func (sv *server) init() {}
 
 func (sv *server) busy() bool { return len(sv.byJob) > 0 || len(sv.stores) > 0 || len(sv.parked) > 0 }
 
@@ -96,7 +95,7 @@ func (sv *server) req(id string) *serverReq {
 	r := sv.reqs[id]
 	if r == nil {
 		r = &serverReq{rounds: map[uint64]*round{}}
-		sv.reqs[id] = r
+		put(&sv.reqs, id, r)
 	}
 	return r
 }
@@ -506,8 +505,7 @@ func (sv *server) close(s *Session, now time.Time) {
 			}
 		}
 	}
-	sv.reqs = map[string]*serverReq{}
-	sv.byJob, sv.stores = nil, nil
+	sv.reqs, sv.byJob, sv.stores = nil, nil, nil
 	sv.parked = nil
 	sv.quota.peerRounds = 0
 }
