@@ -317,6 +317,10 @@ func (t *Table) checkTimers() {
 	if t.timerErr != nil {
 		return
 	}
+	if t.nConns != len(t.conns) {
+		t.timerErr = fmt.Errorf("loads: %d conns counted, %d in the table", t.nConns, len(t.conns))
+		return
+	}
 	for _, c := range t.list {
 		for k := range nQueues {
 			at, ok := t.deadline(c, k)

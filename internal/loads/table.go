@@ -79,6 +79,7 @@ type Table struct {
 	blocks blocksView
 
 	conns      map[ConnID]*conn
+	nConns     int              // len(conns), read by every Tick without reaching the map
 	list       []*conn          // conns in creation order: deterministic iteration
 	ended      []*conn          // sessions that ended, in order, for settle to reap
 	touched    []*conn          // sessions whose output settle collects, in order
@@ -192,6 +193,7 @@ func (t *Table) newConn(peer string, outbound bool, now time.Time) *conn {
 	c := &conn{id: t.nextConn, peer: peer}
 	c.s = session.New(&t.cfg.Session, t.blocks, peer, outbound, now)
 	t.conns[c.id] = c
+	t.nConns++
 	t.list = append(t.list, c)
 	t.markDirty(c) // its handshake deadline
 	return c
