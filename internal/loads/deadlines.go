@@ -317,8 +317,8 @@ func (t *Table) checkTimers() {
 	if t.timerErr != nil {
 		return
 	}
-	if t.nConns != len(t.conns) {
-		t.timerErr = fmt.Errorf("loads: %d conns counted, %d in the table", t.nConns, len(t.conns))
+	if t.nConns != len(t.conns) || t.nLive != t.countLive() {
+		t.timerErr = fmt.Errorf("loads: %d conns and %d live kept, %d and %d in the table", t.nConns, t.nLive, len(t.conns), t.countLive())
 		return
 	}
 	for _, c := range t.list {

@@ -18,7 +18,7 @@ func (t *Table) Accept(now time.Time) ConnID {
 		if !t.shuttingDown {
 			t.log.Warn("refusing inbound session: peer cap reached", "max_peers", t.cfg.MaxPeers)
 		}
-		c.rejected = true
+		t.reject(c)
 		c.s.Goodbye(now, wire.GoodbyeTooManyPeers)
 	} else {
 		c.s.Start(now)
@@ -147,12 +147,12 @@ func (t *Table) identified(now time.Time, c *conn) {
 		// state each side's handshake reached (a peer only dials us while
 		// it knows of no session, so two live ones mean a race). Ours loses
 		// and ends quietly: not a fault.
-		old.rejected = true
+		t.reject(old)
 		old.s.Goodbye(now, wire.GoodbyeDuplicate)
 		t.touch(old)
 		t.byPeer[c.peer] = c
 	default:
-		c.rejected = true
+		t.reject(c)
 		c.s.Goodbye(now, wire.GoodbyeDuplicate)
 	}
 }
@@ -249,6 +249,9 @@ func (t *Table) DataClosed(now time.Time, id ConnID) {
 	}
 	delete(t.conns, id)
 	t.nConns--
+	if c.rep != reaped && !c.rejected {
+		t.nLive--
+	}
 	t.move(c, connGone)
 	t.markDirty(c) // out of the timer queues
 	if t.byPeer[c.peer] == c {

@@ -80,6 +80,7 @@ type Table struct {
 
 	conns      map[ConnID]*conn
 	nConns     int              // len(conns), read by every Tick without reaching the map
+	nLive      int              // liveCount
 	list       []*conn          // conns in creation order: deterministic iteration
 	ended      []*conn          // sessions that ended, in order, for settle to reap
 	touched    []*conn          // sessions whose output settle collects, in order
@@ -194,6 +195,7 @@ func (t *Table) newConn(peer string, outbound bool, now time.Time) *conn {
 	c.s = session.New(&t.cfg.Session, t.blocks, peer, outbound, now)
 	t.conns[c.id] = c
 	t.nConns++
+	t.nLive++
 	t.list = append(t.list, c)
 	t.markDirty(c) // its handshake deadline
 	return c
@@ -215,8 +217,22 @@ func (t *Table) compact() {
 	t.list = kept
 }
 
-// liveCount is the number of sessions that count against the peer cap.
-func (t *Table) liveCount() int {
+// liveCount is the number of sessions that count against the peer cap:
+// conns in the table neither reaped nor rejected. It is kept as they
+// come (newConn) and go (reject, report, DataClosed), not counted on
+// every dial: a consumer dials in a loop over hundreds of sessions.
+func (t *Table) liveCount() int { return t.nLive }
+
+// reject marks c rejected (see conn.rejected).
+func (t *Table) reject(c *conn) {
+	if !c.rejected && c.rep != reaped && c.st != connGone {
+		t.nLive--
+	}
+	c.rejected = true
+}
+
+// countLive counts what liveCount keeps (checkTimers compares the two).
+func (t *Table) countLive() int {
 	n := 0
 	for _, c := range t.conns {
 		if c.rep != reaped && !c.rejected {
@@ -241,7 +257,7 @@ func (t *Table) session(now time.Time, peer, domain string) *conn {
 			return c
 		}
 		t.log.Info("replacing a stale connect attempt", "peer", peer, "pending_for", now.Sub(c.s.PendingSince()))
-		c.rejected = true // never a session: nothing to hold against anyone
+		t.reject(c) // never a session: nothing to hold against anyone
 		c.s.Close(now, health.CauseHandshakeFailed)
 		t.touch(c)
 	}
