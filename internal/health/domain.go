@@ -490,6 +490,9 @@ func (d *domainPolicy) NextDeadline() (time.Time, bool) {
 		return time.Time{}, true
 	}
 	at := d.pruned.Add(pruneEvery)
+	if len(d.probes) == 0 {
+		return at, true // ranging over an empty map still costs an iterator
+	}
 	for _, id := range d.probes {
 		if ph := d.peers[id]; ph != nil && ph.probeBy.Before(at) {
 			at = ph.probeBy

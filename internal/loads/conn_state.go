@@ -92,6 +92,9 @@ func (t *Table) report(c *conn, to reportState) {
 	if !legalReport(c.rep, to) {
 		fsm.Illegal(t.log, fmt.Sprintf("loads: conn %d (peer %q) report", c.id, c.peer), c.rep, to)
 	}
+	if to == reaped && c.rep != reaped && !c.rejected && c.st != connGone {
+		t.nLive-- // no longer counts against the cap (liveCount)
+	}
 	c.rep = to
 }
 

@@ -84,11 +84,14 @@ func (q *timerQueue) down(i int) {
 
 // set puts c in the heap at deadline at, or moves it there.
 func (q *timerQueue) set(c *conn, at time.Time) {
+	i := c.tm.hi[q.k] - 1
+	if i >= 0 && c.tm.at[q.k].Equal(at) {
+		// Most messages leave a session's deadline where it was. The copy
+		// in the conn says so without reaching into the heap.
+		return
+	}
 	c.tm.at[q.k] = at
-	if i := c.tm.hi[q.k] - 1; i >= 0 {
-		if q.h[i].at.Equal(at) {
-			return // most messages leave a session's deadline where it was
-		}
+	if i >= 0 {
 		q.h[i].at = at
 		q.up(i)
 		q.down(c.tm.hi[q.k] - 1)
@@ -145,6 +148,7 @@ type visit struct {
 	maxID  ConnID // conns made during the visit wait for the next tick
 	due    []*conn
 	pos    int
+	behind []*conn // dirty conns at or behind the cursor (rescheduleDirty)
 }
 
 // markDirty says c's deadlines may have changed.
@@ -185,11 +189,21 @@ func (t *Table) deadline(c *conn, k int) (time.Time, bool) {
 }
 
 // rescheduleDirty recomputes the deadlines of the dirty conns.
+// During a walk, a conn at or behind the cursor cannot join it: it stays
+// dirty and is recomputed once after the walk. The conn just visited is
+// one: its session's output (a Ping) is not collected yet, so its deadline
+// now would be "at once", and rescheduling it would carry it to the top of
+// the heap and back down again after settle.
 func (t *Table) rescheduleDirty() {
+	v := &t.visit
 	for len(t.dirty) > 0 {
 		c := t.dirty[len(t.dirty)-1]
 		t.dirty[len(t.dirty)-1] = nil
 		t.dirty = t.dirty[:len(t.dirty)-1]
+		if v.active && c.id <= v.cursor {
+			v.behind = append(v.behind, c) // still marked dirty
+			continue
+		}
 		c.tm.dirty = false
 		for k := range nQueues {
 			t.reschedule(c, k)
@@ -247,6 +261,9 @@ func (t *Table) visitDue(k int, now time.Time, fn func(*conn)) {
 	v.active = false
 	v.due = v.due[:0]
 	v.pos = 0
+	t.dirty = append(t.dirty, v.behind...)
+	clear(v.behind)
+	v.behind = v.behind[:0]
 }
 
 // NextDeadline is the earliest instant at which Tick has something to do,
@@ -280,9 +297,11 @@ func (t *Table) NextDeadline() (time.Time, bool) {
 	if d, pok := t.policy.NextDeadline(); pok {
 		earliest(d)
 	}
-	for _, batches := range t.unbound {
-		if len(batches) > 0 {
-			earliest(batches[0].at.Add(t.cfg.UnboundStoreTimeout))
+	if len(t.unbound) > 0 { // ranging over an empty map still costs an iterator
+		for _, batches := range t.unbound {
+			if len(batches) > 0 {
+				earliest(batches[0].at.Add(t.cfg.UnboundStoreTimeout))
+			}
 		}
 	}
 	return at, ok
@@ -296,6 +315,10 @@ func (t *Table) HasEffects() bool { return len(t.actions) > 0 || len(t.results) 
 // the table would miss. It records the first such finding.
 func (t *Table) checkTimers() {
 	if t.timerErr != nil {
+		return
+	}
+	if t.nConns != len(t.conns) || t.nLive != t.countLive() {
+		t.timerErr = fmt.Errorf("loads: %d conns and %d live kept, %d and %d in the table", t.nConns, t.nLive, len(t.conns), t.countLive())
 		return
 	}
 	for _, c := range t.list {

@@ -18,7 +18,7 @@ func (t *Table) Accept(now time.Time) ConnID {
 		if !t.shuttingDown {
 			t.log.Warn("refusing inbound session: peer cap reached", "max_peers", t.cfg.MaxPeers)
 		}
-		c.rejected = true
+		t.reject(c)
 		c.s.Goodbye(now, wire.GoodbyeTooManyPeers)
 	} else {
 		c.s.Start(now)
@@ -75,6 +75,31 @@ func (t *Table) Receive(now time.Time, id ConnID, m wire.Message) {
 	if c == nil {
 		return
 	}
+	t.receive(now, c, m)
+}
+
+// ConnRef is a handle on one of a table's connections (Ref). An owner
+// that dispatches many messages per connection keeps one beside the
+// ConnID and calls ReceiveRef, which skips Receive's lookup by id (a
+// map probe, and a cache miss or two per message in a large fleet). The
+// zero ConnRef, and the handle of a connection that is gone, name no
+// connection: ReceiveRef ignores them, as Receive ignores an unknown id.
+type ConnRef struct{ c *conn }
+
+// Ref returns the handle of connection id (the zero ConnRef if it is
+// unknown). It is valid for this table only.
+func (t *Table) Ref(id ConnID) ConnRef { return ConnRef{t.conns[id]} }
+
+// ReceiveRef is Receive on the connection r names.
+func (t *Table) ReceiveRef(now time.Time, r ConnRef, m wire.Message) {
+	c := r.c
+	if c == nil || c.st == connGone { // gone: out of t.conns (DataClosed)
+		return
+	}
+	t.receive(now, c, m)
+}
+
+func (t *Table) receive(now time.Time, c *conn, m wire.Message) {
 	known := c.s.Identified()
 	if h, ok := m.(*wire.Hello); ok && !known && t.holdsFor(c, h) != nil {
 		c.s.DeferAck() // identified holds it: no HelloAck until it replaces (hold.go)
@@ -122,12 +147,12 @@ func (t *Table) identified(now time.Time, c *conn) {
 		// state each side's handshake reached (a peer only dials us while
 		// it knows of no session, so two live ones mean a race). Ours loses
 		// and ends quietly: not a fault.
-		old.rejected = true
+		t.reject(old)
 		old.s.Goodbye(now, wire.GoodbyeDuplicate)
 		t.touch(old)
 		t.byPeer[c.peer] = c
 	default:
-		c.rejected = true
+		t.reject(c)
 		c.s.Goodbye(now, wire.GoodbyeDuplicate)
 	}
 }
@@ -223,6 +248,10 @@ func (t *Table) DataClosed(now time.Time, id ConnID) {
 		t.actions = append(t.actions, Action{Kind: ActClose, Conn: c.id, Cause: c.s.Ended()})
 	}
 	delete(t.conns, id)
+	t.nConns--
+	if c.rep != reaped && !c.rejected {
+		t.nLive--
+	}
 	t.move(c, connGone)
 	t.markDirty(c) // out of the timer queues
 	if t.byPeer[c.peer] == c {
@@ -232,7 +261,7 @@ func (t *Table) DataClosed(now time.Time, id ConnID) {
 
 // Tick runs every timer: sessions', idle eviction, unbound stores, shutdown.
 func (t *Table) Tick(now time.Time) {
-	if len(t.list) > 2*len(t.conns)+16 {
+	if len(t.list) > 2*t.nConns+16 {
 		t.compact()
 	}
 	t.rescheduleDirty()

@@ -48,7 +48,7 @@ const holdSeqBit = 1 << 63
 func (t *Table) hold(now time.Time, c, old *conn) {
 	if old.heldBy != nil {
 		t.log.Warn("refusing a second newcomer for a peer already being checked", "peer", c.peer)
-		c.rejected = true
+		t.reject(c)
 		c.s.Goodbye(now, wire.GoodbyeDuplicate)
 		return
 	}
@@ -104,7 +104,7 @@ func (t *Table) holdAnswered(now time.Time, old *conn, seq uint64) {
 	}
 	t.unhold(c)
 	t.log.Warn("refusing a newcomer: the live session answered its probe", "peer", c.peer)
-	c.rejected = true
+	t.reject(c)
 	c.s.Goodbye(now, wire.GoodbyeDuplicate)
 	t.touch(c)
 }

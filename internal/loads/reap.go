@@ -155,7 +155,7 @@ func (t *Table) shutdownStep(now time.Time) {
 	}
 	t.shutdownClose = true
 	for _, c := range t.conns {
-		c.rejected = true // an orderly local stop is nobody's fault
+		t.reject(c) // an orderly local stop is nobody's fault
 		c.s.Goodbye(now, wire.GoodbyeShutdown)
 		t.touch(c)
 	}

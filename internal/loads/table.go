@@ -11,29 +11,32 @@ import (
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
-// conn is one session and what the table knows of it.
+// conn is one session and what the table knows of it. The fields every
+// message and timer reads come first (a heartbeat touches them and little
+// else; a large fleet's conns are far apart in memory: one cache line
+// rather than four).
 type conn struct {
-	id     ConnID
-	s      *session.Session
-	peer   string      // as dialed, or as the peer's Hello named it
-	domain string      // router-named domain (wins over the advertised one)
-	st     connState   // its connections, as the node was told (conn_state.go)
-	rep    reportState // what the policy heard of it (conn_state.go)
+	id      ConnID
+	s       *session.Session
+	tm      timerState
+	st      connState   // its connections, as the node was told (conn_state.go)
+	rep     reportState // what the policy heard of it (conn_state.go)
+	touched bool        // in the table's touched queue (settle collects its output)
+	flush   bool        // in the table's flush queue (lookups registered this step)
 	// rejected: refused before it became a session (duplicate, over cap),
 	// or ended by an orderly local stop: the policy never hears of it.
 	rejected bool
-	endedBy  endedBy   // why the table ended it, if it did
-	refused  bool      // its dial was refused (DialRefused)
-	linger   time.Time // connLingering: close at this time at the latest
-	flush    bool      // in the table's flush queue (lookups registered this step)
+	refused  bool    // its dial was refused (DialRefused)
+	endedBy  endedBy // why the table ended it, if it did
 	// A newcomer held while the live session it would replace is probed
 	// (hold.go): holdFor is that session, which points back by heldBy.
 	holdFor   *conn
 	heldBy    *conn
 	holdUntil time.Time
 	holdSeq   uint64
-	touched   bool // in the table's touched queue (settle collects its output)
-	tm        timerState
+	linger    time.Time // connLingering: close at this time at the latest
+	peer      string    // as dialed, or as the peer's Hello named it
+	domain    string    // router-named domain (wins over the advertised one)
 }
 
 // request is one engine request.
@@ -76,6 +79,8 @@ type Table struct {
 	blocks blocksView
 
 	conns      map[ConnID]*conn
+	nConns     int              // len(conns), read by every Tick without reaching the map
+	nLive      int              // liveCount
 	list       []*conn          // conns in creation order: deterministic iteration
 	ended      []*conn          // sessions that ended, in order, for settle to reap
 	touched    []*conn          // sessions whose output settle collects, in order
@@ -189,6 +194,8 @@ func (t *Table) newConn(peer string, outbound bool, now time.Time) *conn {
 	c := &conn{id: t.nextConn, peer: peer}
 	c.s = session.New(&t.cfg.Session, t.blocks, peer, outbound, now)
 	t.conns[c.id] = c
+	t.nConns++
+	t.nLive++
 	t.list = append(t.list, c)
 	t.markDirty(c) // its handshake deadline
 	return c
@@ -210,8 +217,22 @@ func (t *Table) compact() {
 	t.list = kept
 }
 
-// liveCount is the number of sessions that count against the peer cap.
-func (t *Table) liveCount() int {
+// liveCount is the number of sessions that count against the peer cap:
+// conns in the table neither reaped nor rejected. It is kept as they
+// come (newConn) and go (reject, report, DataClosed), not counted on
+// every dial: a consumer dials in a loop over hundreds of sessions.
+func (t *Table) liveCount() int { return t.nLive }
+
+// reject marks c rejected (see conn.rejected).
+func (t *Table) reject(c *conn) {
+	if !c.rejected && c.rep != reaped && c.st != connGone {
+		t.nLive--
+	}
+	c.rejected = true
+}
+
+// countLive counts what liveCount keeps (checkTimers compares the two).
+func (t *Table) countLive() int {
 	n := 0
 	for _, c := range t.conns {
 		if c.rep != reaped && !c.rejected {
@@ -236,7 +257,7 @@ func (t *Table) session(now time.Time, peer, domain string) *conn {
 			return c
 		}
 		t.log.Info("replacing a stale connect attempt", "peer", peer, "pending_for", now.Sub(c.s.PendingSince()))
-		c.rejected = true // never a session: nothing to hold against anyone
+		t.reject(c) // never a session: nothing to hold against anyone
 		c.s.Close(now, health.CauseHandshakeFailed)
 		t.touch(c)
 	}

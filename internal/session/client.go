@@ -53,10 +53,7 @@ type load struct {
 }
 
 type client struct {
-	reqs      map[string]*clientReq
-	loads     map[uint64]*load // by job
-	nextRound uint64           // symmetric rounds start at 1; PD is always round 0
-
+	loads map[uint64]*load // by job
 	// Lookup deadline: measures peer silence, not the lookup phase (vLLM
 	// #56836). waitSince restarts whenever a LookupResp arrives. Lookups are
 	// counted per request and round, so that one the consumer abandoned
@@ -65,6 +62,8 @@ type client struct {
 	// a later one.
 	outstanding map[lookupID]int
 	waitSince   time.Time
+	reqs        map[string]*clientReq
+	nextRound   uint64 // symmetric rounds start at 1; PD is always round 0
 }
 
 type lookupID struct {
@@ -80,13 +79,33 @@ func (c *client) abandon(req string, keep uint64) {
 			delete(c.outstanding, id)
 		}
 	}
+	dropEmpty(&c.outstanding)
 }
 
 func (c *client) init() {
 	c.reqs = map[string]*clientReq{}
-	c.loads = map[uint64]*load{}
-	c.outstanding = map[lookupID]int{}
 	c.nextRound = 1
+}
+
+// The in-flight maps (client.loads and outstanding, server.byJob, stores
+// and reqs) are nil while empty: made by put, dropped by dropEmpty. Asking
+// whether a session is busy, or when its next timer is, then reads no map
+// header: a cache miss per heartbeat otherwise, in a fleet of idle
+// sessions. Any of them may also be empty and not nil.
+
+// put sets (*m)[k] = v, making the map first if it is nil.
+func put[K comparable, V any](m *map[K]V, k K, v V) {
+	if *m == nil {
+		*m = map[K]V{}
+	}
+	(*m)[k] = v
+}
+
+// dropEmpty drops an empty map: nil reads as empty.
+func dropEmpty[K comparable, V any](m *map[K]V) {
+	if len(*m) == 0 {
+		*m = nil
+	}
 }
 
 func (c *client) busy() bool { return len(c.loads) > 0 || len(c.outstanding) > 0 }
@@ -167,6 +186,9 @@ func (c *client) flush(s *Session, now time.Time) {
 		if len(c.outstanding) == 0 {
 			c.waitSince = now
 		}
+		if c.outstanding == nil {
+			c.outstanding = map[lookupID]int{}
+		}
 		c.outstanding[lookupID{id, r.round}]++
 		s.send(now, &wire.Lookup{ReqID: id, Round: r.round, Keys: keys})
 	}
@@ -180,6 +202,7 @@ func (c *client) onLookupResp(s *Session, now time.Time, m *wire.LookupResp) err
 	if id := (lookupID{m.ReqID, m.Round}); c.outstanding[id] > 0 {
 		if c.outstanding[id]--; c.outstanding[id] == 0 {
 			delete(c.outstanding, id)
+			dropEmpty(&c.outstanding)
 		}
 	}
 	r := c.reqs[m.ReqID]
@@ -248,7 +271,7 @@ func (s *Session) RequestBlocks(now time.Time, job uint64, id string, keys []wir
 		expected:  uint64(len(keys)) * uint64(s.cfg.BlockBytes),
 		submitted: now, lastData: now,
 	}
-	s.client.loads[job] = l
+	put(&s.client.loads, job, l)
 	wslots := make([]uint32, len(slots))
 	for i, sl := range slots {
 		wslots[i] = uint32(sl)
@@ -304,6 +327,7 @@ func (c *client) abort(s *Session, now time.Time, l *load) {
 func (c *client) maybeRelease(s *Session, l *load) {
 	if l.reported && !l.ctlOKAndData() && l.producerDone && l.dataEnded {
 		delete(c.loads, l.job)
+		dropEmpty(&c.loads)
 		s.out.Releases = append(s.out.Releases, l.job)
 	}
 }
@@ -317,6 +341,7 @@ func (c *client) maybeSucceed(s *Session, l *load) {
 	}
 	l.reported = true
 	delete(c.loads, l.job)
+	dropEmpty(&c.loads)
 	s.out.Loads = append(s.out.Loads, LoadResult{Job: l.job, ReqID: l.req, OK: true, Bytes: l.bytes})
 }
 
@@ -471,7 +496,7 @@ func (c *client) tick(s *Session, now time.Time) {
 				}
 			}
 		}
-		clear(c.outstanding)
+		c.outstanding = nil
 	}
 	for _, l := range c.loads {
 		switch {
@@ -525,7 +550,7 @@ func (c *client) close(s *Session, now time.Time, cause health.Cause) {
 			}
 		}
 	}
-	clear(c.outstanding)
+	c.outstanding = nil
 }
 
 // lingers: the producer reported the load sent, its data has not ended.
@@ -560,7 +585,7 @@ func (c *client) dataClosed(s *Session) {
 	for job := range c.loads {
 		s.out.Releases = append(s.out.Releases, job)
 	}
-	clear(c.loads)
+	c.loads = nil
 }
 
 // FailedRequests lists the request ids that had a load or an unresolved

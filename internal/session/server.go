@@ -62,6 +62,7 @@ type serverReq struct {
 func (sv *server) prune(id string) {
 	if r := sv.reqs[id]; r != nil && len(r.rounds) == 0 && (r.finishing || r.terminated || r.symmetric) {
 		delete(sv.reqs, id)
+		dropEmpty(&sv.reqs)
 	}
 }
 
@@ -78,21 +79,17 @@ type storeJob struct {
 }
 
 type server struct {
-	reqs   map[string]*serverReq
+	parked []*parkedLookup
 	byJob  map[uint64]*round // consumer job id -> round with that demand
 	stores map[uint64]*storeJob
-	parked []*parkedLookup
+	reqs   map[string]*serverReq
 	// settled after DataClosed: pins the writer might still be reading
 	deferredStores []StoreResult
 	deferredPins   []store.Slot
 	quota          quota
 }
 
-func (sv *server) init() {
-	sv.reqs = map[string]*serverReq{}
-	sv.byJob = map[uint64]*round{}
-	sv.stores = map[uint64]*storeJob{}
-}
+func (sv *server) init() {}
 
 func (sv *server) busy() bool { return len(sv.byJob) > 0 || len(sv.stores) > 0 || len(sv.parked) > 0 }
 
@@ -100,7 +97,7 @@ func (sv *server) req(id string) *serverReq {
 	r := sv.reqs[id]
 	if r == nil {
 		r = &serverReq{rounds: map[uint64]*round{}}
-		sv.reqs[id] = r
+		put(&sv.reqs, id, r)
 	}
 	return r
 }
@@ -138,7 +135,7 @@ func (s *Session) AddStoredBlocks(now time.Time, id string, keys []wire.Key, slo
 	sv := &s.server
 	rd := sv.round(id, 0, now)
 	rd.storeJobs = append(rd.storeJobs, job)
-	sv.stores[job] = &storeJob{at: now, round: rd}
+	put(&sv.stores, job, &storeJob{at: now, round: rd})
 	for i, k := range keys {
 		if _, dup := rd.supply[k]; !dup {
 			rd.supply[k] = supply{slot: slots[i]}
@@ -282,7 +279,7 @@ func (sv *server) onFetch(s *Session, now time.Time, m *wire.Fetch) error {
 		d.index[k] = append(d.index[k], uint32(i))
 	}
 	rd.demand = d
-	sv.byJob[m.Job] = rd
+	put(&sv.byJob, m.Job, rd)
 	rd.opened = true
 	s.data(DataOp{Kind: OpOpen, Job: m.Job})
 	if m.Round != 0 {
@@ -407,6 +404,7 @@ func (s *Session) SendEnd(now time.Time, job uint64, ok bool, bytes uint64) {
 		return
 	}
 	delete(sv.byJob, job)
+	dropEmpty(&sv.byJob)
 	rd.opened = false
 	switch {
 	case rd.aborting:
@@ -432,6 +430,7 @@ func (sv *server) finalize(s *Session, now time.Time, rd *round, ok bool) {
 	}
 	if rd.demand != nil {
 		delete(sv.byJob, rd.demand.job)
+		dropEmpty(&sv.byJob)
 	}
 	for _, sl := range rd.lookupPins {
 		_ = s.blocks.Unpin(sl)
@@ -440,6 +439,7 @@ func (sv *server) finalize(s *Session, now time.Time, rd *round, ok bool) {
 	for _, j := range rd.storeJobs {
 		if _, live := sv.stores[j]; live {
 			delete(sv.stores, j)
+			dropEmpty(&sv.stores)
 			s.out.Stores = append(s.out.Stores, StoreResult{Job: j, OK: ok})
 		}
 	}
@@ -511,9 +511,7 @@ func (sv *server) close(s *Session, now time.Time) {
 			}
 		}
 	}
-	sv.reqs = map[string]*serverReq{}
-	sv.byJob = map[uint64]*round{}
-	sv.stores = map[uint64]*storeJob{}
+	sv.reqs, sv.byJob, sv.stores = nil, nil, nil
 	sv.parked = nil
 	sv.quota.peerRounds = 0
 }

@@ -60,29 +60,32 @@ func (s *Session) moveTo(to phase) {
 }
 
 // Session is the state of one peer. See the package doc for the contract.
+//
+// The fields a heartbeat reads (phase, the heartbeat clocks, the output,
+// the in-flight counts) come first: a large fleet's sessions are far
+// apart in memory, and each cache line a message touches is a miss.
 type Session struct {
-	cfg      *Config
-	log      *slog.Logger
-	blocks   Blocks
-	peer     string // peer id: as dialed (outbound) or as advertised (inbound, after Hello)
-	outbound bool
-
 	phase      phase
 	cause      health.Cause
-	created    time.Time
+	outbound   bool
 	helloRecv  bool
 	ackRecv    bool
 	ackHeld    bool // DeferAck: our HelloAck waits for AckHello
-	peerHello  wire.Hello
-	queued     []wire.Message // our sends held until the handshake completes
+	cfg        *Config
 	lastRecv   time.Time
 	lastSend   time.Time
 	lastActive time.Time // last message in either direction, for idle eviction
 	pingSeq    uint64
+	out        Out
+	client     client
+	server     server
 
-	client client
-	server server
-	out    Out
+	log       *slog.Logger
+	blocks    Blocks
+	peer      string // peer id: as dialed (outbound) or as advertised (inbound, after Hello)
+	created   time.Time
+	peerHello wire.Hello
+	queued    []wire.Message // our sends held until the handshake completes
 }
 
 // New creates a session. For an outbound session peer is the id dialed and

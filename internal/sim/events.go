@@ -45,14 +45,14 @@ func (n *Net) fire(ev event) {
 		}
 	case evLost:
 		e := ev.e
-		if nd.ends[e.conn] != e || !e.open {
+		if nd.ends.get(e.conn) != e || !e.open {
 			return // closed already
 		}
 		e.open = false
 		nd.T.ConnLost(n.Now, e.conn)
 	case evRefused:
 		e := ev.e
-		if nd.ends[e.conn] != e || !e.open {
+		if nd.ends.get(e.conn) != e || !e.open {
 			return // the dialer gave up first
 		}
 		e.open = false
@@ -115,7 +115,7 @@ func (n *Net) deliver(nd *Node, e *end, m wire.Message) {
 	case *wire.HelloAck:
 		e.greet(2)
 	}
-	nd.T.Receive(n.Now, e.conn, m)
+	nd.T.ReceiveRef(n.Now, e.ref, m)
 }
 
 func (e *end) greet(bit uint8) {
@@ -141,7 +141,7 @@ func (n *Net) bw(nd *Node) int64 {
 
 // data performs a data-path operation of end conn of nd.
 func (n *Net) data(nd *Node, conn loads.ConnID, op *session.DataOp) {
-	e := nd.ends[conn]
+	e := nd.ends.get(conn)
 	if e == nil || !e.open || e.peer == nil {
 		return
 	}
@@ -227,7 +227,7 @@ func (n *Net) toPeer(e *end, ev event, depart int64) {
 
 func (n *Net) fireData(nd *Node, ev *event) {
 	e, tx := ev.e, ev.op
-	open := nd.ends[e.conn] == e && e.open
+	open := nd.ends.get(e.conn) == e && e.open
 	switch ev.kind {
 	case evTxDone, evCancelDone, evProgress:
 		// At the producer: its writer finished writing, or sends a frame.

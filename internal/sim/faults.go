@@ -2,7 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"github.com/kvp2p/kvp2p/internal/loads"
 
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
@@ -67,7 +66,7 @@ func (n *Net) crash(nd *Node) {
 	nd.Crashed = true
 	nd.stalled = false
 	nd.held = nil
-	nd.ends = map[loads.ConnID]*end{}
+	nd.ends = ends{}
 }
 
 func (n *Net) closeControl(nd *Node) {

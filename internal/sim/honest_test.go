@@ -93,7 +93,7 @@ func TestVLLMDialNotRefused(t *testing.T) {
 		}
 		n.Advance(time.Second)
 		pending := false
-		for _, e := range a.ends {
+		for _, e := range a.ends.sorted() {
 			pending = pending || (e.open && e.pending)
 		}
 		if pending != vllm {
@@ -104,7 +104,7 @@ func TestVLLMDialNotRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 			n.Advance(time.Second)
-			for _, e := range a.ends {
+			for _, e := range a.ends.sorted() {
 				if e.pending {
 					t.Fatal("the retried dial did not reach the healed rank")
 				}

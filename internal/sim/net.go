@@ -2,7 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/loads"
@@ -133,7 +132,7 @@ type Node struct {
 
 	net      *Net
 	opts     NodeOpts
-	ends     map[loads.ConnID]*end
+	ends     ends
 	stalled  bool
 	held     []event // what reached it while stalled, in order
 	gone     bool    // replaced: events to it are dropped
@@ -158,6 +157,7 @@ func (nd *Node) Opts() NodeOpts { return nd.opts }
 type end struct {
 	node      *Node
 	conn      loads.ConnID
+	ref       loads.ConnRef // conn's handle in node.T: delivery skips the lookup by id
 	peer      *end
 	open      bool // this side's socket is open
 	pending   bool // handshake in flight (counted in node.work)
@@ -182,8 +182,8 @@ type txJob struct {
 }
 
 func (n *Net) newEnd(nd *Node, conn loads.ConnID) *end {
-	e := &end{node: nd, conn: conn, open: true, pending: true}
-	nd.ends[conn] = e
+	e := &end{node: nd, conn: conn, ref: nd.T.Ref(conn), open: true, pending: true}
+	nd.ends.put(conn, e)
 	nd.work++
 	n.wake(nd)
 	return e
@@ -201,12 +201,13 @@ func (e *end) drop() {
 		t.ended = true
 	}
 	e.rx, e.tx = nil, nil
+	e.ref = loads.ConnRef{} // closed: nothing is delivered to it, and its session may go
 }
 
 // Add registers a node built by the caller around its table and store.
 func (n *Net) Add(id string, t *loads.Table, st *store.Store) *Node {
 	n.nodeSeq++
-	nd := &Node{ID: id, T: t, Store: st, net: n, ends: map[loads.ConnID]*end{}, seq: n.nodeSeq}
+	nd := &Node{ID: id, T: t, Store: st, net: n, seq: n.nodeSeq}
 	n.nodes[id] = nd
 	n.order = append(n.order, nd)
 	n.touch(nd)
@@ -332,7 +333,7 @@ func (n *Net) act(nd *Node, a *loads.Action) {
 	case loads.ActDial:
 		n.dial(nd, a.Conn, a.Peer)
 	case loads.ActSend:
-		e := nd.ends[a.Conn]
+		e := nd.ends.get(a.Conn)
 		if e == nil || !e.open || e.peer == nil {
 			return
 		}
@@ -390,11 +391,11 @@ func (n *Net) dial(nd *Node, conn loads.ConnID, peer string) {
 
 func (n *Net) close(nd *Node, conn loads.ConnID) {
 	n.schedule(n.now, event{kind: evClosed, nd: nd, conn: conn})
-	e := nd.ends[conn]
+	e := nd.ends.get(conn)
 	if e == nil {
 		return
 	}
-	delete(nd.ends, conn)
+	nd.ends.del(conn)
 	was := e.open
 	e.open = false
 	e.drop()
@@ -424,11 +425,4 @@ func (n *Net) behind(nd *Node) int64 {
 }
 
 // sortedEnds returns nd's ends in connection order.
-func sortedEnds(nd *Node) []*end {
-	es := make([]*end, 0, len(nd.ends))
-	for _, e := range nd.ends {
-		es = append(es, e)
-	}
-	slices.SortFunc(es, func(a, b *end) int { return int(a.conn) - int(b.conn) })
-	return es
-}
+func sortedEnds(nd *Node) []*end { return nd.ends.sorted() }
