@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/kvp2p/kvp2p/internal/proccpu"
 )
 
 // BenchmarkIdleMemory measures what an idle node and an idle session cost:
@@ -28,12 +30,18 @@ import (
 // session's: what the burst grew, and what it left behind (the buffers
 // it grew are given back after 4 heartbeats).
 //
+// Idle CPU: the process CPU (user and system) per second of wall time over
+// idleWindow with the nodes alone (their loops' ticks), per node, and then
+// with every session up and idle (heartbeats on top), per session beyond
+// the nodes' share; in microseconds of CPU per second.
+//
 //	go test -run '^$' -bench IdleMemory -benchtime 1x .
 func BenchmarkIdleMemory(b *testing.B) {
 	const (
 		memNodes       = 16
 		burstKeys      = 200
 		idleAfterBurst = 3 * time.Second // 6 heartbeat intervals
+		idleWindow     = time.Second
 	)
 	for b.Loop() {
 		base := sampleMem()
@@ -45,6 +53,7 @@ func BenchmarkIdleMemory(b *testing.B) {
 			}})
 		}
 		withNodes := sampleMem()
+		nodeCPU, cpuOK := idleCPU(idleWindow)
 		sessions := 0
 		for i := range nodes {
 			for j := i + 1; j < len(nodes); j++ {
@@ -55,6 +64,11 @@ func BenchmarkIdleMemory(b *testing.B) {
 		// Let the handshakes' and warm-ups' last frames settle.
 		<-time.After(200 * time.Millisecond)
 		withSessions := sampleMem()
+		allCPU, _ := idleCPU(idleWindow)
+		if cpuOK {
+			b.ReportMetric(nodeCPU/memNodes, "idle-cpu-us/s/node")
+			b.ReportMetric((allCPU-nodeCPU)/float64(sessions), "idle-cpu-us/s/session")
+		}
 		perNode := withNodes.sub(base, memNodes)
 		perSession := withSessions.sub(withNodes, sessions)
 		arena := float64(nodes[0].cfg.Slots * nodes[0].cfg.BlockBytes)
@@ -80,6 +94,16 @@ func BenchmarkIdleMemory(b *testing.B) {
 		b.ReportMetric(after.rss, "rss-B/session-after-burst")
 		b.Logf("%d nodes, %d sessions; node: %+v; session: %+v; bursts (%v): %+v; after: %+v", memNodes, sessions, perNode, perSession, took, burst, after)
 	}
+}
+
+// idleCPU is the process's CPU per second of wall time over window, in
+// µs/s, and false where the platform does not say (proccpu).
+func idleCPU(window time.Duration) (float64, bool) {
+	c0, ok := proccpu.Used()
+	t0 := time.Now()
+	<-time.After(window)
+	c1, _ := proccpu.Used()
+	return float64(c1-c0) / 1e3 / time.Since(t0).Seconds(), ok
 }
 
 // openSession opens a ready session from consumer c to producer p: a PD
