@@ -116,7 +116,18 @@ func (e *engine) checkStep(n *Node, req *pb.StepRequest) error {
 	if open := len(e.jobs) + len(req.Loads) + len(req.Stores); open > e.cfg.MaxJobs {
 		return status.Errorf(codes.ResourceExhausted, "%d jobs in flight, at most %d", open, e.cfg.MaxJobs)
 	}
-	known := func(id string) bool { return e.reqs[id] }
+	// Finishes and preemptions are applied first (StepRequest's contract):
+	// a job of a request that ends in this step, and is not registered
+	// again in it, would reach a forgotten request. A store would then
+	// serve no one while its PD decoder waits; refuse the step instead.
+	ended := make(map[string]bool, len(req.Finished)+len(req.Preempted))
+	for _, id := range req.Finished {
+		ended[id] = true
+	}
+	for _, id := range req.Preempted {
+		ended[id] = true
+	}
+	known := func(id string) bool { return e.reqs[id] && !ended[id] }
 	fresh := make(map[string]bool, len(req.NewRequests))
 	for _, r := range req.NewRequests {
 		fresh[r.ReqId] = true
@@ -127,6 +138,9 @@ func (e *engine) checkStep(n *Node, req *pb.StepRequest) error {
 				return status.Errorf(codes.InvalidArgument, "%s[%d]: job_id %d is already in flight", jobWhat[what], i, j.JobId)
 			}
 			if !known(j.ReqId) && !fresh[j.ReqId] {
+				if ended[j.ReqId] {
+					return status.Errorf(codes.InvalidArgument, "%s[%d]: request %q ends in this step, and a step's finished and preempted requests are applied before its jobs", jobWhat[what], i, j.ReqId)
+				}
 				return status.Errorf(codes.InvalidArgument, "%s[%d]: request %q is not registered", jobWhat[what], i, j.ReqId)
 			}
 			for ci, c := range j.ChunkIds {

@@ -153,6 +153,9 @@ func TestEngineBadCalls(t *testing.T) {
 		{"chunk of a load in flight", &pb.StepRequest{Loads: []*pb.Job{load(4, "r")}}, 0, codes.FailedPrecondition},
 		{"store into a loading chunk", &pb.StepRequest{Stores: []*pb.Job{storeJob(4, k)}}, 0, codes.FailedPrecondition},
 		{"unknown request", &pb.StepRequest{Loads: []*pb.Job{load(1, "nobody")}}, 0, codes.InvalidArgument},
+		// Ends are applied first: the job would reach a forgotten request.
+		{"job of a request finished in the step", &pb.StepRequest{Loads: []*pb.Job{load(1, "r")}, Finished: []string{"r"}}, 0, codes.InvalidArgument},
+		{"store of a request preempted in the step", &pb.StepRequest{Stores: []*pb.Job{storeJob(1, k)}, Preempted: []string{"r"}}, 0, codes.InvalidArgument},
 		{"malformed key", &pb.StepRequest{Lookups: []*pb.LookupBatch{{ReqId: "r", Keys: [][]byte{k[:15]}}}}, 0, codes.InvalidArgument},
 		{"too many jobs", &pb.StepRequest{Loads: many}, 0, codes.ResourceExhausted},
 		// A good job next to a bad one: neither is applied.

@@ -460,7 +460,18 @@ class TierCore:
                 # A finish or preemption must not overtake its request's jobs.
                 rest.finished, rest.preempted, rest.end_step = out.finished, out.preempted, out.end_step
             else:
-                send.finished, send.preempted = out.finished, out.preempted
+                # The sidecar applies finishes and preemptions before the
+                # step's registrations and jobs (engine.proto's StepRequest):
+                # a request's end that rode with its own registration or job
+                # would forget it first, and its store would serve no one.
+                # Such ends go in the next step.
+                busy = {n.req_id for n in send.new_requests}
+                busy.update(j.req_id for j in send.loads)
+                busy.update(j.req_id for j in send.stores)
+                for what in ("finished", "preempted"):
+                    ids: list[str] = getattr(out, what)
+                    getattr(send, what).extend(i for i in ids if i not in busy)
+                    getattr(rest, what).extend(i for i in ids if i in busy)
             asked: dict[str, list[bytes]] = {}
             for rid, ks in self._asking.items():
                 if not ks or items_left <= 0 or keys_left <= 0:

@@ -144,3 +144,34 @@ def test_lost_sidecar_of_known_process_holds_grants_until_it_exits() -> None:
     core._release_held(attached=False)
     assert sorted(d.job_id for d in core.take_finished() if d.kind == Kind.PIN) == [7, 8]
     assert not core.has_pending_work()
+
+
+def test_core_holds_a_finish_back_from_its_own_jobs_step() -> None:
+    # The sidecar applies a step's finished and preempted requests before
+    # its jobs (engine.proto): a finish sent with its request's store would
+    # forget the request first, and the store would serve no one (a PD
+    # decoder would then wait for blocks that never come). A starved
+    # worker thread batches both into one step: the finish waits one step.
+    from kvp2p._pb import engine_pb2 as pb
+    from kvp2p.tier import TierCore
+
+    core = TierCore("/nonexistent.sock", pb.Register())  # not started: no threads, no sidecar
+    core.new_request("p", {"remote_decoder": {"kv_request_id": "kv"}})
+    core.submit_store(0, "p", [b"k" * 16], [3])
+    core.new_request("q", {"remote_decoder": {"kv_request_id": "kv2"}})
+    core.request_finished("p")
+    core.request_finished("q")  # registered and finished before any step: no job of its own here
+    core.new_request("o", {"remote_prefiller": {"remote_host": "h", "remote_port": 1, "kv_request_id": "k3"}})
+    core.submit_load(4, "o", [b"o" * 16], [5])
+    core.schedule_end(preempted=["o"])
+    first = core._take()
+    assert first is not None
+    req, _, _ = first
+    assert [j.req_id for j in req.stores] == ["p"] and [j.req_id for j in req.loads] == ["o"]
+    assert sorted(n.req_id for n in req.new_requests) == ["o", "p", "q"]
+    assert list(req.finished) == [] and list(req.preempted) == []  # not with their own step's work
+    second = core._take()
+    assert second is not None
+    req, _, _ = second
+    assert sorted(req.finished) == ["p", "q"] and list(req.preempted) == ["o"]
+    assert not req.stores and not req.loads and not req.new_requests
