@@ -105,7 +105,6 @@ type Config struct {
 	inlineSums, inlineChecks, forceHelpers bool
 }
 
-// withDefaults returns c with zero fields set and checks it.
 // piece reports whether the chunk [off, off+n) of a block is exactly one
 // sum piece, and which (the writer sends that piece's stored sum, the
 // reader keeps the sum it checked); never with SumPiece 0.
@@ -125,6 +124,7 @@ func (c Config) pieces() int {
 	return (c.BlockBytes + c.SumPiece - 1) / c.SumPiece
 }
 
+// withDefaults returns c with zero fields set and checks it.
 func (c Config) withDefaults() (Config, error) {
 	if c.ChunkBytes == 0 {
 		c.ChunkBytes = 256 << 10

@@ -35,7 +35,7 @@ type reader struct {
 	pend       pendingCheck
 	keepalives int // received in a row
 
-	guesses *[4][]byte // guess's, reused: a chunk allocates nothing; nil until a chunk
+	guesses *[wire.MaxAhead][]byte // guess's, reused: a chunk allocates nothing; nil until a chunk
 }
 
 // pendingCheck is a chunk whose payload is in its slot and whose CRC32C
@@ -159,7 +159,7 @@ func (r *reader) chunk(ch *wire.Chunk) error {
 func (r *reader) guess(rj *recvJob, blk, off uint32) [][]byte {
 	c := r.c
 	if r.guesses == nil {
-		r.guesses = new([4][]byte)
+		r.guesses = new([wire.MaxAhead][]byte)
 	}
 	g := r.guesses[:0]
 	for total := 0; len(g) < len(r.guesses) && total < aheadBytes; {

@@ -317,8 +317,8 @@ func (t *Table) checkTimers() {
 	if t.timerErr != nil {
 		return
 	}
-	if t.nConns != len(t.conns) || t.nLive != t.countLive() {
-		t.timerErr = fmt.Errorf("loads: %d conns and %d live kept, %d and %d in the table", t.nConns, t.nLive, len(t.conns), t.countLive())
+	if n := t.countLive(); t.nLive != n {
+		t.timerErr = fmt.Errorf("loads: %d live sessions kept, %d in the table", t.nLive, n)
 		return
 	}
 	for _, c := range t.list {

@@ -248,7 +248,6 @@ func (t *Table) DataClosed(now time.Time, id ConnID) {
 		t.actions = append(t.actions, Action{Kind: ActClose, Conn: c.id, Cause: c.s.Ended()})
 	}
 	delete(t.conns, id)
-	t.nConns--
 	if c.rep != reaped && !c.rejected {
 		t.nLive--
 	}
@@ -261,7 +260,7 @@ func (t *Table) DataClosed(now time.Time, id ConnID) {
 
 // Tick runs every timer: sessions', idle eviction, unbound stores, shutdown.
 func (t *Table) Tick(now time.Time) {
-	if len(t.list) > 2*t.nConns+16 {
+	if len(t.list) > 2*len(t.conns)+16 {
 		t.compact()
 	}
 	t.rescheduleDirty()

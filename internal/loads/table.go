@@ -79,7 +79,6 @@ type Table struct {
 	blocks blocksView
 
 	conns      map[ConnID]*conn
-	nConns     int              // len(conns), read by every Tick without reaching the map
 	nLive      int              // liveCount
 	list       []*conn          // conns in creation order: deterministic iteration
 	ended      []*conn          // sessions that ended, in order, for settle to reap
@@ -194,7 +193,6 @@ func (t *Table) newConn(peer string, outbound bool, now time.Time) *conn {
 	c := &conn{id: t.nextConn, peer: peer}
 	c.s = session.New(&t.cfg.Session, t.blocks, peer, outbound, now)
 	t.conns[c.id] = c
-	t.nConns++
 	t.nLive++
 	t.list = append(t.list, c)
 	t.markDirty(c) // its handshake deadline

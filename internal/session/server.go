@@ -89,8 +89,6 @@ type server struct {
 	quota          quota
 }
 
-func (sv *server) init() {}
-
 func (sv *server) busy() bool { return len(sv.byJob) > 0 || len(sv.stores) > 0 || len(sv.parked) > 0 }
 
 func (sv *server) req(id string) *serverReq {

@@ -104,7 +104,6 @@ func New(cfg *Config, blocks Blocks, peer string, outbound bool, now time.Time) 
 		s.phase = handshaking
 	}
 	s.client.init()
-	s.server.init()
 	return s
 }
 

@@ -49,35 +49,32 @@ func (e engineNode) Status() workload.Status {
 	return workload.Up
 }
 
-func (e engineNode) NewRequest(id string, p loads.TransferParams) error {
+// table is the node's table for a call that may change it: the node is
+// touched first, so that its next deadline is looked at again (wake.go).
+func (e engineNode) table() *loads.Table {
 	e.r.net.touch(e.nd)
-	return e.nd.T.NewRequest(e.r.net.Now, id, p)
+	return e.nd.T
+}
+
+func (e engineNode) NewRequest(id string, p loads.TransferParams) error {
+	return e.table().NewRequest(e.r.net.Now, id, p)
 }
 
 func (e engineNode) Lookup(id string, k wire.Key) session.Verdict {
-	e.r.net.touch(e.nd)
-	return e.nd.T.Lookup(e.r.net.Now, id, k)
+	return e.table().Lookup(e.r.net.Now, id, k)
 }
 
-func (e engineNode) EndStep() {
-	e.r.net.touch(e.nd)
-	e.nd.T.EndStep(e.r.net.Now)
-}
+func (e engineNode) EndStep() { e.table().EndStep(e.r.net.Now) }
 
 func (e engineNode) SubmitLoad(id string, keys []wire.Key) (uint64, error) {
-	e.r.net.touch(e.nd)
-	return e.nd.T.SubmitLoad(e.r.net.Now, id, keys), nil
+	return e.table().SubmitLoad(e.r.net.Now, id, keys), nil
 }
 
 func (e engineNode) SubmitStore(id string, keys []wire.Key) {
-	e.r.net.touch(e.nd)
-	e.nd.T.SubmitStore(e.r.net.Now, id, keys)
+	e.table().SubmitStore(e.r.net.Now, id, keys)
 }
 
-func (e engineNode) RequestFinished(id string) {
-	e.r.net.touch(e.nd)
-	e.nd.T.RequestFinished(e.r.net.Now, id)
-}
+func (e engineNode) RequestFinished(id string) { e.table().RequestFinished(e.r.net.Now, id) }
 
 func (e engineNode) PutBlocks(keys []wire.Key) {
 	e.r.net.touch(e.nd)

@@ -56,7 +56,7 @@ func (n *Net) crash(nd *Node) {
 	if nd.Crashed {
 		return
 	}
-	for _, e := range sortedEnds(nd) {
+	for _, e := range nd.ends.sorted() {
 		if e.open && e.peer != nil && !nd.Silent {
 			n.reset(e.peer, n.lat(nd, e.peer.node))
 		}
@@ -73,7 +73,7 @@ func (n *Net) closeControl(nd *Node) {
 	if !nd.tickable() {
 		return
 	}
-	for _, e := range sortedEnds(nd) {
+	for _, e := range nd.ends.sorted() {
 		if !e.open {
 			continue
 		}

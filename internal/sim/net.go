@@ -423,6 +423,3 @@ func (n *Net) behind(nd *Node) int64 {
 	}
 	return n.now + q
 }
-
-// sortedEnds returns nd's ends in connection order.
-func sortedEnds(nd *Node) []*end { return nd.ends.sorted() }

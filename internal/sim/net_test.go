@@ -324,7 +324,7 @@ func (f *pair) connOf(nd *Node) loads.ConnID {
 	f.t.Helper()
 	f.request("warm", pdParams("warm"), 10*time.Millisecond)
 	f.c.T.RequestFinished(f.n.Now, "warm")
-	for _, e := range sortedEnds(nd) {
+	for _, e := range nd.ends.sorted() {
 		if e.open {
 			return e.conn
 		}

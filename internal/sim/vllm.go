@@ -47,7 +47,7 @@ func (n *Net) faultStalled(nd *Node, rs []loads.JobResult) {
 		if r.Kind != loads.JobLoad || r.OK || r.Reason != loadTimedOut {
 			continue
 		}
-		for _, e := range sortedEnds(nd) {
+		for _, e := range nd.ends.sorted() {
 			if _, ok := e.rx[r.Job]; !ok || !e.open {
 				continue
 			}

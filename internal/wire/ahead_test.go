@@ -39,13 +39,13 @@ func aheadStream(t *testing.T, n int, mixed bool) ([]Message, []byte, [][]byte) 
 
 // readAhead reads ms from r as the data path does: job 1's block i into
 // area[i], guessing that the next payload is block i+1 of job 1; job 2's
-// elsewhere (and the next blocks after it, aheadMax guesses in all). After every frame that is not a chunk it scribbles over the
+// elsewhere (and the next blocks after it, MaxAhead guesses in all). After every frame that is not a chunk it scribbles over the
 // area past the last block read: what was read ahead must be back in the
 // Reader by then. It checks every frame and payload.
 func readAhead(t *testing.T, r *Reader, ms []Message, payloads [][]byte) {
 	t.Helper()
 	const blk = 64 << 10
-	area := make([]byte, (len(ms)+aheadMax)*blk)
+	area := make([]byte, (len(ms)+MaxAhead)*blk)
 	other := make([]byte, blk)
 	p, last := 0, -1
 	for i, want := range ms {
@@ -69,7 +69,7 @@ func readAhead(t *testing.T, r *Reader, ms []Message, payloads [][]byte) {
 			last = int(c.Block)
 		}
 		var next [][]byte
-		for k := 1; k <= aheadMax; k++ {
+		for k := 1; k <= MaxAhead; k++ {
 			next = append(next, area[(int(c.Block)+k)*blk:][:blk])
 		}
 		if err := r.ReadPayloadAhead(dst, next); err != nil {
@@ -150,7 +150,7 @@ func TestReadAheadArmed(t *testing.T) {
 // between them, so a stream of chunks takes a few reads, not one a chunk.
 func TestReadAheadSeveral(t *testing.T) {
 	const n = 64 << 10
-	hits, misses, calls := scriptedAhead(t, 6, aheadMax, []int{n + 3*(ChunkHeaderLen+n)})
+	hits, misses, calls := scriptedAhead(t, 6, MaxAhead, []int{n + 3*(ChunkHeaderLen+n)})
 	if hits != 5 || misses != 0 {
 		t.Errorf("%d hits, %d misses, want 5 and 0", hits, misses)
 	}

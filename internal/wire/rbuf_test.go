@@ -197,7 +197,7 @@ func TestReaderIdleAllocs(t *testing.T) {
 }
 
 // TestReaderChunksKeepBuffer: with readv, each large chunk's header comes
-// in a small read of its own (from spill, or capped at a header), yet a
+// in a small read of its own (from what was read past a payload, or capped at a header), yet a
 // chunk starts the count over: a load does not give the buffer back
 // between its chunks.
 func TestReaderChunksKeepBuffer(t *testing.T) {

@@ -9,8 +9,8 @@ import (
 
 // narrowMin is the payload from which ReadPayload reads past the buffer
 // with readv (src.go), and the buffer's reads are capped at one chunk
-// header until a frame other than a chunk comes. Smaller chunks are better batched by
-// the buffer's full reads.
+// header until a frame other than a chunk comes. Smaller chunks are
+// better batched by the buffer's full reads.
 const narrowMin = 16 << 10
 
 // Reader reads frames from a stream. It is not safe for concurrent use: one

@@ -13,7 +13,7 @@ import (
 type tcpReadv struct {
 	rc  syscall.RawConn
 	fn  func(fd uintptr) bool // once, bound here so that a read allocates nothing
-	iov [1 + 2*aheadMax]syscall.Iovec
+	iov [1 + 2*MaxAhead]syscall.Iovec
 	niv int
 	n   int
 	err syscall.Errno
@@ -64,7 +64,7 @@ func (v *tcpReadv) readv(bufs [][]byte) (int, error) {
 	}
 	v.n, v.err = 0, 0
 	err := v.rc.Read(v.fn)
-	v.iov = [len(v.iov)]syscall.Iovec{} // keep no slot reachable
+	clear(v.iov[:v.niv]) // keep no slot reachable
 	switch {
 	case err != nil:
 		return 0, err

@@ -9,11 +9,12 @@ import (
 // as much of itself as the socket holds, so the read that brings a chunk's
 // header would also bring up to 64 KiB of its payload, which ReadPayload
 // would then copy into the slot: a memmove per chunk on top of the
-// kernel's copy, a tenth of the consumer's CPU in a profile of one load. On a socket that can read
-// into two buffers at once (readv), ReadPayload reads the rest of a large
-// payload into the slot and, in the same call, up to one chunk header of
-// what follows into src.spill; and while chunks stream (narrow), the
-// buffer's own reads are capped at one chunk header. So a chunk's payload
+// kernel's copy, a tenth of the consumer's CPU in a profile of one load.
+// On a socket that can read into several buffers at once (readv),
+// ReadPayload reads the rest of a large payload into the slot and, in the
+// same call, up to one chunk header of what follows into past.hdrs; and
+// while chunks stream (narrow), the buffer's own reads are capped at one
+// chunk header. So a chunk's payload
 // never passes through the buffer, and its header costs no read of its
 // own (and a load of large chunks needs no more than the idle buffer).
 //
@@ -44,17 +45,18 @@ type src struct {
 // past is what src needs to read past payloads: a control connection,
 // or an idle session's data connection, never allocates it.
 type past struct {
-	hdrs   [aheadMax][ChunkHeaderLen]byte // room for the header before each guess
-	q      [2 * aheadMax]seg              // read past the payload, not yet taken, in stream order
+	hdrs   [MaxAhead][ChunkHeaderLen]byte // room for the header before each guess
+	q      [2 * MaxAhead]seg              // read past the payload, not yet taken, in stream order
 	qh, qn int                            // q[qh:qn] is waiting
 	armed  [][]byte                       // guesses kept for the next header's read (armBuf)
-	armBuf [aheadMax][]byte
-	iov    [1 + 2*aheadMax][]byte // one read's buffers
-	mine   [1 + 2*aheadMax]bool   // iov[i] is in hdrs, not the caller's memory
+	armBuf [MaxAhead][]byte
+	iov    [1 + 2*MaxAhead][]byte // one read's buffers
+	mine   [1 + 2*MaxAhead]bool   // iov[i] is in hdrs, not the caller's memory
 }
 
-// aheadMax bounds the guesses one read fills.
-const aheadMax = 4
+// MaxAhead bounds the guesses one read fills (ReadPayloadAhead uses the
+// first MaxAhead it is given).
+const MaxAhead = 4
 
 // seg is bytes read past a payload: in hdrs (a header, or what came in
 // its place), or in the caller's memory (a guess).
@@ -121,7 +123,7 @@ func (s *src) readv(first []byte, guesses [][]byte, hdrFirst bool) (int, error) 
 	if hdrFirst {
 		add(s.hdrs[0][:], true)
 	}
-	for i, g := range guesses[:min(len(guesses), aheadMax)] {
+	for i, g := range guesses[:min(len(guesses), MaxAhead)] {
 		if len(g) == 0 {
 			break
 		}

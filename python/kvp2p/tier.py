@@ -456,22 +456,22 @@ class TierCore:
                     i += 1
                 getattr(send, what).extend(src[:i])
                 getattr(rest, what).extend(src[i:])
-            if rest.new_requests or rest.loads or rest.stores:
-                # A finish or preemption must not overtake its request's jobs.
-                rest.finished, rest.preempted, rest.end_step = out.finished, out.preempted, out.end_step
-            else:
-                # The sidecar applies finishes and preemptions before the
-                # step's registrations and jobs (engine.proto's StepRequest):
-                # a request's end that rode with its own registration or job
-                # would forget it first, and its store would serve no one.
-                # Such ends go in the next step.
-                busy = {n.req_id for n in send.new_requests}
-                busy.update(j.req_id for j in send.loads)
-                busy.update(j.req_id for j in send.stores)
-                for what in ("finished", "preempted"):
-                    ids: list[str] = getattr(out, what)
-                    getattr(send, what).extend(i for i in ids if i not in busy)
-                    getattr(rest, what).extend(i for i in ids if i in busy)
+            # The sidecar applies a step's finishes and preemptions before
+            # its registrations and jobs (engine.proto's StepRequest), so an
+            # end must not ride with its request's registration or jobs: it
+            # would forget the request first, and a store would serve no
+            # one. Such ends go in the next step; while any work waits for
+            # a later step, every end waits with it (nothing overtakes).
+            held = bool(rest.new_requests or rest.loads or rest.stores)
+            busy = {n.req_id for n in send.new_requests}
+            busy.update(j.req_id for j in send.loads)
+            busy.update(j.req_id for j in send.stores)
+            for what in ("finished", "preempted"):
+                ids: list[str] = getattr(out, what)
+                getattr(send, what).extend(i for i in ids if not held and i not in busy)
+                getattr(rest, what).extend(i for i in ids if held or i in busy)
+            if held:
+                rest.end_step = out.end_step
             asked: dict[str, list[bytes]] = {}
             for rid, ks in self._asking.items():
                 if not ks or items_left <= 0 or keys_left <= 0:
