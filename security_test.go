@@ -64,9 +64,9 @@ func startSpoofer(t *testing.T, target, claim string, tc *tls.Config) *spoofer {
 	send := s.send
 	go func() {
 		defer close(s.ended)
-		send(s.ctl, &wire.Hello{Version: wire.Version, PeerID: claim, Incarnation: inc, BlockBytes: testBlock,
-			HashSeed: "s", MaxInflight: 64, MaxFrame: 4 << 20})
-		send(s.data, &wire.DataAttach{PeerID: claim, Incarnation: inc})
+		h, a := halves(claim, inc, 0)
+		send(s.ctl, h)
+		send(s.data, a)
 		rd := wire.NewReader(s.ctl, wire.DefaultLimits())
 		for {
 			m, err := rd.Next()

@@ -166,10 +166,10 @@ func TestTLSDataAttachBoundToControlIdentity(t *testing.T) {
 	ctl := dial(f.client(t, "127.0.0.1"))
 	data := dial(f.client(t, "127.0.0.1", "other.test"))
 	claim := "127.0.0.1:1"
-	b, _ := wire.Append(nil, &wire.Hello{Version: wire.Version, PeerID: claim, Incarnation: 1, BlockBytes: testBlock,
-		HashSeed: "s", MaxInflight: 8, MaxFrame: 4 << 20})
+	h, a := halves(claim, 1, 0)
+	b, _ := wire.Append(nil, h)
 	ctl.Write(b)
-	b, _ = wire.Append(nil, &wire.DataAttach{PeerID: claim, Incarnation: 1})
+	b, _ = wire.Append(nil, a)
 	data.Write(b)
 	rd := wire.NewReader(ctl, wire.DefaultLimits())
 	_ = ctl.SetReadDeadline(time.Now().Add(5 * time.Second))
