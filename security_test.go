@@ -130,6 +130,12 @@ func (f *tlsFleet) node(t testing.TB, names ...string) TLSConfig {
 	return TLSConfig{CertFile: fs.Cert, KeyFile: fs.Key, CAFile: fs.CA}
 }
 
+// rank is a Config mutator that gives the node a certificate for its own
+// rank: its host and RankURI(its peer id).
+func (f *tlsFleet) rank(t testing.TB) func(*Config) {
+	return func(c *Config) { c.TLS = f.node(t, "127.0.0.1", RankURI(c.PeerID)) }
+}
+
 // client returns a client TLS config with a certificate for names (none:
 // no client certificate) that trusts the fleet's CA.
 func (f *tlsFleet) client(t *testing.T, names ...string) *tls.Config {
@@ -176,7 +182,7 @@ func TestSpoofedHelloForgesBlocks(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			mut := func(c *Config) {}
 			if tt.tls {
-				mut = func(c *Config) { c.TLS = f.node(t, "127.0.0.1") }
+				mut = f.rank(t)
 			}
 			p := startTN(t, nodeOpt{mut: mut})
 			c := startTN(t, nodeOpt{mut: mut})
