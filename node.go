@@ -168,12 +168,12 @@ func NewNode(cfg Config) (*Node, error) {
 	}
 	obs := newObserver(time.Now())
 	lc.Observer = obs
-	if !cfg.TLS.Enabled() {
-		// A Hello proves nothing over plain TCP: a newcomer claiming a live
-		// peer's new incarnation waits while the live session is probed, at
-		// most as long as a silent peer would take to be declared dead.
-		lc.ProbeBeforeReplace = t.HeartbeatTimeout
-	}
+	// A Hello never replaces a live session on its word, under TLS too (a
+	// certificate proves who may speak for the peer, not that its live
+	// session is dead): a newcomer that would replace a ready session waits
+	// while that session is probed, at most as long as a silent peer would
+	// take to be declared dead (loads/hold.go).
+	lc.ProbeBeforeReplace = t.HeartbeatTimeout
 	tb, err := loads.New(lc, st)
 	if err != nil {
 		return nil, err
