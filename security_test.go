@@ -47,6 +47,12 @@ func (s *spoofer) send(nc net.Conn, m wire.Message) {
 
 func startSpoofer(t *testing.T, target, claim string, tc *tls.Config) *spoofer {
 	t.Helper()
+	return startSpooferAs(t, target, claim, 0xBAD, tc)
+}
+
+// startSpooferAs is startSpoofer claiming incarnation inc.
+func startSpooferAs(t *testing.T, target, claim string, inc uint64, tc *tls.Config) *spoofer {
+	t.Helper()
 	dial := func() net.Conn {
 		nc, err := net.Dial("tcp", target)
 		if err != nil {
@@ -58,7 +64,6 @@ func startSpoofer(t *testing.T, target, claim string, tc *tls.Config) *spoofer {
 		t.Cleanup(func() { nc.Close() })
 		return nc
 	}
-	const inc = 0xBAD
 	s := &spoofer{ready: make(chan struct{}), ended: make(chan struct{})}
 	s.ctl, s.data = dial(), dial()
 	send := s.send
