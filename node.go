@@ -245,6 +245,7 @@ func (n *Node) Manager() *Manager { return &Manager{n: n} }
 // it returns an error if the listener fails for good (the node stopped).
 func (n *Node) Serve(ln net.Listener) error {
 	n.ln = ln
+	n.logTrust()
 	n.wg.Add(1)
 	go n.acceptLoop(ln)
 	n.loop()

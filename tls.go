@@ -351,3 +351,26 @@ func checkClaim(ctx context.Context, nc net.Conn, peerID string, trust bool) err
 	}
 	return fmt.Errorf("claims host %s (%v) from source %s", host, addrs, src)
 }
+
+// logTrust says at start what proves a peer's identity here, and what it
+// does not (docs/security.md, "Trust model"): the operator sees the choice
+// the config made.
+func (n *Node) logTrust() {
+	switch {
+	case n.tls != nil:
+		n.log.Info("identity: mutual TLS, one certificate per rank: a peer's certificate must name the peer id it claims",
+			"own_rank_uri", RankURI(n.cfg.PeerID))
+		m := n.tls.cur.Load()
+		if leaf, err := x509.ParseCertificate(m.cert.Certificate[0]); err == nil && !namesRank(leaf, n.cfg.PeerID) {
+			n.log.Error("this node's certificate names no rank "+n.cfg.PeerID+": peers will refuse its Hellos",
+				"want_uri_san", RankURI(n.cfg.PeerID), "sans", sans(leaf))
+		}
+	case n.cfg.TrustClaimedHost:
+		n.log.Warn("identity: plain TCP with trust_claimed_host: a Hello's peer id is taken on its word from any source; " +
+			"any process that reaches this port can pose as any peer that has no live session here (docs/security.md)")
+	default:
+		n.log.Warn("identity: plain TCP: a Hello's peer id must name its source address; any process on a peer's host " +
+			"can pose as that peer while it has no live session here. Where ranks share a host, use mutual TLS with " +
+			"a certificate per rank (docs/security.md)")
+	}
+}
