@@ -309,3 +309,24 @@ func TestAttackSiblingRankCertificate(t *testing.T) {
 		t.Fatalf("%d sessions replaced", replaced)
 	}
 }
+
+// TestAttackClaimFromAnotherHost is an attack that held before issue 25,
+// kept in the suite: on plain TCP with trust_claimed_host off, a Hello
+// claiming a peer id on another host than the connection's source is
+// refused before any session exists, and counted (both halves: the Hello
+// and the DataAttach).
+func TestAttackClaimFromAnotherHost(t *testing.T) {
+	c := startTN(t, nodeOpt{})
+	sp := startSpoofer(t, c.PeerID(), "10.9.9.9:7777", nil)
+	select {
+	case <-sp.ended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a claim from another host was neither refused nor answered")
+	}
+	select {
+	case <-sp.ready:
+		t.Fatal("a claim from another host was acknowledged")
+	default:
+	}
+	waitFor(t, func() bool { return c.Refused().Identity == 2 })
+}
