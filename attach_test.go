@@ -49,10 +49,11 @@ func TestStaleDataAttachNotPaired(t *testing.T) {
 		n.post(evAccepted{nc: srv, raw: srv, rd: wire.NewReader(srv, lim), first: first})
 		return cli
 	}
-	accept(&wire.Hello{Version: wire.Version, PeerID: claim, Incarnation: inc, BlockBytes: testBlock,
-		HashSeed: "s", MaxInflight: 64, MaxFrame: 4 << 20, Attempt: 2})
-	stale := accept(&wire.DataAttach{PeerID: claim, Incarnation: inc, Attempt: 1})
-	fresh := accept(&wire.DataAttach{PeerID: claim, Incarnation: inc, Attempt: 2})
+	_, staleAttach := halves(claim, inc, 1)
+	hello, freshAttach := halves(claim, inc, 2)
+	accept(hello)
+	stale := accept(staleAttach)
+	fresh := accept(freshAttach)
 	stale.Close() // the abandoned attempt's FIN, right behind its DataAttach
 
 	b, err := wire.Append(nil, &wire.Probe{Seq: 5})

@@ -52,12 +52,12 @@ func waitJob(tb testing.TB, m *Manager, job uint64) JobResult {
 
 // benchPair starts a producer and a consumer with a ready session and the
 // producer holding blocks keys.
-func benchPair(b *testing.B, keys []Key, tlsCfg ...func() TLSConfig) (p, c *tnode) {
+func benchPair(b *testing.B, keys []Key, tlsCfg ...func(peerID string) TLSConfig) (p, c *tnode) {
 	mut := func(cfg *Config) {
 		cfg.BlockBytes, cfg.Slots = benchBlockBytes, max(len(keys), 16)
 		cfg.Log = nil
 		for _, f := range tlsCfg {
-			cfg.TLS = f()
+			cfg.TLS = f(cfg.PeerID)
 		}
 	}
 	p = startTN(b, nodeOpt{mut: mut})

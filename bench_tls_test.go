@@ -11,7 +11,7 @@ import (
 func BenchmarkLoadTLSVsPlain(b *testing.B) {
 	f := newTLSFleet(b)
 	keys := keysOf("bench", benchBlocks)
-	tp, tc := benchPair(b, keys, func() TLSConfig { return f.node(b, "127.0.0.1") })
+	tp, tc := benchPair(b, keys, func(id string) TLSConfig { return f.node(b, "127.0.0.1", RankURI(id)) })
 	tr := &loadRig{p: tp, c: tc, keys: keys}
 	pr := newLoadRig(b)
 	interleave(b, "tls", tr.load, "plain", pr.load, "x_plain")
@@ -22,7 +22,7 @@ func BenchmarkLoadTLSVsPlain(b *testing.B) {
 func BenchmarkLoadTLS(b *testing.B) {
 	f := newTLSFleet(b)
 	keys := keysOf("bench", benchBlocks)
-	p, c := benchPair(b, keys, func() TLSConfig { return f.node(b, "127.0.0.1") })
+	p, c := benchPair(b, keys, func(id string) TLSConfig { return f.node(b, "127.0.0.1", RankURI(id)) })
 	r := &loadRig{p: p, c: c, keys: keys}
 	r.load(b)
 	b.SetBytes(benchLoadBytes)

@@ -50,7 +50,12 @@ type Config struct {
 	// TrustClaimedHost accepts, on plain TCP, a Hello or DataAttach whose
 	// peer id names a host other than the connection's source address
 	// (NAT, or the demo's labelled hosts on 127.0.0.1). Off by default:
-	// without TLS the source address is the only proof of who speaks.
+	// without TLS the source address is the only proof of who speaks, and
+	// it proves the host, not the rank: off, a process on a peer's host
+	// can still pose as that peer while it has no live session here; on,
+	// any process that reaches the port can. The node logs which at start
+	// (docs/security.md, "Trust model"). Ignored under TLS, where the
+	// certificate must name the rank.
 	TrustClaimedHost bool `yaml:"trust_claimed_host"`
 	// Limits bound what peers can make the node hold.
 	Limits Limits `yaml:"limits"`

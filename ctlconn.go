@@ -22,7 +22,10 @@ type ctlConn struct {
 	data   *datapath.Conn
 	st     ctlState
 	key    attachKey
-	dialed bool // we dialed it: its Hello carries key.attempt
+	dialed bool // we dialed it: its Hello carries key.attempt and secret
+	// secret (dialed only) is this attempt's attach secret: the Hello
+	// carries it, the DataAttach a MAC made with it (wire.AttachMAC).
+	secret [wire.SecretSize]byte
 	// dataLostAt: the peer closed the data connection at this time; the
 	// table is told once the control connection explains, or after
 	// dataLossGrace (zero: not waiting).
@@ -97,6 +100,25 @@ type attachKey struct {
 	peer    string
 	inc     uint64
 	attempt uint64
+}
+
+// pairKey is how the accepting side parks a half until its other half
+// comes: the attach key and the MAC that binds the two (for a Hello, the
+// MAC its secret makes; for a DataAttach, the one it carries). Attempt
+// counters can be learned (an attacker reads its own victim's dial to it)
+// but the MAC cannot, so a forged DataAttach parks under its own pairKey,
+// pairs with nothing and never displaces the real one (issue 25 #2).
+type pairKey struct {
+	attachKey
+	mac [wire.SecretSize]byte
+}
+
+func helloPairKey(h *wire.Hello) pairKey {
+	return pairKey{attachKey{h.PeerID, h.Incarnation, h.Attempt}, wire.AttachMAC(h.Secret, h.PeerID, h.Incarnation, h.Attempt)}
+}
+
+func attachPairKey(a *wire.DataAttach) pairKey {
+	return pairKey{attachKey{a.PeerID, a.Incarnation, a.Attempt}, a.MAC}
 }
 
 // msgWriter is the one goroutine that writes a control connection. Senders

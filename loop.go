@@ -1,6 +1,7 @@
 package kvp2p
 
 import (
+	cryptorand "crypto/rand"
 	"errors"
 	"fmt"
 	"net"
@@ -159,32 +160,38 @@ func (n *Node) handle(ev event) {
 
 // accepted pairs a new inbound connection with its other half: a session
 // starts (and takes a place among max_peers) only once both its Hello and
-// its DataAttach arrived, from connections with the same identity; until
-// then both wait in the gate, bounded and expired by the handshake timeout.
+// its DataAttach arrived, from connections with the same identity, the
+// DataAttach carrying the MAC of the Hello's secret (pairKey); until then
+// both wait in the gate, bounded and expired by the handshake timeout.
 func (n *Node) accepted(now time.Time, ev evAccepted) {
 	switch m := ev.first.(type) {
 	case *wire.Hello:
-		key := attachKey{m.PeerID, m.Incarnation, m.Attempt}
+		key := helloPairKey(m)
 		if p, ok := n.pendingData[key]; ok && p.ident == ev.ident {
 			delete(n.pendingData, key)
 			n.admit(now, ev, m, p)
 			return
 		}
-		if old, dup := n.heldHellos[key]; dup {
-			n.dropConn(old.nc, old.raw)
+		if _, dup := n.heldHellos[key]; dup {
+			// The same secret twice: a replay, never the dialer (one Hello
+			// per attempt). The first stays; the copy is dropped.
+			n.dropConn(ev.nc, ev.raw)
+			return
 		}
 		ev.at = now
 		n.heldHellos[key] = ev
 	case *wire.DataAttach:
-		key := attachKey{m.PeerID, m.Incarnation, m.Attempt}
+		key := attachPairKey(m)
 		p := pendingData{nc: ev.nc, raw: ev.raw, rd: ev.rd, ident: ev.ident, at: now}
 		if h, ok := n.heldHellos[key]; ok && h.ident == ev.ident {
 			delete(n.heldHellos, key)
 			n.admit(now, h, h.first.(*wire.Hello), p)
 			return
 		}
-		if old, dup := n.pendingData[key]; dup {
-			n.dropConn(old.nc, old.raw)
+		if _, dup := n.pendingData[key]; dup {
+			// As for Hellos: a second attach never displaces the first.
+			n.dropConn(ev.nc, ev.raw)
+			return
 		}
 		n.pendingData[key] = p
 	default: // readFirst lets nothing else through
@@ -351,9 +358,11 @@ func (n *Node) act(a loads.Action) {
 	n.obs.action(time.Now(), a, a.Kind == loads.ActClose && n.tb.ClosedByPolicy(a.Conn))
 	switch a.Kind {
 	case loads.ActDial:
-		n.conns[a.Conn] = &ctlConn{id: a.Conn, key: attachKey{peer: a.Peer, attempt: uint64(a.Conn)}, dialed: true}
+		c := &ctlConn{id: a.Conn, key: attachKey{peer: a.Peer, attempt: uint64(a.Conn)}, dialed: true}
+		cryptorand.Read(c.secret[:]) // never fails (crypto/rand's contract since Go 1.24)
+		n.conns[a.Conn] = c
 		n.wg.Add(1)
-		go n.dial(a.Conn, a.Peer)
+		go n.dial(a.Conn, a.Peer, c.secret)
 		return
 	}
 	c := n.conns[a.Conn]
@@ -420,16 +429,17 @@ func (n *Node) dataOp(dc *datapath.Conn, op session.DataOp) {
 
 var _ datapath.SumMemory = (*Node)(nil)
 
-// stampAttempt puts a dialed connection's attempt into its Hello (the same
-// value dial put into its DataAttach), so that the accepting side pairs the
-// two halves of this attempt only. The attempt belongs to the connection,
-// not to the session, which is why the I/O layer sets it.
+// stampAttempt puts a dialed connection's attempt and secret into its
+// Hello (dial put the same attempt, and a MAC made with the secret, into
+// its DataAttach), so that the accepting side pairs the two halves of this
+// attempt only. Both belong to the connection, not to the session, which
+// is why the I/O layer sets them.
 func stampAttempt(m wire.Message, c *ctlConn) wire.Message {
 	h, ok := m.(*wire.Hello)
 	if !ok || !c.dialed {
 		return m
 	}
 	hc := *h
-	hc.Attempt = c.key.attempt
+	hc.Attempt, hc.Secret = c.key.attempt, c.secret
 	return &hc
 }

@@ -66,8 +66,8 @@ type Node struct {
 	lnClosed    bool // the loop closed ln: an Accept error then is no news
 	serveErr    error
 	conns       map[loads.ConnID]*ctlConn
-	heldHellos  map[attachKey]evAccepted // inbound Hellos waiting for their data connection
-	pendingData map[attachKey]pendingData
+	heldHellos  map[pairKey]evAccepted // inbound Hellos waiting for their data connection
+	pendingData map[pairKey]pendingData
 	open        map[uint64]JobResult // jobs submitted and not yet polled: a failed result each
 	results     []JobResult          // settled by the table, not yet polled (takeResults)
 	clk         loopClock            // the decisions' time: wall time less the loop's own lateness
@@ -168,12 +168,12 @@ func NewNode(cfg Config) (*Node, error) {
 	}
 	obs := newObserver(time.Now())
 	lc.Observer = obs
-	if !cfg.TLS.Enabled() {
-		// A Hello proves nothing over plain TCP: a newcomer claiming a live
-		// peer's new incarnation waits while the live session is probed, at
-		// most as long as a silent peer would take to be declared dead.
-		lc.ProbeBeforeReplace = t.HeartbeatTimeout
-	}
+	// A Hello never replaces a live session on its word, under TLS too (a
+	// certificate proves who may speak for the peer, not that its live
+	// session is dead): a newcomer that would replace a ready session waits
+	// while that session is probed, at most as long as a silent peer would
+	// take to be declared dead (loads/hold.go).
+	lc.ProbeBeforeReplace = t.HeartbeatTimeout
 	tb, err := loads.New(lc, st)
 	if err != nil {
 		return nil, err
@@ -196,8 +196,8 @@ func NewNode(cfg Config) (*Node, error) {
 		events: make(chan event, 256), calls: make(chan call), callDone: make(chan chan struct{}, callDoneFree),
 		stopReq: make(chan struct{}), quit: make(chan struct{}), done: make(chan struct{}),
 		settled: make(chan struct{}, 1),
-		conns:   map[loads.ConnID]*ctlConn{}, heldHellos: map[attachKey]evAccepted{},
-		pendingData: map[attachKey]pendingData{}, open: map[uint64]JobResult{},
+		conns:   map[loads.ConnID]*ctlConn{}, heldHellos: map[pairKey]evAccepted{},
+		pendingData: map[pairKey]pendingData{}, open: map[uint64]JobResult{},
 		eng: eng, obs: obs, gate: newConnGate(cfg.Limits.MaxHandshakes, cfg.Limits.MaxHandshakesPerSource),
 	}
 	if cfg.TLS.Enabled() {
@@ -245,6 +245,7 @@ func (n *Node) Manager() *Manager { return &Manager{n: n} }
 // it returns an error if the listener fails for good (the node stopped).
 func (n *Node) Serve(ln net.Listener) error {
 	n.ln = ln
+	n.logTrust()
 	n.wg.Add(1)
 	go n.acceptLoop(ln)
 	n.loop()
@@ -417,6 +418,13 @@ func (n *Node) readFirst(raw net.Conn) {
 	var claim string
 	switch m := m.(type) {
 	case *wire.Hello:
+		if m.Secret == ([wire.SecretSize]byte{}) {
+			// A dialer's Hello always carries its attempt's secret: without
+			// one, anybody could attach its data connection.
+			n.refused.frame.Add(1)
+			fail("first frame", errors.New("hello without an attach secret"))
+			return
+		}
 		claim = m.PeerID
 	case *wire.DataAttach:
 		claim = m.PeerID
@@ -462,7 +470,7 @@ func (n *Node) handshakeTLS(ctx context.Context, nc net.Conn, peer string) (net.
 	return &coalescedTLS{Conn: tc, co: co}, nil
 }
 
-func (n *Node) dial(id loads.ConnID, peer string) {
+func (n *Node) dial(id loads.ConnID, peer string, secret [wire.SecretSize]byte) {
 	defer n.wg.Done()
 	addr := n.cfg.Dial(peer)
 	ctx, cancel := context.WithTimeout(context.Background(), n.timers.HandshakeTimeout)
@@ -493,7 +501,8 @@ func (n *Node) dial(id loads.ConnID, peer string) {
 	}
 	if err == nil {
 		var b []byte
-		b, err = wire.Append(nil, &wire.DataAttach{PeerID: n.cfg.PeerID, Incarnation: n.cfg.Incarnation, Attempt: uint64(id)})
+		b, err = wire.Append(nil, &wire.DataAttach{PeerID: n.cfg.PeerID, Incarnation: n.cfg.Incarnation, Attempt: uint64(id),
+			MAC: wire.AttachMAC(secret, n.cfg.PeerID, n.cfg.Incarnation, uint64(id))})
 		if err == nil {
 			_ = data.SetWriteDeadline(time.Now().Add(n.timers.HandshakeTimeout))
 			_, err = data.Write(b)

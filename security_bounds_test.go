@@ -121,8 +121,8 @@ func TestHelloOnlyConnectionsDoNotTakePeerSlots(t *testing.T) {
 	}})
 	cs := dialN(t, p.PeerID(), 8)
 	for i, nc := range cs {
-		b, _ := wire.Append(nil, &wire.Hello{Version: wire.Version, PeerID: fmt.Sprintf("127.0.0.1:%d", 10000+i),
-			Incarnation: 1, BlockBytes: testBlock, HashSeed: "s", MaxInflight: 8, MaxFrame: 4 << 20})
+		h, _ := halves(fmt.Sprintf("127.0.0.1:%d", 10000+i), 1, 0)
+		b, _ := wire.Append(nil, h)
 		if _, err := nc.Write(b); err != nil {
 			t.Fatal(err)
 		}
@@ -255,10 +255,11 @@ func TestGarbageHellosLogQuietly(t *testing.T) {
 	for i := range k {
 		cs := dialN(t, n.PeerID(), 2)
 		claim := fmt.Sprintf("127.0.0.1:%d", 20000+i)
-		b, _ := wire.Append(nil, &wire.Hello{Version: wire.Version, PeerID: claim, Incarnation: 1, BlockBytes: testBlock,
-			HashSeed: "not-the-fleet's", MaxInflight: 8, MaxFrame: 4 << 20})
+		h, a := halves(claim, 1, 0)
+		h.HashSeed = "not-the-fleet's"
+		b, _ := wire.Append(nil, h)
 		cs[0].Write(b)
-		b, _ = wire.Append(nil, &wire.DataAttach{PeerID: claim, Incarnation: 1})
+		b, _ = wire.Append(nil, a)
 		cs[1].Write(b)
 		if !closedWithin(cs[0], 5*time.Second) {
 			t.Fatalf("hello %d: not refused", i)

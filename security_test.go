@@ -47,6 +47,12 @@ func (s *spoofer) send(nc net.Conn, m wire.Message) {
 
 func startSpoofer(t *testing.T, target, claim string, tc *tls.Config) *spoofer {
 	t.Helper()
+	return startSpooferAs(t, target, claim, 0xBAD, tc)
+}
+
+// startSpooferAs is startSpoofer claiming incarnation inc.
+func startSpooferAs(t *testing.T, target, claim string, inc uint64, tc *tls.Config) *spoofer {
+	t.Helper()
 	dial := func() net.Conn {
 		nc, err := net.Dial("tcp", target)
 		if err != nil {
@@ -58,15 +64,14 @@ func startSpoofer(t *testing.T, target, claim string, tc *tls.Config) *spoofer {
 		t.Cleanup(func() { nc.Close() })
 		return nc
 	}
-	const inc = 0xBAD
 	s := &spoofer{ready: make(chan struct{}), ended: make(chan struct{})}
 	s.ctl, s.data = dial(), dial()
 	send := s.send
 	go func() {
 		defer close(s.ended)
-		send(s.ctl, &wire.Hello{Version: wire.Version, PeerID: claim, Incarnation: inc, BlockBytes: testBlock,
-			HashSeed: "s", MaxInflight: 64, MaxFrame: 4 << 20})
-		send(s.data, &wire.DataAttach{PeerID: claim, Incarnation: inc})
+		h, a := halves(claim, inc, 0)
+		send(s.ctl, h)
+		send(s.data, a)
 		rd := wire.NewReader(s.ctl, wire.DefaultLimits())
 		for {
 			m, err := rd.Next()
@@ -130,6 +135,12 @@ func (f *tlsFleet) node(t testing.TB, names ...string) TLSConfig {
 	return TLSConfig{CertFile: fs.Cert, KeyFile: fs.Key, CAFile: fs.CA}
 }
 
+// rank is a Config mutator that gives the node a certificate for its own
+// rank: its host and RankURI(its peer id).
+func (f *tlsFleet) rank(t testing.TB) func(*Config) {
+	return func(c *Config) { c.TLS = f.node(t, "127.0.0.1", RankURI(c.PeerID)) }
+}
+
 // client returns a client TLS config with a certificate for names (none:
 // no client certificate) that trusts the fleet's CA.
 func (f *tlsFleet) client(t *testing.T, names ...string) *tls.Config {
@@ -176,7 +187,7 @@ func TestSpoofedHelloForgesBlocks(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			mut := func(c *Config) {}
 			if tt.tls {
-				mut = func(c *Config) { c.TLS = f.node(t, "127.0.0.1") }
+				mut = f.rank(t)
 			}
 			p := startTN(t, nodeOpt{mut: mut})
 			c := startTN(t, nodeOpt{mut: mut})

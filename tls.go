@@ -21,11 +21,15 @@ import (
 // node speaks plain TCP (and checks claimed hosts against source
 // addresses instead, see Config.TrustClaimedHost).
 //
-// A peer's identity is its certificate: the host of the peer id a Hello
-// or a DataAttach claims must be one of the certificate's SANs (IP or DNS,
-// as a TLS client checks a server), so a certificate for one host cannot
-// speak for another. A data connection must carry the same identity as
-// the control connection it attaches to.
+// A peer's identity is its certificate, one per rank: the certificate must
+// name the whole peer id a Hello or a DataAttach claims, port included, as
+// a URI SAN (kvp2p://host:port, or a SPIFFE id whose path ends in
+// /kvp2p/host/port), and name its host as a TLS client checks a server (IP
+// or DNS SAN). A certificate for the host alone speaks for no rank: ranks
+// share hosts (many engine ranks per pod), and a sibling rank's
+// certificate must not claim another rank's id (issue 25 #5). The dialer
+// checks the server it reached the same way. A data connection must carry
+// the same identity as the control connection it attaches to.
 //
 // Data chunks keep their CRC32C under TLS, although the AEAD already
 // guards the wire: the CRC is taken from the source slot before the send
@@ -200,16 +204,25 @@ func (c *tlsCreds) serverConfig() *tls.Config {
 	}
 }
 
-// clientConfig dials peerID: the server's certificate must name its host.
+// clientConfig dials peerID: the server's certificate must name its host
+// and the rank itself (namesRank).
 func (c *tlsCreds) clientConfig(peerID string) *tls.Config {
 	m := c.cur.Load()
 	host, _, _ := net.SplitHostPort(peerID)
 	return &tls.Config{
-		MinVersion:       tls.VersionTLS13,
-		Certificates:     []tls.Certificate{m.cert},
-		RootCAs:          m.pool,
-		ServerName:       host,
-		VerifyConnection: c.allowed,
+		MinVersion:   tls.VersionTLS13,
+		Certificates: []tls.Certificate{m.cert},
+		RootCAs:      m.pool,
+		ServerName:   host,
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if err := c.allowed(cs); err != nil {
+				return err
+			}
+			if len(cs.PeerCertificates) == 0 || !namesRank(cs.PeerCertificates[0], peerID) {
+				return fmt.Errorf("kvp2p: tls: the certificate of %s names no rank %s (want URI SAN %s)", peerID, peerID, RankURI(peerID))
+			}
+			return nil
+		},
 		// As serverConfig.
 		DynamicRecordSizingDisabled: true,
 	}
@@ -260,9 +273,39 @@ func identityOf(cs tls.ConnectionState) peerIdentity {
 	return peerIdentity(strings.Join(s, ","))
 }
 
+// RankURI is the URI SAN that names peer id peerID in a rank's
+// certificate: kvp2p://host:port.
+func RankURI(peerID string) string { return "kvp2p://" + peerID }
+
+// namesRank reports whether cert names the rank peerID, port included: a
+// URI SAN kvp2p://host:port equal to the peer id (host compared without
+// case), or a SPIFFE id (any trust domain) whose path ends in
+// /kvp2p/host/port.
+func namesRank(cert *x509.Certificate, peerID string) bool {
+	host, port, err := net.SplitHostPort(peerID)
+	if err != nil {
+		return false
+	}
+	for _, u := range cert.URIs {
+		switch {
+		case u.Scheme == "kvp2p" && u.Path == "" && u.RawQuery == "" && u.User == nil:
+			h, p, err := net.SplitHostPort(u.Host)
+			if err == nil && p == port && strings.EqualFold(h, host) {
+				return true
+			}
+		case u.Scheme == "spiffe":
+			if strings.HasSuffix(strings.ToLower(u.Path), "/kvp2p/"+strings.ToLower(host)+"/"+port) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // checkClaim reports why a connection may not claim peerID: with TLS, the
-// certificate must name its host; without, the host must be the source
-// address unless trust is set (NAT, or the demo's labelled hosts).
+// certificate must name its host and the rank (namesRank); without, the
+// host must be the source address unless trust is set (NAT, or the demo's
+// labelled hosts).
 func checkClaim(ctx context.Context, nc net.Conn, peerID string, trust bool) error {
 	host, _, err := net.SplitHostPort(peerID)
 	if err != nil {
@@ -275,6 +318,10 @@ func checkClaim(ctx context.Context, nc net.Conn, peerID string, trust bool) err
 		}
 		if err := cs.PeerCertificates[0].VerifyHostname(host); err != nil {
 			return fmt.Errorf("claims %q: %v", peerID, err)
+		}
+		if !namesRank(cs.PeerCertificates[0], peerID) {
+			return fmt.Errorf("claims %q: the certificate %v names no such rank (want URI SAN %s)",
+				peerID, sans(cs.PeerCertificates[0]), RankURI(peerID))
 		}
 		return nil
 	}
@@ -303,4 +350,27 @@ func checkClaim(ctx context.Context, nc net.Conn, peerID string, trust bool) err
 		}
 	}
 	return fmt.Errorf("claims host %s (%v) from source %s", host, addrs, src)
+}
+
+// logTrust says at start what proves a peer's identity here, and what it
+// does not (docs/security.md, "Trust model"): the operator sees the choice
+// the config made.
+func (n *Node) logTrust() {
+	switch {
+	case n.tls != nil:
+		n.log.Info("identity: mutual TLS, one certificate per rank: a peer's certificate must name the peer id it claims",
+			"own_rank_uri", RankURI(n.cfg.PeerID))
+		m := n.tls.cur.Load()
+		if leaf, err := x509.ParseCertificate(m.cert.Certificate[0]); err == nil && !namesRank(leaf, n.cfg.PeerID) {
+			n.log.Error("this node's certificate names no rank "+n.cfg.PeerID+": peers will refuse its Hellos",
+				"want_uri_san", RankURI(n.cfg.PeerID), "sans", sans(leaf))
+		}
+	case n.cfg.TrustClaimedHost:
+		n.log.Warn("identity: plain TCP with trust_claimed_host: a Hello's peer id is taken on its word from any source; " +
+			"any process that reaches this port can pose as any peer that has no live session here (docs/security.md)")
+	default:
+		n.log.Warn("identity: plain TCP: a Hello's peer id must name its source address; any process on a peer's host " +
+			"can pose as that peer while it has no live session here. Where ranks share a host, use mutual TLS with " +
+			"a certificate per rank (docs/security.md)")
+	}
 }

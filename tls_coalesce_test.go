@@ -27,7 +27,7 @@ func (c *countConn) Write(p []byte) (int, error) {
 // here.
 func TestCoalescedTLSOneWritePerCall(t *testing.T) {
 	f := newTLSFleet(t)
-	sc, err := newTLSCreds(f.node(t, "127.0.0.1"))
+	sc, err := newTLSCreds(f.node(t, "127.0.0.1", RankURI("127.0.0.1:1")))
 	if err != nil {
 		t.Fatal(err)
 	}

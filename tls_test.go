@@ -13,8 +13,8 @@ import (
 // TestTLSFleetLoads: two nodes with mutual TLS load blocks intact.
 func TestTLSFleetLoads(t *testing.T) {
 	f := newTLSFleet(t)
-	p := startTN(t, nodeOpt{mut: func(c *Config) { c.TLS = f.node(t, "127.0.0.1") }})
-	c := startTN(t, nodeOpt{mut: func(c *Config) { c.TLS = f.node(t, "127.0.0.1") }})
+	p := startTN(t, nodeOpt{mut: f.rank(t)})
+	c := startTN(t, nodeOpt{mut: f.rank(t)})
 	warm(t, c, p)
 	ks := keysOf("tls", 4)
 	sj := storeBlocks(t, p, "kv1", ks)
@@ -35,10 +35,10 @@ func TestTLSFleetLoads(t *testing.T) {
 func TestTLSAllowList(t *testing.T) {
 	f := newTLSFleet(t)
 	p := startTN(t, nodeOpt{mut: func(c *Config) {
-		c.TLS = f.node(t, "127.0.0.1", "spiffe://test/kvp2p/producer")
+		c.TLS = f.node(t, "127.0.0.1", RankURI(c.PeerID), "spiffe://test/kvp2p/producer")
 		c.TLS.AllowPeers = "spiffe://test/kvp2p/*"
 	}})
-	c := startTN(t, nodeOpt{mut: func(c *Config) { c.TLS = f.node(t, "127.0.0.1", "spiffe://test/other/consumer") }})
+	c := startTN(t, nodeOpt{mut: func(c *Config) { c.TLS = f.node(t, "127.0.0.1", RankURI(c.PeerID), "spiffe://test/other/consumer") }})
 	if err := c.m.NewRequest("d1", pdParams(t, "kv1", p)); err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestTLSAllowList(t *testing.T) {
 func TestTLSReloadOnSIGHUP(t *testing.T) {
 	f := newTLSFleet(t)
 	other := newTLSFleet(t)
-	p := startTN(t, nodeOpt{mut: func(c *Config) { c.TLS = f.node(t, "127.0.0.1") }})
+	p := startTN(t, nodeOpt{mut: f.rank(t)})
 	bad := other.node(t, "127.0.0.1")
 	c := startTN(t, nodeOpt{mut: func(c *Config) { c.TLS = bad }})
 	if err := c.m.NewRequest("d0", pdParams(t, "kv0", p)); err != nil {
@@ -63,7 +63,7 @@ func TestTLSReloadOnSIGHUP(t *testing.T) {
 		t.Fatalf("lookup = %v, want MISS (untrusted certificate)", v)
 	}
 	c.m.RequestFinished("d0")
-	good := f.node(t, "127.0.0.1")
+	good := f.node(t, "127.0.0.1", RankURI(c.PeerID()))
 	for _, mv := range [][2]string{{good.CertFile, bad.CertFile}, {good.KeyFile, bad.KeyFile}, {good.CAFile, bad.CAFile}} {
 		b, err := os.ReadFile(mv[0])
 		if err != nil {
@@ -152,7 +152,7 @@ func TestTLSConfigValidation(t *testing.T) {
 func TestTLSDataAttachBoundToControlIdentity(t *testing.T) {
 	f := newTLSFleet(t)
 	p := startTN(t, nodeOpt{mut: func(c *Config) {
-		c.TLS = f.node(t, "127.0.0.1")
+		c.TLS = f.node(t, "127.0.0.1", RankURI(c.PeerID))
 		c.Timers.HandshakeTimeout = 300 * time.Millisecond
 	}})
 	dial := func(tc *tls.Config) net.Conn {
@@ -163,13 +163,13 @@ func TestTLSDataAttachBoundToControlIdentity(t *testing.T) {
 		t.Cleanup(func() { nc.Close() })
 		return nc
 	}
-	ctl := dial(f.client(t, "127.0.0.1"))
-	data := dial(f.client(t, "127.0.0.1", "other.test"))
 	claim := "127.0.0.1:1"
-	b, _ := wire.Append(nil, &wire.Hello{Version: wire.Version, PeerID: claim, Incarnation: 1, BlockBytes: testBlock,
-		HashSeed: "s", MaxInflight: 8, MaxFrame: 4 << 20})
+	ctl := dial(f.client(t, "127.0.0.1", RankURI(claim)))
+	data := dial(f.client(t, "127.0.0.1", RankURI(claim), "other.test"))
+	h, a := halves(claim, 1, 0)
+	b, _ := wire.Append(nil, h)
 	ctl.Write(b)
-	b, _ = wire.Append(nil, &wire.DataAttach{PeerID: claim, Incarnation: 1})
+	b, _ = wire.Append(nil, a)
 	data.Write(b)
 	rd := wire.NewReader(ctl, wire.DefaultLimits())
 	_ = ctl.SetReadDeadline(time.Now().Add(5 * time.Second))

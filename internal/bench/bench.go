@@ -119,10 +119,19 @@ type benchNode struct {
 	served chan error
 }
 
-func startBenchNode(block, slots int, tc kvp2p.TLSConfig) (*benchNode, error) {
+// startBenchNode starts a node on a loopback port; mkTLS, if set, makes
+// its TLS config for its peer id (a rank's certificate names its port).
+func startBenchNode(block, slots int, mkTLS func(peerID string) (kvp2p.TLSConfig, error)) (*benchNode, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
+	}
+	var tc kvp2p.TLSConfig
+	if mkTLS != nil {
+		if tc, err = mkTLS(ln.Addr().String()); err != nil {
+			ln.Close()
+			return nil, err
+		}
 	}
 	n, err := kvp2p.NewNode(kvp2p.Config{PeerID: ln.Addr().String(), BlockBytes: block, Slots: slots, HashSeed: "bench", TLS: tc})
 	if err != nil {
@@ -163,12 +172,12 @@ func remoteOf(n *benchNode, kv string) *kvp2p.Remote {
 func Run(ctx context.Context, o Options, stderr io.Writer) (*Report, error) {
 	blocks := int((o.Bytes + int64(o.Block) - 1) / int64(o.Block))
 	size := int64(blocks) * int64(o.Block)
-	prod, err := startBenchNode(o.Block, max(blocks, 16), kvp2p.TLSConfig{})
+	prod, err := startBenchNode(o.Block, max(blocks, 16), nil)
 	if err != nil {
 		return nil, err
 	}
 	defer prod.stop()
-	cons, err := startBenchNode(o.Block, max(blocks, 16), kvp2p.TLSConfig{})
+	cons, err := startBenchNode(o.Block, max(blocks, 16), nil)
 	if err != nil {
 		return nil, err
 	}

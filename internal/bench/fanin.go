@@ -32,11 +32,11 @@ func newFanIn(ctx context.Context, sources, blocks, block int) (f *fanIn, err er
 			f.close()
 		}
 	}()
-	if f.cons, err = startBenchNode(block, blocks+16, kvp2p.TLSConfig{}); err != nil {
+	if f.cons, err = startBenchNode(block, blocks+16, nil); err != nil {
 		return nil, err
 	}
 	for i := range sources {
-		p, err := startBenchNode(block, max(per, 16), kvp2p.TLSConfig{})
+		p, err := startBenchNode(block, max(per, 16), nil)
 		if err != nil {
 			return nil, err
 		}

@@ -78,12 +78,12 @@ func startFleet(o FleetOptions) (*fleet, error) {
 	// Room for a second of the highest rate in flight, and warm: the first
 	// loads touch every slot before the clock starts.
 	var err error
-	if f.cons, err = startBenchNode(o.Block, f.slots(), kvp2p.TLSConfig{}); err != nil {
+	if f.cons, err = startBenchNode(o.Block, f.slots(), nil); err != nil {
 		f.stop()
 		return nil, err
 	}
 	for i := range o.Sources {
-		s, err := startBenchNode(o.Block, 4*o.Blocks, kvp2p.TLSConfig{})
+		s, err := startBenchNode(o.Block, 4*o.Blocks, nil)
 		if err != nil {
 			f.close()
 			return nil, err

@@ -36,11 +36,10 @@ func newTLSPair(ctx context.Context, block int, keys []kvp2p.Key) (p *tlsPair, e
 		return nil, err
 	}
 	for i, dst := range []**benchNode{&p.prod, &p.cons} {
-		f, err := ca.WriteFiles(dir, []string{"prod", "cons"}[i], "127.0.0.1")
-		if err != nil {
-			return nil, err
-		}
-		n, err := startBenchNode(block, max(len(keys), 16), kvp2p.TLSConfig{CertFile: f.Cert, KeyFile: f.Key, CAFile: f.CA})
+		n, err := startBenchNode(block, max(len(keys), 16), func(id string) (kvp2p.TLSConfig, error) {
+			f, err := ca.WriteFiles(dir, []string{"prod", "cons"}[i], "127.0.0.1", kvp2p.RankURI(id))
+			return kvp2p.TLSConfig{CertFile: f.Cert, KeyFile: f.Key, CAFile: f.CA}, err
+		})
 		if err != nil {
 			return nil, err
 		}

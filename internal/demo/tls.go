@@ -11,7 +11,8 @@ import (
 )
 
 // demoTLS is demo --tls: a throwaway CA made in process, and for each rank
-// a certificate naming its label's host (10.0.0.x), written to a temporary
+// a certificate naming its label's host (10.0.0.x) and its rank
+// (kvp2p.RankURI of the label, its peer id), written to a temporary
 // directory that close removes. Nothing here is ever committed.
 type demoTLS struct {
 	ca  *testpki.CA
@@ -48,7 +49,7 @@ func (d *demoTLS) forRank(rk *demoRank) (kvp2p.TLSConfig, error) {
 	if err != nil {
 		return kvp2p.TLSConfig{}, err
 	}
-	f, err := d.ca.WriteFiles(d.dir, strings.ReplaceAll(rk.id, "/", "-"), host)
+	f, err := d.ca.WriteFiles(d.dir, strings.ReplaceAll(rk.id, "/", "-"), host, kvp2p.RankURI(rk.label))
 	if err != nil {
 		return kvp2p.TLSConfig{}, err
 	}

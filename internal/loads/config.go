@@ -20,9 +20,11 @@ type Config struct {
 	ReapedRetention     time.Duration // how long a reaped unbound id is remembered (late fetches)
 	ShutdownDrain       time.Duration
 	Log                 *slog.Logger
-	// ProbeBeforeReplace (plain TCP): how long a newcomer claiming a live
-	// session's peer with a new incarnation waits while the live session
-	// is probed (hold.go). Zero: replace at once (mutual TLS).
+	// ProbeBeforeReplace: how long an inbound newcomer that would replace
+	// a live, ready session (a new incarnation, or the simultaneous-dial
+	// tie-break) waits while the live session is probed (hold.go). Zero:
+	// replace at once (tests of the bare table only; the node always sets
+	// it).
 	ProbeBeforeReplace time.Duration
 
 	// ExternalSlots: the store's slots are chunks of an engine's memory

@@ -137,7 +137,10 @@ func (t *Table) identified(now time.Time, c *conn) {
 		t.hold(now, c, old)
 	case old.s.Identified() && oh.Incarnation != h.Incarnation:
 		t.log.Warn("peer restarted: failing what the old incarnation owed", "peer", c.peer,
-			"old_incarnation", oh.Incarnation, "new_incarnation", h.Incarnation)
+			"old_incarnation", oh.Incarnation, "new_incarnation", h.Incarnation, "outbound", c.s.Outbound())
+		if old.s.Ready() {
+			t.repl.Replaced++
+		}
 		old.endedBy = endedByRestart
 		old.s.Close(now, health.CauseConnReset)
 		t.touch(old)
@@ -146,7 +149,12 @@ func (t *Table) identified(now time.Time, c *conn) {
 		// Simultaneous dial: the lower id's dial wins on both sides, whatever
 		// state each side's handshake reached (a peer only dials us while
 		// it knows of no session, so two live ones mean a race). Ours loses
-		// and ends quietly: not a fault.
+		// and ends quietly: not a fault. Ours is not ready here: a ready one
+		// was probed first (holdsFor).
+		if old.s.Ready() {
+			t.repl.Replaced++ // only without ProbeBeforeReplace
+		}
+		t.log.Info("simultaneous dial: the peer's dial replaces ours", "peer", c.peer)
 		t.reject(old)
 		old.s.Goodbye(now, wire.GoodbyeDuplicate)
 		t.touch(old)

@@ -91,7 +91,8 @@ type Table struct {
 	byPeer     map[string]*conn // the live session per peer id
 	nextConn   ConnID
 	nextJob    uint64
-	nextHold   uint64 // the table's own probes (hold.go)
+	nextHold   uint64       // the table's own probes (hold.go)
+	repl       Replacements // replaced and refused newcomers (hold.go)
 
 	reqs     map[string]*request
 	failed   map[string]struct{} // kv request ids whose next lookup is MISS

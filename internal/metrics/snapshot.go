@@ -99,6 +99,8 @@ type Counters struct {
 	ProbesAcked          uint64            `json:"probes_acked"`
 	ProbesFailed         uint64            `json:"probes_failed"`
 	Ejections            uint64            `json:"ejections"`
+	SessionReplacements  uint64            `json:"session_replacements"`
+	TakeoversRefused     uint64            `json:"takeovers_refused"`
 	StallsDetected       uint64            `json:"stalls_detected"`
 	BytesIn              uint64            `json:"bytes_in"`
 	BytesOut             uint64            `json:"bytes_out"`

@@ -56,7 +56,9 @@ type Leaf struct {
 
 // Issue makes a leaf certificate for both client and server use. Each
 // name becomes an IP SAN if it parses as an IP, a URI SAN if it has a
-// scheme (spiffe://...), a DNS SAN otherwise.
+// scheme (spiffe://..., or a rank's kvp2p://host:port: kvp2p.RankURI),
+// a DNS SAN otherwise. A rank's certificate names its host and its rank:
+// Issue("10.0.0.1", "kvp2p://10.0.0.1:7777").
 func (ca *CA) Issue(names ...string) (*Leaf, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {

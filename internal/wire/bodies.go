@@ -18,6 +18,7 @@ func (m *Hello) appendBody(b []byte, lim Limits) ([]byte, error) {
 	e.u32(m.MaxInflight)
 	e.u32(m.MaxFrame)
 	e.u64(m.Attempt)
+	e.b = append(e.b, m.Secret[:]...)
 	if e.err == nil {
 		e.err = checkBlockBytes(m.BlockBytes, lim)
 	}
@@ -36,6 +37,7 @@ func (m *Hello) decodeBody(b []byte, lim Limits) error {
 	m.MaxInflight = d.u32("MaxInflight")
 	m.MaxFrame = d.u32("MaxFrame")
 	m.Attempt = d.u64("Attempt")
+	copy(m.Secret[:], d.take("Secret", SecretSize))
 	if d.err == nil {
 		d.err = checkBlockBytes(m.BlockBytes, lim)
 	}
@@ -235,6 +237,7 @@ func (m *DataAttach) appendBody(b []byte, lim Limits) ([]byte, error) {
 	e.str("PeerID", m.PeerID)
 	e.u64(m.Incarnation)
 	e.u64(m.Attempt)
+	e.b = append(e.b, m.MAC[:]...)
 	return e.b, e.err
 }
 
@@ -243,6 +246,7 @@ func (m *DataAttach) decodeBody(b []byte, lim Limits) error {
 	m.PeerID = d.str("PeerID")
 	m.Incarnation = d.u64("Incarnation")
 	m.Attempt = d.u64("Attempt")
+	copy(m.MAC[:], d.take("MAC", SecretSize))
 	return d.finish()
 }
 

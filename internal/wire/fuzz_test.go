@@ -255,7 +255,8 @@ func build(t Type, a, b uint64, c, d uint32, s1, s2 string, raw []byte, flag boo
 	switch t {
 	case TypeHello:
 		return &Hello{Version: uint8(a), PeerID: s1, Incarnation: b, Domain: s2, BlockBytes: c,
-			Fingerprint: string(raw), HashSeed: s1 + s2, MaxInflight: d, MaxFrame: uint32(a >> 32), Attempt: b ^ a}
+			Fingerprint: string(raw), HashSeed: s1 + s2, MaxInflight: d, MaxFrame: uint32(a >> 32), Attempt: b ^ a,
+			Secret: secretOf(a, b)}
 	case TypeHelloAck:
 		return &HelloAck{PeerID: s1, Incarnation: a}
 	case TypePing:
@@ -277,7 +278,7 @@ func build(t Type, a, b uint64, c, d uint32, s1, s2 string, raw []byte, flag boo
 	case TypeGoodbye:
 		return &Goodbye{Reason: GoodbyeReason(c), Detail: s1}
 	case TypeDataAttach:
-		return &DataAttach{PeerID: s1, Incarnation: a, Attempt: b}
+		return &DataAttach{PeerID: s1, Incarnation: a, Attempt: b, MAC: secretOf(b, a)}
 	case TypeChunk:
 		return &Chunk{Job: a, Block: uint32(b), Offset: c, Len: d, CRC: uint32(b >> 32)}
 	case TypeProgress:
@@ -292,6 +293,13 @@ func build(t Type, a, b uint64, c, d uint32, s1, s2 string, raw []byte, flag boo
 		return &ProbeAck{Seq: a}
 	}
 	panic("build: type " + t.String())
+}
+
+// secretOf fills a secret or MAC from two of the fuzzer's values.
+func secretOf(a, b uint64) (s [SecretSize]byte) {
+	binary.BigEndian.PutUint64(s[:8], a)
+	binary.BigEndian.PutUint64(s[8:], b)
+	return s
 }
 
 // valid restates DefaultLimits independently of the encoder, for the

@@ -41,7 +41,8 @@ func samples() []Message {
 	maxKeys := int(lim.MaxKeys)
 	return []Message{
 		&Hello{Version: Version, PeerID: "10.0.0.1:7000", Incarnation: 1<<64 - 1, Domain: "pod-a",
-			BlockBytes: 2 << 20, Fingerprint: "bf16/32x128", HashSeed: "seed", MaxInflight: 64, MaxFrame: 4 << 20, Attempt: 1<<64 - 1},
+			BlockBytes: 2 << 20, Fingerprint: "bf16/32x128", HashSeed: "seed", MaxInflight: 64, MaxFrame: 4 << 20, Attempt: 1<<64 - 1,
+			Secret: [SecretSize]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0xff}},
 		&Hello{BlockBytes: 1},
 		&Hello{Version: 9, PeerID: maxStr, Domain: maxStr, BlockBytes: lim.MaxBlockSize, Fingerprint: maxStr, HashSeed: maxStr},
 		&HelloAck{}, &HelloAck{PeerID: "10.0.0.2:7001", Incarnation: 42},
@@ -60,7 +61,7 @@ func samples() []Message {
 		&Abort{}, &Abort{ReqID: "r", Round: 1, Job: 2},
 		&AbortAck{}, &AbortAck{ReqID: "r", Round: 1, Job: 2},
 		&Goodbye{}, &Goodbye{Reason: GoodbyeTooManyPeers, Detail: "full"}, &Goodbye{Reason: 200, Detail: maxStr},
-		&DataAttach{}, &DataAttach{PeerID: "10.0.0.1:7000", Incarnation: 5, Attempt: 6},
+		&DataAttach{}, &DataAttach{PeerID: "10.0.0.1:7000", Incarnation: 5, Attempt: 6, MAC: [SecretSize]byte{0xff, 15: 1}},
 		&Chunk{}, &Chunk{Job: 1, Block: 2, Offset: 4096, Len: 4096, CRC: 0xdeadbeef},
 		&Chunk{Job: 1<<64 - 1, Block: 1<<32 - 1, Offset: lim.MaxBlockSize - lim.MaxChunk, Len: lim.MaxChunk, CRC: 1<<32 - 1},
 		&Progress{}, &Progress{Job: 3, Bytes: 1 << 33, Queued: true},

@@ -1,8 +1,10 @@
 package wire
 
 // Version is the protocol version carried in every frame header and in Hello.
-// A frame with another version is refused with ErrVersion.
-const Version uint8 = 2
+// A frame with another version is refused with ErrVersion. Version 3 binds a
+// data connection to its control connection by a secret (Hello.Secret,
+// DataAttach.MAC).
+const Version uint8 = 3
 
 // KeySize is the size of a block key: the engine's chained prefix hash,
 // truncated or padded to 16 bytes.
@@ -100,7 +102,16 @@ type Hello struct {
 	// DataAttach of the same attempt, never with a data connection left
 	// over from an earlier attempt of the same process (version 2).
 	Attempt uint64
+	// Secret is the dialer's random secret for this connect attempt (zero
+	// from the accepting side): the attempt's DataAttach carries
+	// AttachMAC(Secret, ...), and the accepting side pairs this Hello only
+	// with a data connection that proves it knew the secret. Attempt
+	// counters can be guessed; the secret cannot (version 3).
+	Secret [SecretSize]byte
 }
+
+// SecretSize is the size of Hello.Secret and DataAttach.MAC.
+const SecretSize = 16
 
 // HelloAck accepts the peer's Hello.
 type HelloAck struct {
@@ -192,6 +203,9 @@ type DataAttach struct {
 	PeerID      string
 	Incarnation uint64
 	Attempt     uint64 // the Hello's Attempt (version 2)
+	// MAC is AttachMAC(Hello.Secret, PeerID, Incarnation, Attempt): proof
+	// that this connection was opened by whoever sent the Hello (version 3).
+	MAC [SecretSize]byte
 }
 
 // Chunk carries Len payload bytes of block Block of job Job, at Offset within

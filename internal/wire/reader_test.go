@@ -154,7 +154,8 @@ func TestReaderRefusesBadHeaders(t *testing.T) {
 	}{
 		{"version 0", append(header(10, 0, TypePing), ping[6:]...), ErrVersion},
 		{"version 1", append(header(10, 1, TypePing), ping[6:]...), ErrVersion},
-		{"version 3", append(header(10, 3, TypePing), ping[6:]...), ErrVersion},
+		{"version 2 (before the attach secret)", append(header(10, 2, TypePing), ping[6:]...), ErrVersion},
+		{"version 4", append(header(10, 4, TypePing), ping[6:]...), ErrVersion},
 		{"length 1", append(header(1, Version, TypePing), ping...), ErrMalformed},
 		{"unknown type", append(header(10, Version, 200), ping[6:]...), ErrUnknownType},
 		{"bad body", append(header(11, Version, TypePing), append(ping[6:], 0)...), ErrMalformed},
