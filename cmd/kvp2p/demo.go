@@ -43,6 +43,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (retE
 	fs.StringVar(&o.StatusAddr, "metrics-addr", "", "serve each policy's first consumer's /metrics, status page and /status.json on `host:port` (policy i on port + i) while it runs")
 	var prof profileFlags
 	prof.register(fs)
+	fs.BoolVar(&o.Wide, "wide", false, "print every column of the report, and the harness's own figures (time to hit, cpu wait, loop lateness, read-back)")
 	fs.BoolVar(&o.TLS, "tls", false, "mutual TLS between the ranks (a throwaway CA and certificates made in process)")
 	if err := parseRunArgs(fs, args); err != nil {
 		return err

@@ -74,7 +74,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 		{"peer-id", "peer_id", "advertised, routable `host:port` (config peer_id)"},
 		{"listen", "listen", "`address` to bind (config listen; default: peer_id)"},
 		{"failure-domain", "failure_domain", "failure `domain`: what fails with this node, e.g. a pod UID (config failure_domain)"},
-		{"policy", "policy", "failure `policy`: "+policyHelp()+" (config policy)"},
+		{"policy", "policy", "failure `policy`: " + policyHelp() + " (config policy)"},
 		{"engine-socket", "engine.socket", "engine API Unix socket `path`: makes the node an engine's sidecar (config engine.socket)"},
 		{"region-dir", "engine.region_dir", "`directory` engine region files must be in (config engine.region_dir; default /dev/shm)"},
 		{"metrics-addr", "metrics_addr", "`host:port` for /metrics, the status page and probes, e.g. 127.0.0.1:9464 (config metrics_addr; default off)"},
