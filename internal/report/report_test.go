@@ -312,6 +312,12 @@ func TestNarrowTableAndLegend(t *testing.T) {
 		Legend(&lb, reps, narrow)
 		keys := map[string]bool{}
 		for _, l := range strings.Split(strings.TrimSpace(lb.String()), "\n")[1:] {
+			if len(l) > legendWidth {
+				t.Errorf("legend line of %d characters: %q", len(l), l)
+			}
+			if strings.HasPrefix(l, "    ") {
+				continue // a wrapped entry's next line
+			}
 			k, _, _ := strings.Cut(strings.TrimSpace(l), "  ")
 			keys[k] = true
 		}

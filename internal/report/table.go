@@ -110,10 +110,35 @@ func Legend(w io.Writer, reps []Report, narrow bool) {
 	b.WriteString("columns:\n")
 	for _, l := range legends() {
 		if printed[l.key] {
-			fmt.Fprintf(&b, "  %-10s  %s\n", l.key, l.text)
+			fmt.Fprintf(&b, "  %-10s  %s\n", l.key, wrap(l.text, legendWidth-14, strings.Repeat(" ", 14)))
 		}
 	}
 	_, _ = io.WriteString(w, b.String())
+}
+
+// legendWidth is the legend's line length: a terminal's, not the wide
+// table's.
+const legendWidth = 100
+
+// wrap breaks text into lines of at most width characters at spaces,
+// indenting every line after the first.
+func wrap(text string, width int, indent string) string {
+	var b strings.Builder
+	n := 0
+	for i, word := range strings.Fields(text) {
+		switch {
+		case i == 0:
+		case n+1+len(word) > width:
+			b.WriteString("\n" + indent)
+			n = 0
+		default:
+			b.WriteByte(' ')
+			n++
+		}
+		b.WriteString(word)
+		n += len(word)
+	}
+	return b.String()
 }
 
 func writeTable(w io.Writer, reps []Report, narrow bool) {
