@@ -25,9 +25,9 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt
 fi
 if command -v chromium >/dev/null 2>&1; then export KVP2P_REQUIRE_CHROMIUM=1; fi
 go test -race -count=1 ./...
-# Content checks that skip under -race: the README's simulator tables are
-# what scripts/sim-tables.sh prints now.
-go test -count=1 -run 'TestREADMESimTable' ./cmd/kvp2p
+# Content checks that skip under -race: docs/evaluation.md's simulator
+# tables are what scripts/sim-tables.sh prints now.
+go test -count=1 -run 'TestDocsSimTables' ./cmd/kvp2p
 # The fault lab: three scenarios on real processes in network namespaces,
 # faults made by the kernel (about 2.5 minutes). Only as root with the tools.
 lab_missing=""

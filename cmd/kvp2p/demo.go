@@ -13,13 +13,20 @@ import (
 	"github.com/kvp2p/kvp2p/internal/scenario"
 )
 
-const demoUsage = `usage: kvp2p demo [--scenario FILE|NAME|all] [--policy NAME|all] [--json] [--svg FILE]
+const demoUsage = `usage: kvp2p demo [--scenario FILE|NAME|all] [--policy NAME|all] [--wide] [--json] [--svg FILE]
 
-Runs a fleet of real kvp2p nodes on 127.0.0.1 (real TCP, real blocks
-written, loaded and checked byte for byte) with injected faults, under each
-failure policy, and prints design.md §7's report. Without --scenario it runs
-the built-in demo below; with it, scenario files (design.md §7, the same
-files kvp2p sim runs) on wall time.
+Runs a fleet of real kvp2p nodes on 127.0.0.1 (real TCP; blocks written,
+loaded and checked byte for byte) with injected faults, under each failure
+policy, and prints the report of docs/design.md §7 with a legend of its
+columns (--wide: every column, and the harness's own figures).
+
+Without --scenario it runs the built-in demo (about 50 s): a source pod
+src-a of 8 ranks and an independent 2-rank instance src-b on the same host,
+and one consumer; src-b/0 crashes, then src-a fails partly (rank 0's
+connections reset, ranks 1-7 keep their control connections but their data
+path goes silent), under per-peer, host-group and domain side by side.
+With --scenario it runs scenario files or built-in names (the ones kvp2p
+sim runs) on wall time, with faults injected at the frame level.
 `
 
 // runDemo is `kvp2p demo`: its flags; the runs and their report are
@@ -36,6 +43,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (retE
 	fs.StringVar(&o.StatusAddr, "metrics-addr", "", "serve each policy's first consumer's /metrics, status page and /status.json on `host:port` (policy i on port + i) while it runs")
 	var prof profileFlags
 	prof.register(fs)
+	fs.BoolVar(&o.Wide, "wide", false, "print every column of the report, and the harness's own figures (time to hit, cpu wait, loop lateness, read-back)")
 	fs.BoolVar(&o.TLS, "tls", false, "mutual TLS between the ranks (a throwaway CA and certificates made in process)")
 	if err := parseRunArgs(fs, args); err != nil {
 		return err

@@ -85,3 +85,48 @@ func TestDemoScenarioRealSockets(t *testing.T) {
 		t.Errorf("demo made %d requests, the simulator %d", rep.Requests, res.Report.Requests)
 	}
 }
+
+// TestDemoTableNarrowAndWide: by default the demo prints the narrow table
+// and a legend of exactly its columns; --wide prints every column, their
+// legend and the harness's figures.
+func TestDemoTableNarrowAndWide(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the tiny scenario twice on real sockets")
+	}
+	for _, wide := range []bool{false, true} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		args := []string{"demo", "--scenario", tinyScenario, "--policy", health.Domain}
+		if wide {
+			args = append(args, "--wide")
+		}
+		var out, errb bytes.Buffer
+		code := run(ctx, args, &out, &errb)
+		cancel()
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errb.String())
+		}
+		s := out.String()
+		_, table, ok := strings.Cut(s, "\nscenario ")
+		if !ok {
+			t.Fatalf("%v: no table:\n%s", args, s)
+		}
+		heading, _, _ := strings.Cut("scenario "+table, "\n")
+		_, legend, ok := strings.Cut(s, "\ncolumns:\n")
+		if !ok {
+			t.Fatalf("%v: no legend:\n%s", args, s)
+		}
+		for _, col := range []string{"hits", "fallbacks", "false", "stuck", "corrupt", "leaked"} {
+			if !strings.Contains(heading, col) || !strings.Contains(legend, "\n  "+col+" ") && !strings.HasPrefix(legend, "  "+col+" ") {
+				t.Errorf("%v: column %q missing from the heading or the legend:\n%s", args, col, s)
+			}
+		}
+		narrowOnly := !strings.Contains(heading, "tth-domain") && !strings.Contains(legend, "tth-domain") &&
+			!strings.Contains(s, "goroutines waited") && !strings.Contains(heading, "requests")
+		if wide == narrowOnly {
+			t.Errorf("%v: wide=%v but the output is %s:\n%s", args, wide, map[bool]string{true: "narrow", false: "wide"}[narrowOnly], s)
+		}
+		if !wide && len(heading) > 100 {
+			t.Errorf("narrow heading is %d characters wide: %q", len(heading), heading)
+		}
+	}
+}

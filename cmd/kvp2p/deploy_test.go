@@ -464,7 +464,7 @@ func TestKubernetesManifestTypos(t *testing.T) {
 		{"unknown field in a sidecar", "vllm-kvp2p.yaml",
 			insertAfter(`image: ghcr.io/kvp2p/`, "imagePullPolicyy: IfNotPresent"), `unknown field "spec.template.spec.initContainers[0].imagePullPolicyy"`},
 		{"unknown field in an engine", "vllm-kvp2p.yaml",
-			insertAfter(`image: vllm/`, "imagePullPolicyy: IfNotPresent"), `unknown field "spec.template.spec.containers[0].imagePullPolicyy"`},
+			insertAfter(`image: ghcr.io/kvp2p/vllm-openai`, "imagePullPolicyy: IfNotPresent"), `unknown field "spec.template.spec.containers[0].imagePullPolicyy"`},
 		{"field name in the wrong case", "vllm-kvp2p.yaml",
 			replace("restartPolicy: Always", "restartpolicy: Always"), `unknown field "spec.template.spec.initContainers[0].restartpolicy"`},
 		{"unknown field in a volume", "vllm-kvp2p.yaml",

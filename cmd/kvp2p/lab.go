@@ -34,9 +34,10 @@ engine API, and the scenario's faults are made by the kernel:
   refuse-handshake SIGUSR2 (toggle) to the rank's serve: new handshakes refused as
                   incompatible; SIGUSR2 again at the heal (the lab waits for the
                   serve's log line each time)
-  delay           refused: netem is not in this machine's kernel
+  delay           not made: the lab has no delay fault (it would need the netem
+                  qdisc); a scenario with one is refused with the reason
 
-Prints design.md §7's report per (scenario, policy). Needs root, ip, nft, tc
+Prints the report of docs/design.md §7 per (scenario, policy). Needs root, ip, nft, tc
 and ss (apt-get install -y iproute2 nftables). Everything is removed at the
 end, on Ctrl-C, and at the next start if a lab died.
 `

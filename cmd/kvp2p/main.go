@@ -23,12 +23,16 @@ func main() {
 const usage = `usage: kvp2p <command> [flags]
 
 commands:
-  bench   measure loads against raw TCP, and lookup round trips, on 127.0.0.1
-  demo    run a small fleet on 127.0.0.1 with injected faults, per policy
-  lab     real processes in network namespaces, faults by the kernel (sudo kvp2p lab -h)
-  sim     simulate scenarios under each failure policy (kvp2p sim -h)
-  serve   run one node from a YAML config, env and flags (kvp2p serve -h)
-  status  show a running node's peers, domains, sessions and loads (kvp2p status -h)
+  bench    measure loads against raw TCP, and lookup round trips, on 127.0.0.1
+  demo     run a small fleet on 127.0.0.1 with injected faults, per policy
+  lab      real processes in network namespaces, faults made by the kernel (needs root)
+  sim      simulate scenarios under each failure policy
+  serve    run one node from a YAML config, environment and flags
+  status   show a running node's peers, domains, sessions and loads
+  version  print kvp2p's version
+
+Each command takes -h for its flags. docs/design.md explains the design,
+docs/evaluation.md what each command measured.
 `
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -50,6 +54,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runSim(ctx, args[1:], stdout, stderr)
 	case "status":
 		err = runStatus(ctx, args[1:], stdout, stderr)
+	case "version", "--version":
+		err = runVersion(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -33,7 +33,7 @@ func newRunFlags(name, usage, defScenario, allHelp string, stderr io.Writer) (*f
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, usage+"\nflags:\n")
 		fs.PrintDefaults()
 	}
 	common := &runFlags{}

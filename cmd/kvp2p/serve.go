@@ -11,11 +11,13 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/kvp2p/kvp2p"
+	"github.com/kvp2p/kvp2p/internal/health"
 )
 
 // shutdownTimeout bounds a graceful stop. Kubernetes sends SIGKILL 30 s after
@@ -25,6 +27,12 @@ const shutdownTimeout = 10 * time.Second
 // errReported is an error the flag package has already printed with the
 // usage; run exits 2 without printing it again.
 var errReported = errors.New("usage error")
+
+// policyHelp names the policies for --policy's help, the default first.
+func policyHelp() string {
+	others := slices.DeleteFunc(slices.Clone(health.Names()), func(p string) bool { return p == kvp2p.DefaultPolicy })
+	return kvp2p.DefaultPolicy + " (default), " + strings.Join(others, " or ")
+}
 
 // serveOptions are serve's flags that are not config fields.
 type serveOptions struct {
@@ -66,7 +74,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 		{"peer-id", "peer_id", "advertised, routable `host:port` (config peer_id)"},
 		{"listen", "listen", "`address` to bind (config listen; default: peer_id)"},
 		{"failure-domain", "failure_domain", "failure `domain`: what fails with this node, e.g. a pod UID (config failure_domain)"},
-		{"policy", "policy", "failure `policy`: per-peer or host-group (config policy)"},
+		{"policy", "policy", "failure `policy`: " + policyHelp() + " (config policy)"},
 		{"engine-socket", "engine.socket", "engine API Unix socket `path`: makes the node an engine's sidecar (config engine.socket)"},
 		{"region-dir", "engine.region_dir", "`directory` engine region files must be in (config engine.region_dir; default /dev/shm)"},
 		{"metrics-addr", "metrics_addr", "`host:port` for /metrics, the status page and probes, e.g. 127.0.0.1:9464 (config metrics_addr; default off)"},

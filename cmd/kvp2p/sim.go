@@ -15,7 +15,7 @@ const simUsage = `usage: kvp2p sim [--scenario FILE|NAME|all] [--policy NAME|all
                  [--timers preset|vllm|kvp2p] [--drop-domains] [--ablation] [--json] [--svg FILE]
 
 Runs each scenario under each failure policy in the simulator (virtual time,
-deterministic for a seed) and prints design.md §7's report.
+deterministic for a seed) and prints the report of docs/design.md §7.
 
 --timers runs every policy with one timer set instead of its preset (per-peer
 and host-group: vllm, which also models vLLM's transport; domain: kvp2p).

@@ -66,32 +66,62 @@ func TestSimJSONAndSVG(t *testing.T) {
 	}
 }
 
-// TestREADMESimTable: the README's simulator table is exactly what the
-// command shown next to it prints (scripts/sim-tables.sh regenerates it).
-func TestREADMESimTable(t *testing.T) {
+// TestDocsSimTables: every simulator table in docs/evaluation.md (a block
+// between "<!-- sim: ARGS -->" and "<!-- /sim -->") is exactly what
+// `kvp2p sim ARGS` prints now (scripts/sim-tables.sh regenerates them), and
+// the main table and the ablation matrix are among them.
+func TestDocsSimTables(t *testing.T) {
 	if testing.Short() || raceEnabled {
-		// It checks the README's content, not concurrency: every built-in
+		// It checks the document's content, not concurrency: every built-in
 		// scenario under the race detector would cost minutes for nothing.
 		t.Skip("runs every built-in scenario")
 	}
-	b, err := os.ReadFile("../../README.md")
+	const doc = "../../docs/evaluation.md"
+	b, err := os.ReadFile(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	const args = "--scenario all --policy all"
-	_, block, ok := strings.Cut(string(b), "<!-- sim: "+args+" -->\n```\n")
-	if ok {
-		block, _, ok = strings.Cut(block, "```\n<!-- /sim -->")
+	blocks := simBlocks(t, string(b))
+	for _, must := range []string{"--scenario all --policy all", "--scenario all --ablation"} {
+		if _, ok := blocks[must]; !ok {
+			t.Errorf("%s has no block for kvp2p sim %s", doc, must)
+		}
 	}
-	if !ok {
-		t.Fatalf("README.md has no block for kvp2p sim %s", args)
+	for args, block := range blocks {
+		out, code := simOut(t, strings.Fields(args)...)
+		if code != 0 {
+			t.Fatalf("kvp2p sim %s: exit %d: %s", args, code, out)
+		}
+		if out != block {
+			t.Errorf("%s's table is not what kvp2p sim %s prints: run scripts/sim-tables.sh\ndoc:\n%s\nnow:\n%s", doc, args, block, out)
+		}
 	}
-	out, code := simOut(t, strings.Fields(args)...)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, out)
-	}
-	if out != block {
-		t.Fatalf("README.md's table is not what kvp2p sim %s prints: run scripts/sim-tables.sh\nREADME:\n%s\nnow:\n%s", args, block, out)
+}
+
+// simBlocks are the doc's simulator tables by their arguments; a marker
+// without its fenced block or its end is an error.
+func simBlocks(t *testing.T, doc string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	const open, end = "<!-- sim: ", "```\n<!-- /sim -->"
+	for rest := doc; ; {
+		_, after, ok := strings.Cut(rest, open)
+		if !ok {
+			return out
+		}
+		args, body, ok := strings.Cut(after, " -->\n```\n")
+		if !ok {
+			t.Fatalf("sim marker %q without a fenced block after it", args)
+		}
+		block, tail, ok := strings.Cut(body, end)
+		if !ok {
+			t.Fatalf("sim block %q without its end marker", args)
+		}
+		if _, dup := out[args]; dup {
+			t.Fatalf("two sim blocks for %q", args)
+		}
+		out[args] = block
+		rest = tail
 	}
 }
 

@@ -19,7 +19,7 @@ import (
 //
 // runs the built-in pod-partial scenario under domain that many times at
 // KVP2P_DEMO_RATE requests per second (default 20, inside the two-core
-// machine's limit: see the README's saturation curve) and requires, in
+// machine's limit: see docs/evaluation.md, "Saturation") and requires, in
 // every run, time to fallback p99 at most 1.5 s, nothing stuck, no false
 // fallback, no corrupt load and no leaked slot. Each run's figures and the
 // machine's cpu wait are logged.

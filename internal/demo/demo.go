@@ -48,6 +48,7 @@ type Options struct {
 	TLS        bool          // mutual TLS between the ranks (tls.go)
 	Serial     bool          // policies one after another even when memory allows side by side
 	JSON       bool          // stdout: one JSON report a line and nothing else
+	Wide       bool          // every column of the report, and the harness's figures (PrintStats)
 }
 
 // BuiltinScenario is the built-in demo as a scenario: a src-b/0 crash,
@@ -135,8 +136,18 @@ func Execute(ctx context.Context, scs []*scenario.Scenario, builtin bool, polici
 	}
 	if !asJSON {
 		fmt.Fprintln(stdout)
-		rep.Table()
-		PrintStats(stdout, all)
+		if o.Wide {
+			rep.Table()
+		} else {
+			rep.NarrowTable()
+		}
+		fmt.Fprintln(stdout)
+		rep.Legend(!o.Wide)
+		if o.Wide {
+			PrintStats(stdout, all)
+		} else {
+			fmt.Fprintln(stdout, "(--wide: every column, and the harness's own figures: time to hit, cpu wait, loop lateness, read-back)")
+		}
 		if builtin {
 			fmt.Fprint(stdout, outro)
 		}
@@ -217,15 +228,13 @@ func runPolicies(ctx context.Context, sc *scenario.Scenario, policies []string, 
 	return runs, nil
 }
 
-// progress prints a line every few seconds while the runs go on: the
-// built-in demo's phases, or a scenario's request counts per policy.
+// progress reports the runs while they go on, on one line (progressLine):
+// the built-in demo's phase, or a scenario's requests resolved per policy.
 func progress(ctx context.Context, w io.Writer, done <-chan struct{}, phases bool, o Options, sc *scenario.Scenario, policies []string, run func(string) *Run) {
-	every := 5 * time.Second
-	if phases {
-		every = 2 * time.Second
-	}
+	line := newProgressLine(w)
+	defer line.end()
 	start := time.Now()
-	t := time.NewTicker(every)
+	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
 		select {
@@ -237,16 +246,8 @@ func progress(ctx context.Context, w io.Writer, done <-chan struct{}, phases boo
 		}
 		el := time.Since(start).Truncate(time.Second)
 		if phases {
-			phase := "workload"
-			switch {
-			case el > o.Run:
-				phase = "settling: waiting for every request to resolve"
-			case el > o.PartAt:
-				phase = "workload; src-b/0 crashed, src-a partly failed"
-			case el > o.CrashAt:
-				phase = "workload; src-b/0 crashed"
-			}
-			fmt.Fprintf(w, "  t=%-4v %s\n", el, phase)
+			p := phaseAt(el, o)
+			line.update(el, p, p)
 			continue
 		}
 		var parts []string
@@ -257,7 +258,20 @@ func progress(ctx context.Context, w io.Writer, done <-chan struct{}, phases boo
 			}
 		}
 		if len(parts) > 0 {
-			fmt.Fprintf(w, "  t=%-4v %s\n", el, strings.Join(parts, ", "))
+			line.update(el, "", strings.Join(parts, ", "))
 		}
 	}
+}
+
+// phaseAt is what the built-in demo is doing el into its run.
+func phaseAt(el time.Duration, o Options) string {
+	switch {
+	case el > o.Run:
+		return "settling: waiting for every request to resolve"
+	case el > o.PartAt:
+		return "workload; src-b/0 crashed, src-a partly failed"
+	case el > o.CrashAt:
+		return "workload; src-b/0 crashed"
+	}
+	return "workload"
 }

@@ -47,5 +47,11 @@ func (c *Collector) Reports() []Report {
 // Table prints design.md §7's table of every run.
 func (c *Collector) Table() { Table(c.w, c.Reports()) }
 
+// NarrowTable prints the narrow table of every run (NarrowTable).
+func (c *Collector) NarrowTable() { NarrowTable(c.w, c.Reports()) }
+
+// Legend explains the columns of Table (narrow: NarrowTable) of every run.
+func (c *Collector) Legend(narrow bool) { Legend(c.w, c.Reports(), narrow) }
+
 // AblationTable prints the ablation matrix of every run.
 func (c *Collector) AblationTable() { AblationTable(c.w, c.Reports()) }

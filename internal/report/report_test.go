@@ -229,8 +229,8 @@ func TestReportJSON(t *testing.T) {
 func TestTable(t *testing.T) {
 	var b bytes.Buffer
 	Table(&b, []Report{
-		{Scenario: "pod-partial", Policy: "per-peer", Requests: 1200, Fallbacks: 300, TTFms: TTF{P50: 30000, P99: 30010, Max: 30020.4}},
-		{Scenario: "pod-partial", Policy: "domain", Requests: 1200, Fallbacks: 12, TTFms: TTF{P50: 1.25, P99: 240, Max: 250}, BytesLoaded: 3 << 20},
+		{Scenario: "pod-partial", Policy: "per-peer", Requests: 1200, Fallbacks: 300, TTFms: TTF{P50: 30000, P99: 30010, Max: 30020.4, N: 300}},
+		{Scenario: "pod-partial", Policy: "domain", Requests: 1200, Fallbacks: 12, TTFms: TTF{P50: 1.25, P99: 240, Max: 250, N: 12}, BytesLoaded: 3 << 20},
 	})
 	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
 	if len(lines) != 3 {
@@ -245,6 +245,94 @@ func TestTable(t *testing.T) {
 	for _, want := range []string{"per-peer", "30020", "1.2", "3.0"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+// TestTableEmptySets: a statistic over no samples prints "-", not 0.0: a
+// policy that never fell back has no time to fallback. A statistic whose
+// samples happen to be 0 ms still prints its value.
+func TestTableEmptySets(t *testing.T) {
+	var b bytes.Buffer
+	Table(&b, []Report{
+		{Scenario: "idle", Policy: "host-group", Requests: 10, Hits: 10, TTHms: TTF{P50: 3, P99: 4, Max: 4, N: 10}},
+		{Scenario: "idle", Policy: "domain", Requests: 10, Fallbacks: 10, Affected: 10, TTFms: TTF{N: 10}},
+	})
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("table:\n%s", b.String())
+	}
+	// host-group: no ttf and no tth-domain samples; domain: no tth samples.
+	hg, dom := strings.Fields(lines[1]), strings.Fields(lines[2])
+	// scenario policy requests hits fallbacks affected false stuck censored
+	// ttf(p50 p99 max) tth(p50 p99) tth-domain(p99) ...
+	if got := hg[9:12]; strings.Join(got, " ") != "- - -" {
+		t.Errorf("host-group ttf %v, want - - -:\n%s", got, b.String())
+	}
+	if hg[12] != "3.0" || hg[13] != "4.0" || hg[14] != "-" {
+		t.Errorf("host-group tth %v, tth-domain %v:\n%s", hg[12:14], hg[14], b.String())
+	}
+	if got := dom[9:12]; strings.Join(got, " ") != "0.0 0.0 0.0" {
+		t.Errorf("domain ttf %v, want its 0 ms samples:\n%s", got, b.String())
+	}
+	if dom[12] != "-" || dom[13] != "-" {
+		t.Errorf("domain tth %v, want -:\n%s", dom[12:14], b.String())
+	}
+}
+
+// TestNarrowTableAndLegend: the narrow table keeps the outcome, time to
+// fallback, corruption and leak columns and fits in about 100 characters
+// for the demo's scenario names; the legend explains every column printed,
+// and only those.
+func TestNarrowTableAndLegend(t *testing.T) {
+	reps := []Report{
+		{Scenario: "crash+pod-partial", Policy: "host-group", Requests: 286, Hits: 71, Fallbacks: 215, Affected: 127, FalseFallbacks: 88,
+			TTFms: TTF{P50: 2.6, P99: 6.2, Max: 32.4, N: 127}, PeakSlots: 784, BytesLoaded: 18 << 20},
+		{Scenario: "crash+pod-partial", Policy: "per-peer", Requests: 286, Hits: 157, Fallbacks: 129, Affected: 128, FalseFallbacks: 1,
+			TTFms: TTF{P50: 30008, P99: 30016, Max: 30018, N: 128}, PeakSlots: 444, BytesLoaded: 39 << 20},
+	}
+	var b bytes.Buffer
+	NarrowTable(&b, reps)
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	want := []string{"scenario", "policy", "hits", "fallbacks", "false", "stuck", "ttf p50 ms", "p99 ms", "corrupt", "leaked"}
+	if got := strings.Join(strings.Fields(lines[0]), " "); got != strings.Join(want, " ") {
+		t.Errorf("narrow heading %q, want %q", got, strings.Join(want, " "))
+	}
+	for _, l := range lines {
+		if len(l) > 100 {
+			t.Errorf("narrow table line of %d characters: %q", len(l), l)
+		}
+	}
+	if !strings.Contains(lines[2], "30008") || !strings.Contains(lines[1], "88") {
+		t.Errorf("narrow table lost its values:\n%s", b.String())
+	}
+
+	for _, narrow := range []bool{true, false} {
+		var lb bytes.Buffer
+		Legend(&lb, reps, narrow)
+		keys := map[string]bool{}
+		for _, l := range strings.Split(strings.TrimSpace(lb.String()), "\n")[1:] {
+			if len(l) > legendWidth {
+				t.Errorf("legend line of %d characters: %q", len(l), l)
+			}
+			if strings.HasPrefix(l, "    ") {
+				continue // a wrapped entry's next line
+			}
+			k, _, _ := strings.Cut(strings.TrimSpace(l), "  ")
+			keys[k] = true
+		}
+		for _, c := range pick(reportColumns(false), narrow) {
+			if c.legend != "" && !keys[c.legend] {
+				t.Errorf("narrow=%v: column %q printed without a legend:\n%s", narrow, c.head, lb.String())
+			}
+		}
+		for _, unprinted := range []string{"tth", "orphans", "timers"} {
+			if narrow && keys[unprinted] {
+				t.Errorf("narrow legend explains %q, which the narrow table does not print:\n%s", unprinted, lb.String())
+			}
+		}
+		if !narrow && !keys["tth-domain"] {
+			t.Errorf("wide legend lacks tth-domain:\n%s", lb.String())
 		}
 	}
 }
