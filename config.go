@@ -99,6 +99,11 @@ type Limits struct {
 	MaxHandshakes int `yaml:"max_handshakes"`
 	// MaxHandshakesPerSource is the same cap per source address; default 32.
 	MaxHandshakesPerSource int `yaml:"max_handshakes_per_source"`
+	// MaxFrameMemory bounds, across all sessions, the memory held for
+	// control frames larger than a reader's 64 KiB streaming buffer
+	// (frames.go); default 16 MiB. A frame over what is left ends its
+	// session.
+	MaxFrameMemory int64 `yaml:"max_frame_memory"`
 }
 
 // Defaults for the non-timer fields.
@@ -110,6 +115,7 @@ const (
 
 	DefaultMaxHandshakes          = 128
 	DefaultMaxHandshakesPerSource = 32
+	DefaultMaxFrameMemory         = 16 << 20
 )
 
 // Validate checks the config and names the first bad field.
@@ -119,6 +125,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.TLS.validate(); err != nil {
 		return err
+	}
+	if c.Limits.MaxFrameMemory < 0 {
+		return fmt.Errorf("kvp2p: config: limits: max_frame_memory %d: must not be negative", c.Limits.MaxFrameMemory)
 	}
 	if c.Limits.MaxHandshakes < 0 || c.Limits.MaxHandshakesPerSource < 0 {
 		return fmt.Errorf("kvp2p: config: limits: max_handshakes %d, max_handshakes_per_source %d: must not be negative",
@@ -201,6 +210,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Limits.MaxHandshakesPerSource == 0 {
 		c.Limits.MaxHandshakesPerSource = DefaultMaxHandshakesPerSource
+	}
+	if c.Limits.MaxFrameMemory == 0 {
+		c.Limits.MaxFrameMemory = DefaultMaxFrameMemory
 	}
 	if c.Dial == nil {
 		c.Dial = func(id string) string { return id }

@@ -1,6 +1,7 @@
 package kvp2p
 
 import (
+	"encoding/binary"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -101,4 +102,114 @@ func TestAttackLookupPinsHealthyKeepsHits(t *testing.T) {
 	if st.Pinned > 64 {
 		t.Fatalf("peers pin %d slots, over the peers' share (64)", st.Pinned)
 	}
+}
+
+// TestAttackControlFrameMemory is attack 4: sessions each announcing a
+// 4 MiB control frame and sending all of it but the last 64 bytes took the
+// process from 17 to 513 MB, and it stayed. Control frames are now at most
+// ControlFrameLimit (a 4 MiB header ends the session at once), buffers
+// grow only as bytes arrive, and what frames past 64 KiB hold between them
+// is within max_frame_memory (4 MiB here): the heap stays within
+// sessions x 64 KiB + max_frame_memory + session state, and goes back once
+// the attackers' sessions end.
+func TestAttackControlFrameMemory(t *testing.T) {
+	const budget = 4 << 20
+	p := startTN(t, nodeOpt{mut: func(c *Config) {
+		c.Timers.MaxPeers = 200
+		c.Limits.MaxFrameMemory = budget
+	}})
+	const sessions, huge = 40, 8
+	sps := make([]*spoofer, sessions+huge)
+	for i := range sps {
+		sps[i] = startSpoofer(t, p.PeerID(), fmt.Sprintf("127.0.0.1:%d", 30000+i), nil)
+		select {
+		case <-sps[i].ready:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("attacker %d got no session", i)
+		}
+	}
+	heap0 := heapInUse()
+	limit := int(wire.ControlFrameLimit(wire.DefaultLimits()))
+	frame := func(size int) []byte {
+		b := make([]byte, size-64) // all but the last 64 bytes
+		binary.BigEndian.PutUint32(b, uint32(size-4))
+		b[4], b[5] = wire.Version, byte(wire.TypeLookup)
+		return b
+	}
+	var peak atomic.Int64
+	watch := make(chan struct{})
+	watched := make(chan struct{})
+	go func() { // the budget's use, sampled while the attack goes on
+		defer close(watched)
+		for {
+			peak.Store(max(peak.Load(), p.frameMem.Used()))
+			select {
+			case <-watch:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	errs := make(chan error, len(sps))
+	for i, sp := range sps {
+		size := limit
+		if i >= sessions {
+			size = 4 << 20 // the header: over the limit
+		}
+		go func() {
+			_, err := sp.ctl.Write(frame(size))
+			errs <- err // an error: the node closed the session first
+		}()
+	}
+	for range sps {
+		<-errs
+	}
+	for i := sessions; i < len(sps); i++ {
+		waitClosed(t, sps[i].ended, fmt.Sprintf("session %d announcing a 4 MiB control frame", i))
+	}
+	// The node reads what the kernel holds: wait until its readers are
+	// quiet (no session ending, the budget's use unchanged for 200 ms).
+	ended := func() int {
+		k := 0
+		for _, sp := range sps[:sessions] {
+			select {
+			case <-sp.ended:
+				k++
+			default:
+			}
+		}
+		return k
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for last, lastUsed, still := -1, int64(-1), 0; still < 20 && time.Now().Before(deadline); {
+		k, u := ended(), p.frameMem.Used()
+		if k == last && u == lastUsed {
+			still++
+		} else {
+			still = 0
+		}
+		last, lastUsed = k, u
+		<-time.After(10 * time.Millisecond)
+	}
+	heap1 := heapInUse()
+	close(watch)
+	<-watched
+	grew := int64(heap1) - int64(heap0)
+	bound := int64(sessions*(64<<10) + budget + 8<<20) // 8 MiB: session state and the test's own buffers
+	t.Logf("attack 4: %d sessions sent %d of a %d-byte control frame, %d announced 4 MiB: %d sessions ended, budget peak %d of %d, heap %+d KiB (bound %d KiB)",
+		sessions, limit-64, limit, huge, ended(), peak.Load(), budget, grew>>10, bound>>10)
+	if peak.Load() > budget {
+		t.Fatalf("frame budget used %d, over its %d", peak.Load(), budget)
+	}
+	if grew > bound {
+		t.Fatalf("heap grew %d KiB, over the bound %d KiB", grew>>10, bound>>10)
+	}
+	if ended() == 0 {
+		t.Fatalf("no session ended: %d sessions hold %d-byte frames within a %d budget?", sessions, limit, budget)
+	}
+	for _, sp := range sps {
+		sp.ctl.Close()
+		sp.data.Close()
+	}
+	waitFor(t, func() bool { return p.frameMem.Used() == 0 })
 }

@@ -132,7 +132,7 @@ func (n *Node) handle(ev event) {
 		c.nc = ev.ctl
 		c.w = newMsgWriter(ev.ctl, n.timers.HeartbeatTimeout, &n.wg)
 		n.wg.Add(1)
-		go n.readCtl(c.id, wire.NewReader(ev.ctl, n.lim))
+		go n.readCtl(c.id, n.ctlReader(ev.ctl))
 		n.startData(c, ev.data, nil)
 		n.tb.Connected(now, ev.id)
 	case evCtlMsg:

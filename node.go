@@ -41,6 +41,12 @@ type Node struct {
 	eng    *engine   // a sidecar's engine state (EngineConfig); nil otherwise
 	obs    *observer // counts for metrics and status; owned by the loop
 
+	// lim bounds control connections' frames, dataLim a data connection's,
+	// and frameMem the memory that
+	// control connections' large frames hold between them (frames.go).
+	dataLim  wire.Limits
+	frameMem *wire.Budget
+
 	events chan event
 	calls  chan call
 	// callDone holds Manager.do's reply channels (chan struct{}, cap 1)
@@ -185,8 +191,10 @@ func NewNode(cfg Config) (*Node, error) {
 		readTimeout = -1
 	}
 	n := &Node{
-		cfg: cfg, timers: t, log: lc.Log, arena: arena, st: st, tb: tb, lim: wire.DefaultLimits(),
+		cfg: cfg, timers: t, log: lc.Log, arena: arena, st: st, tb: tb,
+		lim: controlLimits(), dataLim: dataLimits(), frameMem: wire.NewBudget(cfg.Limits.MaxFrameMemory),
 		dpCfg: datapath.Config{
+			Limits:     dataLimits(),
 			BlockBytes: cfg.BlockBytes, ChunkBytes: min(cfg.ChunkBytes, cfg.BlockBytes),
 			SumPiece:          st.SumPiece(),
 			ProgressInterval:  t.ProgressInterval,
@@ -431,7 +439,7 @@ func (n *Node) readFirst(raw net.Conn) {
 		return
 	}
 	_ = raw.SetDeadline(time.Time{})
-	rd.SetLimits(n.lim)
+	n.sessionLimits(rd, m)
 	n.post(evAccepted{nc: nc, raw: raw, rd: rd, first: m, ident: ident})
 }
 
@@ -522,6 +530,7 @@ func dialRefused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
 // other peers' messages still get their turn.
 func (n *Node) readCtl(id loads.ConnID, rd *wire.Reader) {
 	defer n.wg.Done()
+	defer rd.Release() // its share of frameMem
 	b := msgBucket{tokens: ctlBurst, last: time.Now()}
 	for {
 		m, err := rd.Next()
