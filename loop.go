@@ -194,6 +194,7 @@ func (n *Node) accepted(now time.Time, ev evAccepted) {
 
 // admit makes a session of a Hello and its data connection.
 func (n *Node) admit(now time.Time, ctl evAccepted, h *wire.Hello, data pendingData) {
+	n.gate.handshook(ctl.raw, time.Now()) // its source gets the gate's reserved share
 	n.gate.leave(ctl.raw)
 	n.gate.leave(data.raw)
 	id := n.tb.Accept(now)

@@ -354,7 +354,9 @@ func (n *Node) acceptLoop(ln net.Listener) {
 			n.log.Warn("accepting again", "failed_accepts", failures)
 			failures, delay = 0, 0
 		}
-		switch n.gate.enter(nc) {
+		r := n.gate.enter(nc, time.Now())
+		n.refused.gate.Add(n.gate.takeEvicted())
+		switch r {
 		case gateOK:
 			n.wg.Add(1)
 			go n.readFirst(nc)
@@ -422,6 +424,7 @@ func (n *Node) readFirst(raw net.Conn) {
 		fail("first frame", err)
 		return
 	}
+	n.gate.spoke(raw) // no longer silent: newcomers do not evict it
 	var claim string
 	switch m := m.(type) {
 	case *wire.Hello:
