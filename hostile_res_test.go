@@ -3,6 +3,7 @@ package kvp2p
 import (
 	"encoding/binary"
 	"fmt"
+	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -212,4 +213,112 @@ func TestAttackControlFrameMemory(t *testing.T) {
 		sp.data.Close()
 	}
 	waitFor(t, func() bool { return p.frameMem.Used() == 0 })
+}
+
+// silentFlood holds n silent connections to addr, dialed from the local
+// addresses ips in turn, and every 100 ms reopens those the node closed
+// (fifty times as often as the attacker). stop ends it and closes
+// them all.
+func silentFlood(t *testing.T, addr string, ips []string, n int) (stop func()) {
+	t.Helper()
+	quit := make(chan struct{})
+	done := make(chan struct{})
+	dial := func(i int) net.Conn {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ips[i%len(ips)])}, Timeout: time.Second}
+		nc, err := d.Dial("tcp", addr)
+		if err != nil {
+			return nil
+		}
+		return nc
+	}
+	conns := make([]net.Conn, n)
+	for i := range conns {
+		conns[i] = dial(i)
+	}
+	go func() {
+		defer close(done)
+		var b [1]byte
+		for {
+			select {
+			case <-quit:
+				for _, nc := range conns {
+					if nc != nil {
+						nc.Close()
+					}
+				}
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			for i, nc := range conns {
+				if nc != nil {
+					_ = nc.SetReadDeadline(time.Now().Add(time.Microsecond))
+					if _, err := nc.Read(b[:]); err == nil || !isTimeout(err) {
+						nc.Close()
+						nc = nil
+					}
+				}
+				if nc == nil {
+					conns[i] = dial(i)
+				}
+			}
+		}
+	}()
+	return func() { close(quit); <-done }
+}
+
+func isTimeout(err error) bool {
+	ne, ok := err.(net.Error)
+	return ok && ne.Timeout()
+}
+
+// handshakes makes n raw handshakes from 127.0.0.1 to p, one after
+// another, each claiming a new port; it returns how many got their
+// HelloAck within a second, and how long the slowest took.
+func handshakes(t *testing.T, p *tnode, n, port int) (ok int, slowest time.Duration) {
+	t.Helper()
+	for i := range n {
+		start := time.Now()
+		sp := startSpoofer(t, p.PeerID(), fmt.Sprintf("127.0.0.1:%d", port+i), nil)
+		select {
+		case <-sp.ready:
+			ok++
+			slowest = max(slowest, time.Since(start))
+		case <-time.After(time.Second):
+		}
+		sp.ctl.Close()
+		sp.data.Close()
+	}
+	return ok, slowest
+}
+
+// TestAttackGateFlood is attack 6: 160 silent connections from five local
+// addresses filled the 128-place pre-handshake gate and a healthy consumer
+// was refused for 5.1 s; a process on the victim's own host filling the
+// per-source places (32) made the victim's handshakes fail, 20 of 20. Now
+// one /24 holds at most half the gate, and a newcomer at a cap evicts the
+// oldest silent connection of that cap's scope: the victim's handshakes
+// succeed (at least 90%; all, in practice) while the attackers keep their
+// connections open and reopen the evicted ones every 100 ms.
+func TestAttackGateFlood(t *testing.T) {
+	p := startTN(t, nodeOpt{mut: func(c *Config) { c.Timers.HandshakeTimeout = 30 * time.Second }})
+	const tries = 20
+	for _, tc := range []struct {
+		name string
+		ips  []string
+		n    int
+	}{
+		{"five addresses, 160 connections", []string{"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5", "127.0.0.6"}, 160},
+		{"the victim's own address, 32 connections", []string{"127.0.0.1"}, 32},
+	} {
+		stop := silentFlood(t, p.PeerID(), tc.ips, tc.n)
+		waitFor(t, func() bool { return p.gate.len() >= min(tc.n, 32) })
+		before := p.Refused().Gate
+		ok, slowest := handshakes(t, p, tries, 31000+len(tc.ips)*100)
+		t.Logf("attack 6 (%s): %d of %d victim handshakes succeeded, slowest %v; gate holds %d, %d refused or evicted",
+			tc.name, ok, tries, slowest.Round(time.Millisecond), p.gate.len(), p.Refused().Gate-before)
+		stop()
+		if ok*10 < tries*9 {
+			t.Fatalf("%s: %d of %d victim handshakes succeeded, want at least 90%%", tc.name, ok, tries)
+		}
+	}
 }
