@@ -1,6 +1,7 @@
 package kvp2p
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"net"
@@ -320,5 +321,69 @@ func TestAttackGateFlood(t *testing.T) {
 		if ok*10 < tries*9 {
 			t.Fatalf("%s: %d of %d victim handshakes succeeded, want at least 90%%", tc.name, ok, tries)
 		}
+	}
+}
+
+// TestAttackPeerIDFlood is the id flood: 90,000 handshakes with unique
+// ids grew the heap 16 -> 56 MiB for 10 minutes (~465 B an id in the
+// health policy's maps, capped by age only). Those maps are now capped by
+// count as well (health.maxRemembered, 4096), the least recently seen
+// forgotten first: after more handshakes than that, each with a new id
+// (and so a domain of its own), the node knows at most 4096 domains.
+func TestAttackPeerIDFlood(t *testing.T) {
+	p := startTN(t, nodeOpt{mut: func(c *Config) { c.Timers.MaxPeers = 64 }})
+	const ids, workers = 4500, 8
+	var next, ok atomic.Int64
+	errs := make(chan struct{}, workers)
+	for range workers {
+		go func() {
+			defer func() { errs <- struct{}{} }()
+			for {
+				i := next.Add(1) - 1
+				if i >= ids {
+					return
+				}
+				sp := startSpoofer(t, p.PeerID(), fmt.Sprintf("127.0.0.1:%d", 20000+i), nil)
+				select {
+				case <-sp.ready:
+					ok.Add(1)
+				case <-time.After(5 * time.Second):
+				}
+				sp.ctl.Close()
+				sp.data.Close()
+				<-sp.ended
+			}
+		}()
+	}
+	for range workers {
+		<-errs
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var known int
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s, err := p.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		known = len(s.Domains)
+		live := 0
+		for _, d := range s.Domains {
+			for _, pr := range d.Peers {
+				live += len(pr.Sessions)
+			}
+		}
+		if live == 0 || time.Now().After(deadline) {
+			break
+		}
+		<-time.After(10 * time.Millisecond)
+	}
+	t.Logf("id flood: %d of %d handshakes with unique ids accepted; %d domains known after", ok.Load(), ids, known)
+	if ok.Load() < ids*9/10 {
+		t.Fatalf("only %d of %d handshakes accepted", ok.Load(), ids)
+	}
+	if known > 4096 {
+		t.Fatalf("the node knows %d domains after %d unique ids, want at most 4096", known, ids)
 	}
 }
