@@ -60,8 +60,9 @@ func TestLookupPinsPerPeerQuota(t *testing.T) {
 	if got := lookupRound(f, bad, "bad0", hot, false); got != 32 {
 		t.Fatalf("lone peer's lookup: %d hits, want 32 (share 64 / 2)", got)
 	}
-	if got := lookupRound(f, bad, "bad1", hot, false); got != 0 {
-		t.Fatalf("second lookup over the quota: %d hits, want 0", got)
+	// Again: the same 32 slots are pinned once more, no other.
+	if got := lookupRound(f, bad, "bad1", hot, false); got != 32 {
+		t.Fatalf("second lookup: %d hits, want the 32 slots it holds", got)
 	}
 	if n := p.Store.Stats().Pinned; n != 32 {
 		t.Fatalf("producer pins %d, want 32", n)
@@ -141,5 +142,29 @@ func TestLookupPinsShareAmongMany(t *testing.T) {
 		if n == 0 {
 			t.Fatalf("peer %d got no pin in three rounds of renewals (pins: %v)", i, got)
 		}
+	}
+}
+
+// TestLookupPinsCountSlots: lookups of one key by many requests pin one
+// slot many times, which costs the store one slot: they count as one
+// against the session's quota and the share (a burst of a step's
+// requests all naming a hot prefix all hit), and pinning one slot over
+// and over fills neither for anybody else.
+func TestLookupPinsCountSlots(t *testing.T) {
+	f := newFleet(t)
+	p := f.node("10.0.0.1:7777", sim.NodeOpts{Slots: 16}) // share 8, a lone quota 4
+	c := f.node("10.0.0.2:7777", sim.NodeOpts{})
+	good := f.node("10.0.0.3:7777", sim.NodeOpts{})
+	hot := keys("hot", 1)
+	f.put(p, hot)
+	own := keys("own", 2)
+	f.put(p, own)
+	for i := range 20 {
+		if got := lookupRound(f, c, fmt.Sprintf("r%d", i), hot, false); got != 1 {
+			t.Fatalf("lookup %d of the hot key: %d hits, want 1", i, got)
+		}
+	}
+	if got := lookupRound(f, good, "g", own, true); got != 2 {
+		t.Fatalf("another peer beside 20 pins of one slot: %d of 2 hits", got)
 	}
 }

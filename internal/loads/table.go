@@ -36,8 +36,11 @@ type conn struct {
 	holdSeq   uint64
 	linger    time.Time // connLingering: close at this time at the latest
 	peer      string    // as dialed, or as the peer's Hello named it
-	pins      int       // store pins its peer's lookups hold (pins.go)
 	domain    string    // router-named domain (wins over the advertised one)
+
+	// pins: the slots its peer's lookups pin, and how often; nil if none
+	// (pins.go).
+	pins map[store.Slot]int
 }
 
 // request is one engine request.
@@ -102,8 +105,10 @@ type Table struct {
 	finished map[string]bool      // producer requests finished before they were bound
 	reaped   map[string]time.Time // unbound ids reaped: a late fetch is refused at once
 	filling  map[wire.Key]int     // keys being loaded here (a lookup for them waits)
-	peerPins int                  // pins held for peers' lookups (pins.go)
-	pinners  int                  // sessions holding at least one of them
+	// Slots pinned for peers' lookups, with how many sessions pin each,
+	// and the sessions pinning any (pins.go).
+	peerSlots map[store.Slot]int
+	pinners   int
 
 	results []JobResult
 	actions []Action
@@ -136,7 +141,7 @@ func New(cfg Config, st *store.Store) (*Table, error) {
 		conns: map[ConnID]*conn{}, byPeer: map[string]*conn{},
 		reqs: map[string]*request{}, failed: map[string]struct{}{}, liveSrc: map[string]int{}, jobs: map[uint64]*job{},
 		bound: map[string]*conn{}, unbound: map[string][]unboundBatch{}, finished: map[string]bool{},
-		reaped: map[string]time.Time{}, filling: map[wire.Key]int{},
+		reaped: map[string]time.Time{}, filling: map[wire.Key]int{}, peerSlots: map[store.Slot]int{},
 	}
 	for k := range t.queues {
 		t.queues[k].k = k
