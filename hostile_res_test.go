@@ -332,7 +332,7 @@ func TestAttackGateFlood(t *testing.T) {
 // (and so a domain of its own), the node knows at most 4096 domains.
 func TestAttackPeerIDFlood(t *testing.T) {
 	p := startTN(t, nodeOpt{mut: func(c *Config) { c.Timers.MaxPeers = 64 }})
-	const ids, workers = 4500, 8
+	const ids, workers = 4200, 8
 	var next, ok atomic.Int64
 	errs := make(chan struct{}, workers)
 	for range workers {
