@@ -26,12 +26,18 @@ import (
 //   - a reserved quarter of maxTotal that only sources which completed a
 //     handshake lately (recentFor, at most recentMax remembered, oldest
 //     forgotten first) may take;
-//   - at every cap, the newcomer evicts the oldest silent connection (not
-//     yet through its first frame) of that cap's scope rather than being
-//     refused; only when the scope holds none is it refused. A genuine
-//     handshake is silent for a round trip, an attacker's connection until
-//     the handshake timeout: to push the genuine one out an attacker must
-//     open as many connections as the scope holds within that round trip.
+//   - at every cap, the newcomer evicts the oldest connection of that
+//     cap's scope rather than being refused (only an empty scope
+//     refuses). A genuine handshake is in the gate for a round trip or
+//     two, an attacker's connection, silent or Hello-only, until the
+//     handshake timeout: the attacker's are the oldest, and to push a
+//     genuine one out an attacker must open as many connections as the
+//     scope holds within that round trip. Oldest, not oldest silent: with
+//     a scope full of Hello-only connections, a victim's own data
+//     connection would evict its control connection, silent for the
+//     moment its first frame takes. A connection evicted after its first
+//     frame is a half handshake the loop holds: it drops it at its next
+//     tick (takeHalves), or when its first frame comes (holds).
 //
 // The accept goroutine enters connections, the connection's goroutine or
 // the loop lets them out; the mutex is never held across I/O except
@@ -48,6 +54,7 @@ type connGate struct {
 	recent  map[string]time.Time // source -> last handshake completed
 	closed  bool
 	evicted uint64
+	halves  []net.Conn // evicted after their first frame: the loop holds them (takeHalves)
 }
 
 type gateEntry struct {
@@ -83,9 +90,9 @@ const (
 	gateClosed
 )
 
-// enter admits nc unless a cap is reached with no silent connection to
-// evict in its scope, or the gate closed; the caller closes a refused
-// connection. Evicted connections are closed here.
+// enter admits nc unless a cap is reached with nothing to evict in its
+// scope, or the gate closed; the caller closes a refused connection.
+// Evicted connections are closed here.
 func (g *connGate) enter(nc net.Conn, now time.Time) gateRefusal {
 	src := sourceHost(nc)
 	pfx := sourcePrefix(src)
@@ -105,9 +112,12 @@ func (g *connGate) enter(nc net.Conn, now time.Time) gateRefusal {
 		if !full {
 			return true
 		}
-		old := g.oldestSilent(in)
+		old := g.oldest(in)
 		if old == nil {
 			return false
+		}
+		if g.conns[old].spoke {
+			g.halves = append(g.halves, old)
 		}
 		out = append(out, old)
 		g.remove(old)
@@ -134,22 +144,39 @@ func (g *connGate) enter(nc net.Conn, now time.Time) gateRefusal {
 	return gateOK
 }
 
-// oldestSilent is the connection that came first among those in scope
-// whose first frame was not read yet; nil if none. A scan: the gate holds
-// at most maxTotal.
-func (g *connGate) oldestSilent(in func(*gateEntry) bool) net.Conn {
+// oldest is the connection in scope that came first; nil if the scope is
+// empty. A scan: the gate holds at most maxTotal.
+func (g *connGate) oldest(in func(*gateEntry) bool) net.Conn {
 	var old net.Conn
 	var seq uint64
 	for nc, e := range g.conns {
-		if !e.spoke && in(e) && (old == nil || e.seq < seq) {
+		if in(e) && (old == nil || e.seq < seq) {
 			old, seq = nc, e.seq
 		}
 	}
 	return old
 }
 
-// spoke marks nc's first frame read: it is no longer silent, so no
-// newcomer evicts it (the handshake timeout still bounds it).
+// takeHalves returns the connections evicted after their first frame:
+// the loop drops them from its maps of half handshakes.
+func (g *connGate) takeHalves() []net.Conn {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	h := g.halves
+	g.halves = nil
+	return h
+}
+
+// holds reports whether nc is inside: false once it left or was evicted.
+func (g *connGate) holds(nc net.Conn) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_, ok := g.conns[nc]
+	return ok
+}
+
+// spoke marks nc's first frame read: the loop may hold it from then on,
+// and must hear of its eviction (takeHalves).
 func (g *connGate) spoke(nc net.Conn) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -296,7 +323,7 @@ type refusals struct {
 // session; for metrics and tests. Garbage on the port is logged at debug
 // only, so these are how an operator sees it.
 type Refusals struct {
-	Gate     uint64 // over max_handshakes or max_handshakes_per_source, or evicted (the oldest silent one) to make room
+	Gate     uint64 // over max_handshakes or max_handshakes_per_source, or evicted (the oldest) to make room
 	TLS      uint64 // TLS handshake failed (no or untrusted certificate, allow_peers)
 	Frame    uint64 // first frame missing, oversized, malformed or not a Hello or DataAttach
 	Identity uint64 // claimed peer id not covered by the certificate or the source address

@@ -30,17 +30,22 @@ func mustEnter(t *testing.T, g *connGate, c *fakeConn) {
 	}
 }
 
-// TestGateEvictsOldestSilentOfSource: a source at its cap does not lock out
-// its next connection (a victim sharing a host with the attacker): the
-// oldest silent connection of that source goes instead. Connections that
-// spoke are never evicted; with only those, the newcomer is refused.
-func TestGateEvictsOldestSilentOfSource(t *testing.T) {
+// TestGateEvictsOldestOfSource: a source at its cap does not lock out its
+// next connection (a victim sharing a host with the attacker): the oldest
+// connection of that source goes instead, silent or not, and the loop
+// hears of one that had sent its first frame (takeHalves). Only an empty
+// scope refuses.
+func TestGateEvictsOldestOfSource(t *testing.T) {
 	g := newConnGate(128, 4)
 	var att []*fakeConn
 	for range 4 {
 		c := from("127.0.0.1")
 		mustEnter(t, g, c)
 		att = append(att, c)
+	}
+	// The attacker's connections are Hello-only: they spoke.
+	for _, c := range att[1:] {
+		g.spoke(c)
 	}
 	victim := from("127.0.0.1")
 	mustEnter(t, g, victim)
@@ -50,16 +55,34 @@ func TestGateEvictsOldestSilentOfSource(t *testing.T) {
 	if g.len() != 4 || g.takeEvicted() != 1 {
 		t.Fatalf("gate holds %d, want 4 with one eviction", g.len())
 	}
-	// Everyone spoke: nobody to evict, the next is refused.
-	for _, c := range att[1:] {
-		g.spoke(c)
+	if h := g.takeHalves(); len(h) != 0 {
+		t.Fatalf("a silent connection's eviction reported as a half handshake: %v", h)
 	}
-	g.spoke(victim)
-	if r := g.enter(from("127.0.0.1"), gateT0); r != gateSourceFull {
-		t.Fatalf("enter = %d, want gateSourceFull when nothing is silent", r)
+	// The victim's second connection evicts the attacker's next oldest,
+	// not the victim's first, silent and newer.
+	mustEnter(t, g, from("127.0.0.1"))
+	if victim.closed || !att[1].closed {
+		t.Fatal("the victim's newer silent connection went before the attacker's older one")
+	}
+	if h := g.takeHalves(); len(h) != 1 || h[0] != att[1] {
+		t.Fatalf("halves evicted %v, want the attacker's Hello-only connection", h)
+	}
+	if g.holds(att[1]) || !g.holds(att[2]) || !g.holds(victim) {
+		t.Fatal("holds disagrees with the evictions")
+	}
+	// An empty scope refuses.
+	g0 := newConnGate(0, 4)
+	if r := g0.enter(from("127.0.0.1"), gateT0); r != gateFull {
+		t.Fatalf("enter into an empty gate of no places = %d, want gateFull", r)
 	}
 	// Another source is unaffected.
+	if g.takeEvicted() != 1 {
+		t.Fatal("the victim's second connection's eviction not counted")
+	}
 	mustEnter(t, g, from("10.0.0.1"))
+	if g.takeEvicted() != 0 {
+		t.Fatal("another source's connection evicted somebody")
+	}
 }
 
 // TestGatePrefixHoldsHalf is attack 6's first half: five local addresses
@@ -95,8 +118,7 @@ func TestGatePrefixHoldsHalf(t *testing.T) {
 // TestGateReservesForRecentSources: sources that never completed a
 // handshake fill at most three quarters of the gate; the last quarter is
 // for sources that completed one lately, which get in without evicting
-// anybody even when every other place is taken by silent strangers who
-// all spoke (nothing to evict).
+// anybody. A stranger at the strangers' cap evicts a stranger.
 func TestGateReservesForRecentSources(t *testing.T) {
 	g := newConnGate(16, 32)
 	known := from("10.0.9.1")
@@ -106,18 +128,23 @@ func TestGateReservesForRecentSources(t *testing.T) {
 		mustEnter(t, g, c)
 		g.spoke(c)
 	}
-	if r := g.enter(from("10.0.20.1"), gateT0); r != gateFull {
-		t.Fatalf("a stranger took a reserved place (enter = %d)", r)
+	mustEnter(t, g, from("10.0.20.1"))
+	if g.len() != 12 || g.takeEvicted() != 1 {
+		t.Fatalf("a stranger took a reserved place: gate holds %d", g.len())
 	}
 	for range 4 {
-		mustEnter(t, g, from("10.0.9.1"))
+		c := from("10.0.9.1")
+		mustEnter(t, g, c)
+		g.spoke(c)
 	}
 	if g.len() != 16 || g.takeEvicted() != 0 {
 		t.Fatalf("gate %d", g.len())
 	}
-	// Ten minutes on, the source is a stranger again.
-	if r := g.enter(from("10.0.9.1"), gateT0.Add(recentFor)); r == gateOK {
-		t.Fatal("a source recent ten minutes ago still has the reserve")
+	// Ten minutes on, the source is a stranger again: it gets in only by
+	// evicting a stranger, and the four reserved places stay as they are.
+	later := from("10.0.9.1")
+	if r := g.enter(later, gateT0.Add(recentFor)); r != gateOK || g.takeEvicted() != 1 || g.nRecent != 4 {
+		t.Fatalf("a source recent ten minutes ago: enter %d, %d recent entries, want a stranger evicted and 4", r, g.nRecent)
 	}
 }
 

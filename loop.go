@@ -162,6 +162,10 @@ func (n *Node) handle(ev event) {
 // its DataAttach arrived, from connections with the same identity; until
 // then both wait in the gate, bounded and expired by the handshake timeout.
 func (n *Node) accepted(now time.Time, ev evAccepted) {
+	if !n.gate.holds(ev.raw) { // evicted to make room since its first frame
+		n.dropConn(ev.nc, ev.raw)
+		return
+	}
 	switch m := ev.first.(type) {
 	case *wire.Hello:
 		key := attachKey{m.PeerID, m.Incarnation, m.Attempt}
@@ -219,8 +223,11 @@ func (n *Node) dropConn(nc, raw net.Conn) {
 }
 
 // expirePending drops the halves of sessions whose other half did not
-// come within the handshake timeout. Both maps are bounded by the gate.
+// come within the handshake timeout, and those the gate evicted to make
+// room. Both maps are bounded by the gate (and what it evicted within a
+// tick).
 func (n *Node) expirePending(now time.Time) {
+	n.dropEvicted(n.gate.takeHalves())
 	for k, p := range n.pendingData {
 		if now.Sub(p.at) > n.timers.HandshakeTimeout {
 			n.dropConn(p.nc, p.raw)
@@ -229,6 +236,29 @@ func (n *Node) expirePending(now time.Time) {
 	}
 	for k, h := range n.heldHellos {
 		if now.Sub(h.at) > n.timers.HandshakeTimeout {
+			n.dropConn(h.nc, h.raw)
+			delete(n.heldHellos, k)
+		}
+	}
+}
+
+// dropEvicted drops the half handshakes whose connection the gate evicted.
+func (n *Node) dropEvicted(raws []net.Conn) {
+	if len(raws) == 0 {
+		return
+	}
+	gone := make(map[net.Conn]bool, len(raws))
+	for _, raw := range raws {
+		gone[raw] = true
+	}
+	for k, p := range n.pendingData {
+		if gone[p.raw] {
+			n.dropConn(p.nc, p.raw)
+			delete(n.pendingData, k)
+		}
+	}
+	for k, h := range n.heldHellos {
+		if gone[h.raw] {
 			n.dropConn(h.nc, h.raw)
 			delete(n.heldHellos, k)
 		}
