@@ -45,16 +45,18 @@ import (
 type connGate struct {
 	maxTotal, maxPerSource, maxPerPrefix, reserved int
 
-	mu      sync.Mutex
-	conns   map[net.Conn]*gateEntry
-	perSrc  map[string]int
-	perPfx  map[string]int
-	nRecent int // entries from recent sources
-	seq     uint64
-	recent  map[string]time.Time // source -> last handshake completed
-	closed  bool
-	evicted uint64
-	halves  []net.Conn // evicted after their first frame: the loop holds them (takeHalves)
+	mu       sync.Mutex
+	conns    map[net.Conn]*gateEntry
+	perSrc   map[string]int
+	perPfx   map[string]int
+	nRecent  int // entries from recent sources
+	seq      uint64
+	recent   map[string]time.Time // source -> last handshake completed
+	closed   bool
+	nEvicted uint64
+	// gone: connections evicted after their first frame, which the loop
+	// holds or is about to (halves); they go at their leave.
+	gone map[net.Conn]bool
 }
 
 type gateEntry struct {
@@ -76,7 +78,7 @@ func newConnGate(maxTotal, maxPerSource int) *connGate {
 		maxTotal: maxTotal, maxPerSource: maxPerSource,
 		maxPerPrefix: max(1, maxTotal/2), reserved: maxTotal / 4,
 		conns: map[net.Conn]*gateEntry{}, perSrc: map[string]int{}, perPfx: map[string]int{},
-		recent: map[string]time.Time{},
+		recent: map[string]time.Time{}, gone: map[net.Conn]bool{},
 	}
 }
 
@@ -117,11 +119,11 @@ func (g *connGate) enter(nc net.Conn, now time.Time) gateRefusal {
 			return false
 		}
 		if g.conns[old].spoke {
-			g.halves = append(g.halves, old)
+			g.gone[old] = true
 		}
 		out = append(out, old)
 		g.remove(old)
-		g.evicted++
+		g.nEvicted++
 		return true
 	}
 	switch {
@@ -157,26 +159,34 @@ func (g *connGate) oldest(in func(*gateEntry) bool) net.Conn {
 	return old
 }
 
-// takeHalves returns the connections evicted after their first frame:
-// the loop drops them from its maps of half handshakes.
-func (g *connGate) takeHalves() []net.Conn {
+// halves returns the connections evicted after their first frame that
+// have not left yet: the loop drops those it holds from its maps of half
+// handshakes (dropConn, which makes them leave); the others are on their
+// way to it (evicted says so when they arrive) or their goroutine is
+// closing them.
+func (g *connGate) halves() []net.Conn {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	h := g.halves
-	g.halves = nil
+	if len(g.gone) == 0 {
+		return nil
+	}
+	h := make([]net.Conn, 0, len(g.gone))
+	for nc := range g.gone {
+		h = append(h, nc)
+	}
 	return h
 }
 
-// holds reports whether nc is inside: false once it left or was evicted.
-func (g *connGate) holds(nc net.Conn) bool {
+// evicted reports whether nc was evicted after its first frame (and has
+// not left yet): the loop drops it rather than hold it.
+func (g *connGate) evicted(nc net.Conn) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	_, ok := g.conns[nc]
-	return ok
+	return g.gone[nc]
 }
 
 // spoke marks nc's first frame read: the loop may hold it from then on,
-// and must hear of its eviction (takeHalves).
+// and must hear of its eviction (halves, evicted).
 func (g *connGate) spoke(nc net.Conn) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -230,6 +240,7 @@ func (g *connGate) leave(nc net.Conn) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.remove(nc)
+	delete(g.gone, nc)
 }
 
 func (g *connGate) remove(nc net.Conn) {
@@ -260,8 +271,8 @@ func (g *connGate) len() int {
 func (g *connGate) takeEvicted() uint64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	n := g.evicted
-	g.evicted = 0
+	n := g.nEvicted
+	g.nEvicted = 0
 	return n
 }
 
@@ -276,6 +287,7 @@ func (g *connGate) closeAll() {
 	clear(g.conns)
 	clear(g.perSrc)
 	clear(g.perPfx)
+	clear(g.gone)
 	g.nRecent = 0
 	g.mu.Unlock()
 	for _, nc := range conns {

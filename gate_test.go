@@ -33,7 +33,8 @@ func mustEnter(t *testing.T, g *connGate, c *fakeConn) {
 // TestGateEvictsOldestOfSource: a source at its cap does not lock out its
 // next connection (a victim sharing a host with the attacker): the oldest
 // connection of that source goes instead, silent or not, and the loop
-// hears of one that had sent its first frame (takeHalves). Only an empty
+// hears of one that had sent its first frame (halves, evicted) until it
+// leaves. Only an empty
 // scope refuses.
 func TestGateEvictsOldestOfSource(t *testing.T) {
 	g := newConnGate(128, 4)
@@ -55,7 +56,7 @@ func TestGateEvictsOldestOfSource(t *testing.T) {
 	if g.len() != 4 || g.takeEvicted() != 1 {
 		t.Fatalf("gate holds %d, want 4 with one eviction", g.len())
 	}
-	if h := g.takeHalves(); len(h) != 0 {
+	if h := g.halves(); len(h) != 0 {
 		t.Fatalf("a silent connection's eviction reported as a half handshake: %v", h)
 	}
 	// The victim's second connection evicts the attacker's next oldest,
@@ -64,11 +65,15 @@ func TestGateEvictsOldestOfSource(t *testing.T) {
 	if victim.closed || !att[1].closed {
 		t.Fatal("the victim's newer silent connection went before the attacker's older one")
 	}
-	if h := g.takeHalves(); len(h) != 1 || h[0] != att[1] {
+	if h := g.halves(); len(h) != 1 || h[0] != att[1] {
 		t.Fatalf("halves evicted %v, want the attacker's Hello-only connection", h)
 	}
-	if g.holds(att[1]) || !g.holds(att[2]) || !g.holds(victim) {
-		t.Fatal("holds disagrees with the evictions")
+	if !g.evicted(att[1]) || g.evicted(att[2]) || g.evicted(victim) {
+		t.Fatal("evicted disagrees with the evictions")
+	}
+	g.leave(att[1]) // the loop dropped it
+	if g.evicted(att[1]) || len(g.halves()) != 0 {
+		t.Fatal("an evicted half still reported after it left")
 	}
 	// An empty scope refuses.
 	g0 := newConnGate(0, 4)

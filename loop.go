@@ -162,7 +162,7 @@ func (n *Node) handle(ev event) {
 // its DataAttach arrived, from connections with the same identity; until
 // then both wait in the gate, bounded and expired by the handshake timeout.
 func (n *Node) accepted(now time.Time, ev evAccepted) {
-	if !n.gate.holds(ev.raw) { // evicted to make room since its first frame
+	if n.gate.evicted(ev.raw) { // to make room, since its first frame
 		n.dropConn(ev.nc, ev.raw)
 		return
 	}
@@ -227,7 +227,7 @@ func (n *Node) dropConn(nc, raw net.Conn) {
 // room. Both maps are bounded by the gate (and what it evicted within a
 // tick).
 func (n *Node) expirePending(now time.Time) {
-	n.dropEvicted(n.gate.takeHalves())
+	n.dropEvicted(n.gate.halves())
 	for k, p := range n.pendingData {
 		if now.Sub(p.at) > n.timers.HandshakeTimeout {
 			n.dropConn(p.nc, p.raw)
