@@ -98,5 +98,5 @@ func (b peerBlocks) Pending(k wire.Key) bool {
 	if t.filling[k] > 0 {
 		return true
 	}
-	return t.cfg.Resolver != nil && t.cfg.Resolver.Pending(k)
+	return t.cfg.Resolver != nil && t.cfg.Resolver.Pending(uint64(b.c.id), k)
 }
