@@ -37,7 +37,13 @@ import (
 //     connection would evict its control connection, silent for the
 //     moment its first frame takes. A connection evicted after its first
 //     frame is a half handshake the loop holds: it drops it at its next
-//     tick (takeHalves), or when its first frame comes (holds).
+//     tick (halves), or when the first frame reaches it (evicted).
+//
+// "Completed a handshake" is a Hello paired with its DataAttach (the loop's
+// admit), before the table has looked at the Hello: a source can earn the
+// reserve with a Hello the table then refuses. The reserve is against
+// floods from sources that never pair their halves; a plain-TCP peer that
+// completes handshakes is an identity question (docs/security.md).
 //
 // The accept goroutine enters connections, the connection's goroutine or
 // the loop lets them out; the mutex is never held across I/O except
