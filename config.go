@@ -90,12 +90,14 @@ type Timers struct {
 	MaxPeers             int           `yaml:"max_peers"`
 }
 
-// Limits bound what connections that are not sessions yet can hold; zero
-// means the default.
+// Limits bound what connections can make the node hold; zero means the
+// default.
 type Limits struct {
 	// MaxHandshakes caps accepted connections that are not a session yet
 	// (TLS handshake, first frame, a Hello waiting for its data
-	// connection); default 128. Over it, new connections are closed.
+	// connection); default 128. At it (or at the per-source cap, half of
+	// it per /24 or /64, or three quarters of it for sources with no
+	// recent handshake) a new connection evicts the oldest one (gate.go).
 	MaxHandshakes int `yaml:"max_handshakes"`
 	// MaxHandshakesPerSource is the same cap per source address; default 32.
 	MaxHandshakesPerSource int `yaml:"max_handshakes_per_source"`
