@@ -95,15 +95,22 @@ type Timers struct {
 	MaxPeers             int           `yaml:"max_peers"`
 }
 
-// Limits bound what connections that are not sessions yet can hold; zero
-// means the default.
+// Limits bound what connections can make the node hold; zero means the
+// default.
 type Limits struct {
 	// MaxHandshakes caps accepted connections that are not a session yet
 	// (TLS handshake, first frame, a Hello waiting for its data
-	// connection); default 128. Over it, new connections are closed.
+	// connection); default 128. At it (or at the per-source cap, half of
+	// it per /24 or /64, or three quarters of it for sources with no
+	// recent handshake) a new connection evicts the oldest one (gate.go).
 	MaxHandshakes int `yaml:"max_handshakes"`
 	// MaxHandshakesPerSource is the same cap per source address; default 32.
 	MaxHandshakesPerSource int `yaml:"max_handshakes_per_source"`
+	// MaxFrameMemory bounds, across all sessions, the memory held for
+	// control frames larger than a reader's 64 KiB streaming buffer
+	// (frames.go); default 16 MiB. A frame over what is left ends its
+	// session.
+	MaxFrameMemory int64 `yaml:"max_frame_memory"`
 }
 
 // Defaults for the non-timer fields.
@@ -115,6 +122,7 @@ const (
 
 	DefaultMaxHandshakes          = 128
 	DefaultMaxHandshakesPerSource = 32
+	DefaultMaxFrameMemory         = 16 << 20
 )
 
 // Validate checks the config and names the first bad field.
@@ -124,6 +132,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.TLS.validate(); err != nil {
 		return err
+	}
+	if c.Limits.MaxFrameMemory < 0 {
+		return fmt.Errorf("kvp2p: config: limits: max_frame_memory %d: must not be negative", c.Limits.MaxFrameMemory)
 	}
 	if c.Limits.MaxHandshakes < 0 || c.Limits.MaxHandshakesPerSource < 0 {
 		return fmt.Errorf("kvp2p: config: limits: max_handshakes %d, max_handshakes_per_source %d: must not be negative",
@@ -206,6 +217,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Limits.MaxHandshakesPerSource == 0 {
 		c.Limits.MaxHandshakesPerSource = DefaultMaxHandshakesPerSource
+	}
+	if c.Limits.MaxFrameMemory == 0 {
+		c.Limits.MaxFrameMemory = DefaultMaxFrameMemory
 	}
 	if c.Dial == nil {
 		c.Dial = func(id string) string { return id }

@@ -128,6 +128,7 @@ type msgWriter struct {
 	timeout time.Duration
 	mu      sync.Mutex
 	queue   []wire.Message
+	queued  int // bytes queue's messages will take on the wire, about (sizeOf)
 	closing bool
 	wake    chan struct{}
 	done    chan struct{}
@@ -163,14 +164,48 @@ func newMsgWriter(nc net.Conn, timeout time.Duration, wg *sync.WaitGroup) *msgWr
 	return w
 }
 
-// send queues m; it never blocks.
+// maxQueued bounds what one control connection's queue holds for a peer
+// that does not read (issue 25: bytes buffered per peer): three of the
+// largest control frames. A peer that sends lookups and never reads their
+// answers otherwise makes us buffer what it asks for, at up to ctlRate
+// messages a second, until the write times out. Over it the connection is
+// closed at once, and its session ends as a lost connection.
+const maxQueued = 3 * 1314846 // wire.ControlFrameLimit(wire.DefaultLimits()), checked by TestMsgWriterBounded
+
+// send queues m; it never blocks. A queue over maxQueued closes the
+// connection instead.
 func (w *msgWriter) send(m wire.Message) {
 	w.mu.Lock()
+	over := false
 	if !w.closing {
 		w.queue = append(w.queue, m)
+		w.queued += sizeOf(m)
+		if over = w.queued > maxQueued; over {
+			w.closing = true
+			clear(w.queue)
+			w.queue, w.queued = nil, 0
+		}
 	}
 	w.mu.Unlock()
+	if over {
+		w.nc.Close() // does not block; the reader fails and the session ends
+	}
 	w.poke()
+}
+
+// sizeOf is about what m takes on the wire: its keys, and a few dozen
+// bytes for the rest.
+func sizeOf(m wire.Message) int {
+	const rest = 64
+	switch m := m.(type) {
+	case *wire.Lookup:
+		return rest + len(m.ReqID) + len(m.Keys)*wire.KeySize
+	case *wire.LookupResp:
+		return rest + len(m.ReqID) + len(m.Keys)*wire.KeySize + len(m.Hits)/8
+	case *wire.Fetch:
+		return rest + len(m.ReqID) + len(m.Keys)*(wire.KeySize+4)
+	}
+	return rest
 }
 
 // close flushes what is queued (a Goodbye, say), then closes the socket.
@@ -194,6 +229,7 @@ func (w *msgWriter) run() {
 	for range w.wake {
 		w.mu.Lock()
 		w.batch, w.queue = w.queue, w.batch[:0] // swapped, not copied
+		w.queued = 0
 		closing := w.closing
 		w.mu.Unlock()
 		w.buf = w.buf[:0]

@@ -88,3 +88,40 @@ func TestMsgWriterShrinks(t *testing.T) {
 		}
 	}
 }
+
+// TestMsgWriterBounded: a peer that never reads makes its control
+// connection's queue grow with every answer; past maxQueued the connection
+// is closed and the queue dropped, rather than buffering without bound.
+func TestMsgWriterBounded(t *testing.T) {
+	if want := 3 * int(wire.ControlFrameLimit(wire.DefaultLimits())); maxQueued != want {
+		t.Fatalf("maxQueued %d, want three control frames, %d", maxQueued, want)
+	}
+	a, b := net.Pipe() // b is never read: the writer blocks on its first write
+	defer b.Close()
+	var wg sync.WaitGroup
+	w := newMsgWriter(a, time.Minute, &wg)
+	resp := &wire.LookupResp{ReqID: "r", Keys: make([]wire.Key, 100), Hits: make([]bool, 100)}
+	sent := 0
+	for ; sent < 10*maxQueued/sizeOf(resp); sent++ {
+		w.send(resp)
+		w.mu.Lock()
+		closing, queued := w.closing, w.queued
+		w.mu.Unlock()
+		if queued > maxQueued {
+			t.Fatalf("queue holds %d bytes, over %d", queued, maxQueued)
+		}
+		if closing {
+			break
+		}
+	}
+	w.mu.Lock()
+	closing, held := w.closing, len(w.queue)
+	w.mu.Unlock()
+	if !closing || held != 0 {
+		t.Fatalf("after %d answers nobody read: closing %v, %d queued", sent, closing, held)
+	}
+	wg.Wait() // the writer's blocked write failed with the closed pipe
+	if _, err := a.Write([]byte{0}); err == nil {
+		t.Fatal("the connection is still open")
+	}
+}

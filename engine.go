@@ -61,7 +61,8 @@ type engine struct {
 
 	nextAsk   uint64
 	batch     []wire.Key             // keys to ask the engine for, this turn
-	asked     map[wire.Key]bool      // keys in an ask not answered yet
+	asked     map[wire.Key]uint64    // keys in an ask not answered yet -> the session asking (engine_asks.go)
+	askedBy   map[uint64]int         // session -> keys it has asked, not answered yet
 	asks      map[uint64]*ask        // asks not answered yet
 	missed    map[wire.Key]time.Time // recently answered "not held": no new ask until then
 	grants    map[uint64]*grant      // engine pin id -> what kvp2p adopted for it
@@ -95,10 +96,11 @@ type grant struct {
 	slots []store.Slot
 }
 
-// Limits on what peers can make the sidecar ask of its engine.
+// Limits on what peers can make the sidecar ask of its engine: keys
+// asked and not answered yet, shared among sessions (engine_asks.go).
 const (
-	maxOpenAsks = 1024                   // asks in flight; beyond, peers' lookups answer MISS
-	missMemory  = 100 * time.Millisecond // a key the engine just did not have is not asked again
+	maxAskedKeys = 1 << 14                // in all; beyond, peers' lookups answer MISS
+	missMemory   = 100 * time.Millisecond // a key the engine just did not have is not asked again
 )
 
 func newEngine(cfg EngineConfig, slots, blockBytes int) *engine {
@@ -106,7 +108,7 @@ func newEngine(cfg EngineConfig, slots, blockBytes int) *engine {
 		cfg: cfg.withDefaults(), geo: region.Geometry{NumChunks: uint64(slots), RowStride: uint64(blockBytes)},
 		geoFrom: "slots, block_bytes",
 		jobs:    map[jobKey]*engJob{}, byCore: map[uint64]*engJob{}, reqs: map[string]bool{},
-		asked: map[wire.Key]bool{}, asks: map[uint64]*ask{}, missed: map[wire.Key]time.Time{},
+		asked: map[wire.Key]uint64{}, askedBy: map[uint64]int{}, asks: map[uint64]*ask{}, missed: map[wire.Key]time.Time{},
 		grants: map[uint64]*grant{}, grantPins: map[store.Slot]int{},
 	}
 }
@@ -270,6 +272,7 @@ func (n *Node) detach(now time.Time, id uint64) {
 	}
 	clear(e.asks)
 	clear(e.asked)
+	clear(e.askedBy)
 	clear(e.missed)
 	e.batch = e.batch[:0]
 	e.done, e.failed = nil, nil
@@ -319,7 +322,7 @@ func (e *engine) grant(n *Node, now time.Time, id uint64, g *pb.ServeGrant) {
 		held[k] = true
 	}
 	for _, k := range a.keys {
-		delete(e.asked, k)
+		e.answered(k)
 		if !held[k] {
 			e.missed[k] = now.Add(missMemory)
 		}
@@ -353,21 +356,23 @@ func (e *engine) post(m *pb.SidecarMessage) {
 	}
 }
 
-// Pending implements loads.Resolver: a peer looked up a key kvp2p does not
-// hold; ask the engine (batched per loop turn) and let the lookup wait.
-func (e *engine) Pending(k wire.Key) bool {
+// Pending implements loads.Resolver: session asker's peer looked up a key
+// kvp2p does not hold; ask the engine (batched per loop turn) and let the
+// lookup wait, within asker's share of what may be asked (mayAsk).
+func (e *engine) Pending(asker uint64, k wire.Key) bool {
 	if e.reg == 0 || e.contains(k) {
 		// Indexed already (a lookup could not pin it: peers' pins are at
 		// their cap): asking the engine again would not help.
 		return false
 	}
-	if e.asked[k] {
+	if _, ok := e.asked[k]; ok {
 		return true
 	}
-	if _, recent := e.missed[k]; recent || len(e.asks) >= maxOpenAsks {
+	if _, recent := e.missed[k]; recent || !e.mayAsk(asker) {
 		return false
 	}
-	e.asked[k] = true
+	e.asked[k] = asker
+	e.askedBy[asker]++
 	e.batch = append(e.batch, k)
 	return true
 }
@@ -402,7 +407,7 @@ func (e *engine) tick(n *Node, now time.Time) {
 		if now.Sub(a.at) >= e.cfg.ServeTimeout {
 			delete(e.asks, id)
 			for _, k := range a.keys {
-				delete(e.asked, k)
+				e.answered(k)
 				e.missed[k] = now.Add(missMemory)
 			}
 		}

@@ -133,7 +133,7 @@ func (n *Node) handle(ev event) {
 		c.nc = ev.ctl
 		c.w = newMsgWriter(ev.ctl, n.timers.HeartbeatTimeout, &n.wg)
 		n.wg.Add(1)
-		go n.readCtl(c.id, wire.NewReader(ev.ctl, n.lim))
+		go n.readCtl(c.id, n.ctlReader(ev.ctl))
 		n.startData(c, ev.data, nil)
 		n.tb.Connected(now, ev.id)
 	case evCtlMsg:
@@ -164,6 +164,10 @@ func (n *Node) handle(ev event) {
 // DataAttach carrying the MAC of the Hello's secret (pairKey); until then
 // both wait in the gate, bounded and expired by the handshake timeout.
 func (n *Node) accepted(now time.Time, ev evAccepted) {
+	if n.gate.evicted(ev.raw) { // to make room, since its first frame
+		n.dropConn(ev.nc, ev.raw)
+		return
+	}
 	switch m := ev.first.(type) {
 	case *wire.Hello:
 		key := helloPairKey(m)
@@ -201,6 +205,7 @@ func (n *Node) accepted(now time.Time, ev evAccepted) {
 
 // admit makes a session of a Hello and its data connection.
 func (n *Node) admit(now time.Time, ctl evAccepted, h *wire.Hello, data pendingData) {
+	n.gate.handshook(ctl.raw, time.Now()) // its source gets the gate's reserved share
 	n.gate.leave(ctl.raw)
 	n.gate.leave(data.raw)
 	id := n.tb.Accept(now)
@@ -225,8 +230,11 @@ func (n *Node) dropConn(nc, raw net.Conn) {
 }
 
 // expirePending drops the halves of sessions whose other half did not
-// come within the handshake timeout. Both maps are bounded by the gate.
+// come within the handshake timeout, and those the gate evicted to make
+// room. Both maps are bounded by the gate (and what it evicted within a
+// tick).
 func (n *Node) expirePending(now time.Time) {
+	n.dropEvicted(n.gate.halves())
 	for k, p := range n.pendingData {
 		if now.Sub(p.at) > n.timers.HandshakeTimeout {
 			n.dropConn(p.nc, p.raw)
@@ -235,6 +243,29 @@ func (n *Node) expirePending(now time.Time) {
 	}
 	for k, h := range n.heldHellos {
 		if now.Sub(h.at) > n.timers.HandshakeTimeout {
+			n.dropConn(h.nc, h.raw)
+			delete(n.heldHellos, k)
+		}
+	}
+}
+
+// dropEvicted drops the half handshakes whose connection the gate evicted.
+func (n *Node) dropEvicted(raws []net.Conn) {
+	if len(raws) == 0 {
+		return
+	}
+	gone := make(map[net.Conn]bool, len(raws))
+	for _, raw := range raws {
+		gone[raw] = true
+	}
+	for k, p := range n.pendingData {
+		if gone[p.raw] {
+			n.dropConn(p.nc, p.raw)
+			delete(n.pendingData, k)
+		}
+	}
+	for k, h := range n.heldHellos {
+		if gone[h.raw] {
 			n.dropConn(h.nc, h.raw)
 			delete(n.heldHellos, k)
 		}

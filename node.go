@@ -41,6 +41,12 @@ type Node struct {
 	eng    *engine   // a sidecar's engine state (EngineConfig); nil otherwise
 	obs    *observer // counts for metrics and status; owned by the loop
 
+	// lim bounds control connections' frames, dataLim a data connection's,
+	// and frameMem the memory that
+	// control connections' large frames hold between them (frames.go).
+	dataLim  wire.Limits
+	frameMem *wire.Budget
+
 	events chan event
 	calls  chan call
 	// callDone holds Manager.do's reply channels (chan struct{}, cap 1)
@@ -185,8 +191,10 @@ func NewNode(cfg Config) (*Node, error) {
 		readTimeout = -1
 	}
 	n := &Node{
-		cfg: cfg, timers: t, log: lc.Log, arena: arena, st: st, tb: tb, lim: wire.DefaultLimits(),
+		cfg: cfg, timers: t, log: lc.Log, arena: arena, st: st, tb: tb,
+		lim: controlLimits(), dataLim: dataLimits(), frameMem: wire.NewBudget(cfg.Limits.MaxFrameMemory),
 		dpCfg: datapath.Config{
+			Limits:     dataLimits(),
 			BlockBytes: cfg.BlockBytes, ChunkBytes: min(cfg.ChunkBytes, cfg.BlockBytes),
 			SumPiece:          st.SumPiece(),
 			ProgressInterval:  t.ProgressInterval,
@@ -347,7 +355,9 @@ func (n *Node) acceptLoop(ln net.Listener) {
 			n.log.Warn("accepting again", "failed_accepts", failures)
 			failures, delay = 0, 0
 		}
-		switch n.gate.enter(nc) {
+		r := n.gate.enter(nc, time.Now())
+		n.refused.gate.Add(n.gate.takeEvicted())
+		switch r {
 		case gateOK:
 			n.wg.Add(1)
 			go n.readFirst(nc)
@@ -415,6 +425,7 @@ func (n *Node) readFirst(raw net.Conn) {
 		fail("first frame", err)
 		return
 	}
+	n.gate.spoke(raw) // no longer silent: newcomers do not evict it
 	var claim string
 	switch m := m.(type) {
 	case *wire.Hello:
@@ -439,7 +450,7 @@ func (n *Node) readFirst(raw net.Conn) {
 		return
 	}
 	_ = raw.SetDeadline(time.Time{})
-	rd.SetLimits(n.lim)
+	n.sessionLimits(rd, m)
 	n.post(evAccepted{nc: nc, raw: raw, rd: rd, first: m, ident: ident})
 }
 
@@ -531,6 +542,7 @@ func dialRefused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
 // other peers' messages still get their turn.
 func (n *Node) readCtl(id loads.ConnID, rd *wire.Reader) {
 	defer n.wg.Done()
+	defer rd.Release() // its share of frameMem
 	b := msgBucket{tokens: ctlBurst, last: time.Now()}
 	for {
 		m, err := rd.Next()

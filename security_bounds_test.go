@@ -85,8 +85,10 @@ func TestOversizedFirstFrameRefused(t *testing.T) {
 
 // TestHandshakeGateCapsPerSource is finding 3's second half: silent
 // connections cost memory until their handshake deadline, so only
-// max_handshakes_per_source of them are held from one address; the rest
-// are closed at once.
+// max_handshakes_per_source of them are held from one address. Since
+// issue 25 each one past the cap evicts the oldest one rather than
+// being refused (a victim on the attacker's host still gets in): the
+// count closed is the same, the oldest rather than the newest.
 func TestHandshakeGateCapsPerSource(t *testing.T) {
 	n := startTN(t, nodeOpt{mut: func(c *Config) {
 		c.Timers.HandshakeTimeout = 30 * time.Second

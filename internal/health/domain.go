@@ -119,6 +119,7 @@ func (d *domainPolicy) peer(now time.Time, p Peer) *peerHealth {
 	var dom string
 	switch {
 	case ph == nil:
+		d.makeRoom()
 		ph = &peerHealth{peer: p}
 		d.peers[p.ID] = ph
 		dom = DomainOf(p)
@@ -525,15 +526,9 @@ func (d *domainPolicy) prune(now time.Time) {
 	}
 	d.pruned = now
 	for id, ph := range d.peers {
-		if ph.ups > 0 || ph.probeSeq != 0 || !ph.ejectedUntil.IsZero() || now.Sub(ph.lastSeen) < d.forgetAfter() {
+		if !ph.forgettable() || now.Sub(ph.lastSeen) < d.forgetAfter() {
 			continue
 		}
-		delete(d.peers, id)
-		if dh := d.domains[ph.domain]; dh != nil {
-			delete(dh.members, id)
-			if len(dh.members) == 0 {
-				delete(d.domains, ph.domain)
-			}
-		}
+		d.forget(id, ph)
 	}
 }

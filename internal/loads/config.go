@@ -46,7 +46,9 @@ type Config struct {
 
 // Resolver finds blocks the store does not hold yet. Pending is called in
 // the table's goroutine and must not block: it may start a request (the
-// node asks its engine) and answer true while that is outstanding.
+// node asks its engine) and answer true while that is outstanding. asker
+// names the session whose peer looked k up (its ConnID), so that what
+// the resolver may ask is shared among peers.
 type Resolver interface {
-	Pending(k wire.Key) bool
+	Pending(asker uint64, k wire.Key) bool
 }

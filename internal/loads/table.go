@@ -37,6 +37,10 @@ type conn struct {
 	linger    time.Time // connLingering: close at this time at the latest
 	peer      string    // as dialed, or as the peer's Hello named it
 	domain    string    // router-named domain (wins over the advertised one)
+
+	// pins: the slots its peer's lookups pin, and how often; nil if none
+	// (pins.go).
+	pins map[store.Slot]int
 }
 
 // request is one engine request.
@@ -76,7 +80,6 @@ type Table struct {
 	log    *slog.Logger
 	store  *store.Store
 	policy health.Policy
-	blocks blocksView
 
 	conns      map[ConnID]*conn
 	nLive      int              // liveCount
@@ -103,7 +106,10 @@ type Table struct {
 	finished map[string]bool      // producer requests finished before they were bound
 	reaped   map[string]time.Time // unbound ids reaped: a late fetch is refused at once
 	filling  map[wire.Key]int     // keys being loaded here (a lookup for them waits)
-	peerPins int                  // pins held for peers' lookups (blocksView)
+	// Slots pinned for peers' lookups, with how many sessions pin each,
+	// and the sessions pinning any (pins.go).
+	peerSlots map[store.Slot]int
+	pinners   int
 
 	results []JobResult
 	actions []Action
@@ -136,44 +142,12 @@ func New(cfg Config, st *store.Store) (*Table, error) {
 		conns: map[ConnID]*conn{}, byPeer: map[string]*conn{},
 		reqs: map[string]*request{}, failed: map[string]struct{}{}, liveSrc: map[string]int{}, jobs: map[uint64]*job{},
 		bound: map[string]*conn{}, unbound: map[string][]unboundBatch{}, finished: map[string]bool{},
-		reaped: map[string]time.Time{}, filling: map[wire.Key]int{},
+		reaped: map[string]time.Time{}, filling: map[wire.Key]int{}, peerSlots: map[store.Slot]int{},
 	}
-	t.blocks = blocksView{t}
 	for k := range t.queues {
 		t.queues[k].k = k
 	}
 	return t, nil
-}
-
-// blocksView is the producer's view of the store for sessions.
-type blocksView struct{ t *Table }
-
-// PinKey pins for a peer's lookup, within the peers' share of the store
-// (half of it): over it the key is a miss, so that peers can never pin
-// what the local engine needs to write.
-func (b blocksView) PinKey(k wire.Key) (store.Slot, bool) {
-	if b.t.peerPins >= b.t.store.NumSlots()/2 {
-		return 0, false
-	}
-	sl, ok := b.t.store.PinKey(k)
-	if ok {
-		b.t.peerPins++
-	}
-	return sl, ok
-}
-
-func (b blocksView) Unpin(s store.Slot) error {
-	err := b.t.store.Unpin(s)
-	if err == nil {
-		b.t.peerPins--
-	}
-	return err
-}
-func (b blocksView) Pending(k wire.Key) bool {
-	if b.t.filling[k] > 0 {
-		return true
-	}
-	return b.t.cfg.Resolver != nil && b.t.cfg.Resolver.Pending(k)
 }
 
 // markFailed puts a consumer kv request id into the failed set, so that its
@@ -192,7 +166,7 @@ func (t *Table) Failed(kvID string) bool { _, ok := t.failed[kvID]; return ok }
 func (t *Table) newConn(peer string, outbound bool, now time.Time) *conn {
 	t.nextConn++
 	c := &conn{id: t.nextConn, peer: peer}
-	c.s = session.New(&t.cfg.Session, t.blocks, peer, outbound, now)
+	c.s = session.New(&t.cfg.Session, peerBlocks{t, c}, peer, outbound, now)
 	t.conns[c.id] = c
 	t.nLive++
 	t.list = append(t.list, c)

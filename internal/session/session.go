@@ -160,7 +160,7 @@ func (s *Session) Start(now time.Time) {
 	s.sendNow(now, &wire.Hello{
 		Version: wire.Version, PeerID: s.cfg.LocalID, Incarnation: s.cfg.Incarnation,
 		Domain: s.cfg.Domain, BlockBytes: s.cfg.BlockBytes, Fingerprint: s.cfg.Fingerprint,
-		HashSeed: s.cfg.HashSeed, MaxInflight: s.cfg.MaxInflight, MaxFrame: wire.DefaultLimits().MaxFrame,
+		HashSeed: s.cfg.HashSeed, MaxInflight: s.cfg.MaxInflight, MaxFrame: wire.ControlFrameLimit(wire.DefaultLimits()),
 	})
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -95,6 +96,26 @@ func FuzzReader(f *testing.F) {
 		if v := readTranscriptAhead(t, r, size, split); v != plain {
 			t.Fatalf("transcripts differ:\nplain %q\nahead %q", plain, v)
 		}
+		// With a budget for the buffer above the streaming size: the same
+		// frames, up to one the budget refuses; the budget is never
+		// overdrawn and is all given back at Release.
+		bg := NewBudget(int64(2 * size.stream))
+		r = newReaderSize(bytes.NewReader(data), fuzzLimits, size)
+		r.SetBudget(bg)
+		v := readTranscript(t, r, size)
+		if bg.Used() > bg.Limit() {
+			t.Fatalf("budget used %d of %d", bg.Used(), bg.Limit())
+		}
+		r.Release()
+		if bg.Used() != 0 {
+			t.Fatalf("budget charged %d after Release", bg.Used())
+		}
+		if v != plain {
+			i := strings.LastIndex(v, "wire: buffer of ")
+			if i < 0 || !strings.HasSuffix(v, ErrBudget.Error()) || !strings.HasPrefix(plain, v[:i]) {
+				t.Fatalf("transcripts differ:\nplain  %q\nbudget %q", plain, v)
+			}
+		}
 	})
 }
 
@@ -179,7 +200,7 @@ func readTranscript(t *testing.T, r *Reader, sz bufSizes) string {
 			if errors.Is(err, ErrUsage) {
 				t.Fatalf("frame %d: %v", i, err)
 			}
-			if err != io.EOF && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, ErrMalformed) &&
+			if err != io.EOF && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrBudget) &&
 				!errors.Is(err, ErrTooLarge) && !errors.Is(err, ErrUnknownType) && !errors.Is(err, ErrVersion) {
 				t.Fatalf("frame %d: error wraps no sentinel: %v", i, err)
 			}

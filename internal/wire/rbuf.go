@@ -53,7 +53,11 @@ type rbuf struct {
 	err   error  // the source's, returned once the buffered bytes are used
 	full  bool   // the last read filled buf: grow before the next
 	quiet int    // small reads in a row (see quietReads)
-	idle  [idleSize]byte
+	// budget, when set, is charged for the bytes of buf above sz.stream
+	// (charged: how many now); see Budget.
+	budget  *Budget
+	charged int
+	idle    [idleSize]byte
 }
 
 func (b *rbuf) init(src io.Reader, sz bufSizes) {
@@ -67,8 +71,54 @@ func (b *rbuf) buffered() int { return b.w - b.r }
 func (b *rbuf) heap() bool { return &b.buf[0] != &b.idle[0] }
 
 // resize moves the buffered bytes to a buffer of n bytes (idle's when n
-// is sz.idle). n is at least what is buffered.
+// is sz.idle). n is at least what is buffered. The budget is charged
+// whatever it has left: the callers that may refuse use grow.
 func (b *rbuf) resize(n int) {
+	b.charge(n, true)
+	b.move(n)
+}
+
+// grow is resize for a frame's growth past sz.stream, which the budget
+// may refuse.
+func (b *rbuf) grow(n int) error {
+	if !b.charge(n, false) {
+		return budgetErr(n, b.budget)
+	}
+	b.move(n)
+	return nil
+}
+
+// charge sets the budget's charge for a buffer of n bytes: what lies above
+// sz.stream. Unless force, a charge the budget cannot hold is refused
+// (false) and nothing changes.
+func (b *rbuf) charge(n int, force bool) bool {
+	if b.budget == nil {
+		return true
+	}
+	want := 0
+	if n > b.sz.idle {
+		want = max(0, n-b.sz.stream)
+	}
+	switch d := want - b.charged; {
+	case d > 0:
+		if !b.budget.take(int64(d), force) {
+			return false
+		}
+	case d < 0:
+		b.budget.give(int64(-d))
+	}
+	b.charged = want
+	return true
+}
+
+// release drops the buffer and its charge; the rbuf reads no more.
+func (b *rbuf) release() {
+	b.charge(b.sz.idle, true)
+	b.buf = b.idle[:b.sz.idle]
+	b.r, b.w = 0, 0
+}
+
+func (b *rbuf) move(n int) {
 	nb := b.idle[:b.sz.idle]
 	if n > b.sz.idle {
 		nb = make([]byte, n)
@@ -123,12 +173,20 @@ func (b *rbuf) readErr() error {
 
 // peek returns the next n bytes without consuming them, growing buf to
 // hold them; with fewer available it returns those and the error. The
-// caller bounds n.
+// caller bounds n. Up to sz.stream buf grows at once; past it, as the
+// bytes arrive (doubling when full), so that a header announcing a large
+// frame costs nothing until its body comes, and that growth is charged
+// to the budget, which may refuse it (an error wrapping ErrBudget).
 func (b *rbuf) peek(n int) ([]byte, error) {
-	if n > len(b.buf) {
-		b.resize(max(n, min(2*len(b.buf), b.sz.stream), b.sz.first))
+	if n > len(b.buf) && len(b.buf) < b.sz.stream {
+		b.resize(max(min(n, b.sz.stream), min(2*len(b.buf), b.sz.stream), b.sz.first))
 	}
 	for b.buffered() < n && b.err == nil {
+		if b.buffered() == len(b.buf) {
+			if err := b.grow(min(n, 2*len(b.buf))); err != nil {
+				return b.buf[b.r:b.w], err
+			}
+		}
 		b.fill() // it slides the buffered bytes to the front: room for n
 	}
 	if b.buffered() < n {
@@ -207,7 +265,14 @@ func (b *rbuf) Read(p []byte) (int, error) { return b.read(p) }
 // frameDone is told of each frame of n bytes once it is consumed: a chunk
 // or a frame larger than idle starts the count of small reads over; after
 // quietReads of them, the heap buffer goes if what is left fits in idle.
+//
+// A budgeted buffer grown past sz.stream for a large frame is given back
+// at once (decoders never alias the buffer): memory held for large frames
+// is memory held by frames not yet decoded.
 func (b *rbuf) frameDone(n int, chunk bool) {
+	if b.budget != nil && len(b.buf) > b.sz.stream {
+		b.resize(max(b.sz.stream, b.buffered()))
+	}
 	if chunk || n > b.sz.idle {
 		b.quiet = 0
 		return

@@ -66,6 +66,27 @@ func (r *Reader) SetLimits(lim Limits) {
 	r.lim = lim
 }
 
+// SetBudget makes the Reader charge the part of its buffer above the
+// streaming size to bg (nil: none), from the next frame on: the memory
+// that only large frames need is then shared across Readers and bounded.
+// Call Release when done reading, to give the charge back.
+func (r *Reader) SetBudget(bg *Budget) {
+	r.b.charge(r.b.sz.idle, true) // what was charged to the old one
+	r.b.budget = bg
+	r.b.charge(len(r.b.buf), true)
+}
+
+// Release drops the Reader's buffer and gives back what it charged to its
+// Budget; every later call fails. For the reading goroutine, once it is
+// done with the connection.
+func (r *Reader) Release() {
+	if r.err == nil {
+		r.err = fmt.Errorf("wire: reader released: %w", ErrUsage)
+	}
+	r.unahead()
+	r.b.release()
+}
+
 // newReaderSize lets tests use tiny buffers, to exercise growing and
 // shrinking without megabyte inputs.
 func newReaderSize(r io.Reader, lim Limits, sz bufSizes) *Reader {
