@@ -234,8 +234,12 @@ func silentFlood(t *testing.T, addr string, ips []string, n int, hellos bool) (s
 			return nil
 		}
 		if hellos {
-			b, _ := wire.Append(nil, &wire.Hello{Version: wire.Version, PeerID: fmt.Sprintf("%s:%d", ip, 40000+i),
-				Incarnation: 1, BlockBytes: testBlock, HashSeed: "s", MaxInflight: 8, MaxFrame: 1 << 20, Attempt: attempt.Add(1)})
+			// A well-formed Hello, secret included (a Hello without one is
+			// refused at its first frame and never holds a place).
+			h := &wire.Hello{Version: wire.Version, PeerID: fmt.Sprintf("%s:%d", ip, 40000+i),
+				Incarnation: 1, BlockBytes: testBlock, HashSeed: "s", MaxInflight: 8, MaxFrame: 1 << 20, Attempt: attempt.Add(1)}
+			h.Secret[0], h.Secret[1] = byte(i), 1
+			b, _ := wire.Append(nil, h)
 			nc.Write(b)
 		}
 		return nc
