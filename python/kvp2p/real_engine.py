@@ -13,10 +13,12 @@ with vLLM's engine-core and worker processes at once, as a crash would.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import signal
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
@@ -110,6 +112,10 @@ def _serve(conn: Connection, cfg: EngineConfig) -> None:
                 engine.add_request(req_id, {"prompt_token_ids": list(prompt)}, sp)
                 running[req_id] = (time.monotonic(), None, _sources(engine))
                 continue
+            if cmd == "abort":
+                engine.abort_request([a[0]])
+                running.pop(a[0], None)
+                continue
             if cmd == "reset":
                 conn.send(("reset", engine.reset_prefix_cache()))
                 continue
@@ -121,12 +127,16 @@ def _serve(conn: Connection, cfg: EngineConfig) -> None:
         if not busy:
             continue
         for out in engine.step():
+            if out.request_id not in running:
+                continue  # aborted
             added, first, before = running[out.request_id]
             if first is None and out.outputs and out.outputs[0].token_ids:
                 first = time.monotonic()
                 running[out.request_id] = (added, first, before)
             if not out.finished:
                 continue
+            if out.request_id not in running:
+                continue  # aborted
             del running[out.request_id]
             after = _sources(engine)
             conn.send(("result", Result(
@@ -147,7 +157,9 @@ class RealEngine:
         self._seq = 0
 
     @classmethod
-    def start(cls, cfg: EngineConfig, timeout: float = 600.0) -> "RealEngine":
+    def spawn(cls, cfg: EngineConfig) -> "RealEngine":
+        """Starts the process; ready() waits for the engine (start several
+        engines, then wait for them, to overlap their start)."""
         # vLLM's block hashes depend on PYTHONHASHSEED: the same across the
         # fleet, or no key ever hits. A spawned child reads it at its start.
         os.environ.setdefault("PYTHONHASHSEED", "0")
@@ -156,16 +168,32 @@ class RealEngine:
         proc = ctx.Process(target=_child, args=(child, cfg), name=f"engine-{cfg.engine_id}", daemon=False)
         proc.start()
         child.close()
-        if not parent.poll(timeout):
-            os.killpg(proc.pid, signal.SIGKILL)
-            raise TimeoutError(f"engine {cfg.engine_id} did not start in {timeout}s")
+        return cls(cfg, proc, parent, {})
+
+    def ready(self, timeout: float = 600.0) -> "RealEngine":
+        if not self.conn.poll(timeout):
+            self.kill()
+            raise TimeoutError(f"engine {self.cfg.engine_id} did not start in {timeout}s")
         try:
-            tag, info = parent.recv()
+            tag, info = self.conn.recv()
         except EOFError:
-            proc.join(5)
-            raise RuntimeError(f"engine {cfg.engine_id} exited {proc.exitcode} at start") from None
-        assert tag == "ready", tag
-        return cls(cfg, proc, parent, info)
+            self.proc.join(5)
+            raise RuntimeError(f"engine {self.cfg.engine_id} exited {self.proc.exitcode} at start") from None
+        if tag != "ready":
+            self.kill()
+            raise RuntimeError(f"engine {self.cfg.engine_id} failed to start: {info}")
+        self.info = info
+        return self
+
+    @classmethod
+    def start(cls, cfg: EngineConfig, timeout: float = 600.0) -> "RealEngine":
+        return cls.spawn(cfg).ready(timeout)
+
+    @property
+    def region_path(self) -> str:
+        from kvp2p.region import vllm_region_path
+
+        return vllm_region_path(self.cfg.engine_id)
 
     def add(self, prompt: list[int], max_tokens: int = 8, params: dict[str, Any] | None = None,
             req_id: str | None = None) -> str:
@@ -194,6 +222,23 @@ class RealEngine:
     def run(self, prompt: list[int], max_tokens: int = 8, params: dict[str, Any] | None = None,
             timeout: float = 300.0) -> Result:
         return self.result(self.add(prompt, max_tokens, params), timeout)
+
+    def abort(self, rid: str) -> None:
+        self.conn.send(("abort", rid))
+        self._results.pop(rid, None)
+
+    @contextlib.contextmanager
+    def kept_busy(self, prompt: list[int], max_tokens: int) -> Iterator[str]:
+        """Runs a long request while the block runs, then aborts it.
+
+        vLLM 0.32's engine core steps only while it has requests (it has no
+        tier-poll thread): an idle engine never serves a peer's lookup. A
+        producer serving traffic does."""
+        rid = self.add(prompt, max_tokens)
+        try:
+            yield rid
+        finally:
+            self.abort(rid)
 
     def reset_prefix_cache(self) -> bool:
         self.conn.send(("reset",))
