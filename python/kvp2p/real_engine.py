@@ -119,6 +119,11 @@ def _serve(conn: Connection, cfg: EngineConfig) -> None:
             if cmd == "reset":
                 conn.send(("reset", engine.reset_prefix_cache()))
                 continue
+            if cmd == "metrics":  # counters whose name has this substring, by name and labels
+                conn.send(("metrics", {(m.name, tuple(sorted(m.labels.items()))): m.value
+                                       for m in engine.get_metrics()
+                                       if a[0] in m.name and isinstance(getattr(m, "value", None), (int, float))}))
+                continue
             if cmd == "close":
                 conn.send(("close", None))
                 return
@@ -240,14 +245,23 @@ class RealEngine:
         finally:
             self.abort(rid)
 
-    def reset_prefix_cache(self) -> bool:
-        self.conn.send(("reset",))
+    def _call(self, tag: str, *args: Any) -> Any:
+        self.conn.send((tag, *args))
         while True:
-            tag, val = self._recv(120.0)
-            if tag == "reset":
-                return bool(val)
-            if tag == "result":
+            got, val = self._recv(120.0)
+            if got == tag:
+                return val
+            if got == "result":
                 self._results[val.req_id] = val
+            elif got == "error":
+                raise RuntimeError(val)
+
+    def reset_prefix_cache(self) -> bool:
+        return bool(self._call("reset"))
+
+    def metrics(self, substring: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        """vLLM's counters and gauges whose name contains substring."""
+        return self._call("metrics", substring)
 
     def kill(self) -> None:
         """SIGKILL to the engine and all of vLLM's processes under it."""
