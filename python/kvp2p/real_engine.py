@@ -138,6 +138,7 @@ def _serve(conn: Connection, cfg: EngineConfig) -> None:
             if first is None and out.outputs and out.outputs[0].token_ids:
                 first = time.monotonic()
                 running[out.request_id] = (added, first, before)
+                conn.send(("first", out.request_id))
             if not out.finished:
                 continue
             if out.request_id not in running:
@@ -159,6 +160,7 @@ class RealEngine:
         self.conn = conn
         self.info = info
         self._results: dict[str, Result] = {}
+        self._firsts: set[str] = set()
         self._seq = 0
 
     @classmethod
@@ -217,12 +219,24 @@ class RealEngine:
         deadline = time.monotonic() + timeout
         while True:
             if rid in self._results:
+                self._firsts.discard(rid)
                 return self._results.pop(rid)
             tag, val = self._recv(max(deadline - time.monotonic(), 0.0))
-            if tag == "result":
-                self._results[val.req_id] = val
-            elif tag == "error":
-                raise RuntimeError(val)
+            self._file(tag, val)
+
+    def _file(self, tag: str, val: Any) -> None:
+        if tag == "result":
+            self._results[val.req_id] = val
+        elif tag == "first":
+            self._firsts.add(val)
+        elif tag == "error":
+            raise RuntimeError(val)
+
+    def wait_first(self, rid: str, timeout: float = 300.0) -> None:
+        """Waits until the request has its first token (it is running)."""
+        deadline = time.monotonic() + timeout
+        while rid not in self._firsts and rid not in self._results:
+            self._file(*self._recv(max(deadline - time.monotonic(), 0.0)))
 
     def run(self, prompt: list[int], max_tokens: int = 8, params: dict[str, Any] | None = None,
             timeout: float = 300.0) -> Result:
@@ -231,6 +245,7 @@ class RealEngine:
     def abort(self, rid: str) -> None:
         self.conn.send(("abort", rid))
         self._results.pop(rid, None)
+        self._firsts.discard(rid)
 
     @contextlib.contextmanager
     def kept_busy(self, prompt: list[int], max_tokens: int) -> Iterator[str]:
@@ -241,6 +256,7 @@ class RealEngine:
         producer serving traffic does."""
         rid = self.add(prompt, max_tokens)
         try:
+            self.wait_first(rid)
             yield rid
         finally:
             self.abort(rid)
@@ -251,10 +267,7 @@ class RealEngine:
             got, val = self._recv(120.0)
             if got == tag:
                 return val
-            if got == "result":
-                self._results[val.req_id] = val
-            elif got == "error":
-                raise RuntimeError(val)
+            self._file(got, val)
 
     def reset_prefix_cache(self) -> bool:
         return bool(self._call("reset"))

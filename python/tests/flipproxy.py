@@ -11,7 +11,7 @@ from __future__ import annotations
 import socket
 import threading
 
-_BIG = 16 << 10  # reads at least this large carry block bytes
+_BIG = 2 << 10  # reads at least this large carry block bytes (control messages here are smaller)
 
 
 class FlipProxy:

@@ -25,8 +25,10 @@ class OpenAIServer:
         ktc = kv_transfer_config(cfg)
         env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=str(cfg.kv_cache_gb))
         env.setdefault("PYTHONHASHSEED", "0")  # the fleet's block hashes
-        vllm = os.path.join(os.path.dirname(sys.executable), "vllm")
-        args = [vllm, "serve", cfg.model_dir, "--host", "127.0.0.1", "--port", str(port),
+        # vllm-cpu 0.32's `vllm` command fails at start (it asks for the
+        # version of a package named vllm; the CPU build's is vllm-cpu):
+        # its OpenAI server module is what runs it there.
+        args = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", cfg.model_dir, "--host", "127.0.0.1", "--port", str(port),
                 "--dtype", cfg.dtype, "--block-size", str(cfg.block_size), "--enforce-eager",
                 "--enable-prefix-caching", "--max-model-len", str(cfg.max_model_len), "--seed", "0",
                 "--kv-transfer-config", json.dumps({
