@@ -25,6 +25,8 @@ class OpenAIServer:
         ktc = kv_transfer_config(cfg)
         env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=str(cfg.kv_cache_gb))
         env.setdefault("PYTHONHASHSEED", "0")  # the fleet's block hashes
+        if cfg.threads:
+            env.update(OMP_NUM_THREADS=str(cfg.threads), VLLM_CPU_OMP_THREADS_BIND="nobind")
         # vllm-cpu 0.32's `vllm` command fails at start (it asks for the
         # version of a package named vllm; the CPU build's is vllm-cpu):
         # its OpenAI server module is what runs it there.
