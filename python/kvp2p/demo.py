@@ -147,8 +147,10 @@ def run_real(sa: Sidecar, sb: Sidecar, model_root: str) -> None:
     model = tiny_model.build(model_root)
     say("starting engines A and B (vLLM's import and start take 15-60 s each on 2 cores)...")
     t0 = time.monotonic()
-    a = RealEngine.spawn(EngineConfig(sa.name, model, sa.socket))
-    b = RealEngine.spawn(EngineConfig(sb.name, model, sb.socket))
+    # One OpenMP thread each: two engines' spinning thread pools on a 2-core
+    # machine slow each other's steps (and so A's answers to B) tenfold.
+    a = RealEngine.spawn(EngineConfig(sa.name, model, sa.socket, threads=1))
+    b = RealEngine.spawn(EngineConfig(sb.name, model, sb.socket, threads=1))
     try:
         a.ready()
         b.ready()
