@@ -65,7 +65,10 @@ def ttft(args: argparse.Namespace, root: str) -> None:
     tag = f"kvp2p-bench-{os.getpid()}"
     sa = Sidecar(f"{tag}-A", 1, 1, region_dir="/dev/shm").start()
     sb = Sidecar(f"{tag}-B", 1, 1, region_dir="/dev/shm").start()
-    opts = dict(cpu_bytes=args.cpu_gib << 30, kv_cache_gb=args.kv_gib, max_model_len=tiny_model.BIG.max_len)
+    # One OpenMP thread per engine: A serves another request while B asks
+    # (vLLM 0.32), and two pools spinning on 2 cores slow both tenfold.
+    opts = dict(cpu_bytes=args.cpu_gib << 30, kv_cache_gb=args.kv_gib, max_model_len=tiny_model.BIG.max_len,
+                threads=args.threads)
     a = RealEngine.spawn(EngineConfig(sa.name, model, sa.socket, **opts))  # type: ignore[arg-type]
     b = RealEngine.spawn(EngineConfig(sb.name, model, sb.socket, **opts))  # type: ignore[arg-type]
     try:
@@ -130,8 +133,8 @@ def step_cost(args: argparse.Namespace, root: str) -> None:
     model = tiny_model.build(root)
     tag = f"kvp2p-bench-step-{os.getpid()}"
     sc = Sidecar(f"{tag}-K", 1, 1, region_dir="/dev/shm").start()
-    with_tier = RealEngine.spawn(EngineConfig(sc.name, model, sc.socket))
-    without = RealEngine.spawn(EngineConfig(f"{tag}-N", model, None))
+    with_tier = RealEngine.spawn(EngineConfig(sc.name, model, sc.socket, threads=args.threads))
+    without = RealEngine.spawn(EngineConfig(f"{tag}-N", model, None, threads=args.threads))
     try:
         with_tier.ready()
         without.ready()
@@ -158,6 +161,7 @@ def main() -> None:
     ap.add_argument("--cpu-gib", type=int, default=2, help="each engine's CPU tier")
     ap.add_argument("--kv-gib", type=int, default=2, help="each engine's own KV cache")
     ap.add_argument("--step-tokens", type=int, default=128)
+    ap.add_argument("--threads", type=int, default=1, help="OpenMP threads per engine worker")
     ap.add_argument("--model-dir", default=os.path.join(os.path.expanduser("~"), ".cache", "kvp2p-models"))
     ap.add_argument("--only", choices=["ttft", "bench", "step"], help="one part only")
     args = ap.parse_args()
