@@ -63,12 +63,16 @@ def read_counters(e: RealEngine) -> tuple[float, float]:
 def ttft(args: argparse.Namespace, root: str) -> None:
     model = tiny_model.build(root, tiny_model.BIG)
     tag = f"kvp2p-bench-{os.getpid()}"
-    sa = Sidecar(f"{tag}-A", 1, 1, region_dir="/dev/shm").start()
-    sb = Sidecar(f"{tag}-B", 1, 1, region_dir="/dev/shm").start()
+    # vLLM 0.32 serves a peer's ask at the producer's next step, and a step
+    # of this model on one shared core can take longer than the defaults
+    # allow (serve_timeout 500 ms, lookup_timeout 1 s, the plugin's
+    # dead_after_s 0.75 s); give them room, or every load falls back.
+    sa = Sidecar(f"{tag}-A", 1, 1, region_dir="/dev/shm", extra=["--set", "engine.serve_timeout=5s"]).start()
+    sb = Sidecar(f"{tag}-B", 1, 1, region_dir="/dev/shm", extra=["--set", "timers.lookup_timeout=8s"]).start()
     # One OpenMP thread per engine: A serves another request while B asks
     # (vLLM 0.32), and two pools spinning on 2 cores slow both tenfold.
     opts = dict(cpu_bytes=args.cpu_gib << 30, kv_cache_gb=args.kv_gib, max_model_len=tiny_model.BIG.max_len,
-                threads=args.threads)
+                threads=args.threads, tier_opts={"dead_after_s": 5.0})
     a = RealEngine.spawn(EngineConfig(sa.name, model, sa.socket, **opts))  # type: ignore[arg-type]
     b = RealEngine.spawn(EngineConfig(sb.name, model, sb.socket, **opts))  # type: ignore[arg-type]
     try:

@@ -131,6 +131,7 @@ def fleet() -> Iterator[Fleet]:
                  extra=["--set", f"timers.lookup_timeout={LOOKUP_TIMEOUT}"]).start()
     a = RealEngine.spawn(EngineConfig(sa.name, model, sa.socket, tier_opts=TIER_OPTS, threads=THREADS))
     b = RealEngine.spawn(EngineConfig(sb.name, model, sb.socket, tier_opts=TIER_OPTS, threads=THREADS))
+    f = None
     try:
         a.ready()
         b.ready()
@@ -139,7 +140,7 @@ def fleet() -> Iterator[Fleet]:
     finally:
         for e in (a, b):
             e.close()
-        for sc in (sa, sb):
+        for sc in {id(x): x for x in (sa, sb, f and f.sa) if x}.values():  # f.sa: A's restarted sidecar
             sc.stop()
         proxy.close()
         shutil.rmtree(d, ignore_errors=True)
