@@ -144,6 +144,9 @@ def fleet() -> Iterator[Fleet]:
             sc.stop()
         proxy.close()
         shutil.rmtree(d, ignore_errors=True)
+        for e in (a, b):  # a killed engine leaves its region in /dev/shm
+            if os.path.exists(e.region_path):
+                os.unlink(e.region_path)
 
 
 def ids(seed: int) -> list[int]:
@@ -290,6 +293,8 @@ def test_openai_api_symmetric(fleet: Fleet) -> None:
     finally:
         srv.close()
         sc.stop()
+        if os.path.exists(sc.region_path):
+            os.unlink(sc.region_path)
 
 
 def _fault_mid_load(fleet: Fleet, kill: Any) -> float:
