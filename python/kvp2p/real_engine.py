@@ -293,3 +293,6 @@ class RealEngine:
                 pass
         self.kill()  # vLLM's engine-core may outlive a clean exit by seconds; do not wait for it
         self.conn.close()
+        # Killed, vLLM does not remove its region from /dev/shm.
+        if self.cfg.offload and os.path.exists(self.region_path):
+            os.unlink(self.region_path)
