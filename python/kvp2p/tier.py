@@ -10,6 +10,18 @@ and files the answers. The client's threads deliver asks, releases and the
 sidecar's loss. One lock guards the state they share; nothing holds it
 across a call to the sidecar.
 
+Answers reach vLLM only between lookup passes. vLLM looks a request's
+blocks up one by one (a pass) and promotes the HITs it saw as one load
+job per request and step; a pass that saw some blocks HIT and the rest
+RETRY (the answers landed in the middle of it) would promote them as two
+jobs in two steps (issue 23). So the worker files the sidecar's verdicts
+in a pending buffer (_incoming), and the scheduler thread publishes them
+at a pass boundary: the step's end (schedule_end, after every lookup of
+the step) and the first lookup of a step. Within a step the verdicts a
+lookup reads do not change, except to MISS: a request that failed
+answers MISS at once (its jobs fail at once too, so nothing is gained by
+waiting).
+
 Ids. vLLM numbers jobs from 0; the API reserves 0, so a job's id on the API
 is vLLM's plus one (pin ids too: a grant names the store job vLLM made for
 it, plus one).
@@ -134,7 +146,11 @@ class TierCore:
         self._gen = 0  # bumped when the sidecar is lost
         self._reqs: dict[str, _Req] = {}
         self._failed: set[str] = set()
-        self._verdicts: dict[str, dict[bytes, Verdict]] = {}
+        self._verdicts: dict[str, dict[bytes, Verdict]] = {}  # what lookups read
+        # Answers filed by the worker, not yet published (see "Answers" above).
+        self._incoming: dict[str, dict[bytes, Verdict]] = {}
+        self._incoming_pd: set[str] = set()  # PD requests the sidecar answered HIT
+        self._pass_open = False  # a step's lookups began: nothing is published until its end
         self._asking: dict[str, dict[bytes, None]] = {}  # ordered sets
         self._jobs: dict[int, _Job] = {}  # API job id -> job
         self._out = _Out()
@@ -172,8 +188,7 @@ class TierCore:
         roles = roles_mod.parse(params)
         with self._mu:
             old = self._reqs.pop(req_id, None)
-            self._verdicts.pop(req_id, None)
-            self._asking.pop(req_id, None)
+            self._drop_answers(req_id)
             self._failed.discard(req_id)
             for pending in (self._out.finished, self._out.preempted):
                 if req_id in pending:
@@ -191,6 +206,9 @@ class TierCore:
 
     def lookup(self, req_id: str, k16: bytes) -> Verdict:
         with self._mu:
+            if not self._pass_open:
+                self._publish()  # the step's first lookup: a pass boundary
+                self._pass_open = True
             r = self._reqs.get(req_id)
             if r is None or r.roles.source is None or req_id in self._failed:
                 return Verdict.MISS
@@ -201,7 +219,8 @@ class TierCore:
             v = self._verdicts.get(req_id, {}).get(k16)
             if v is not None:
                 return v
-            self._asking.setdefault(req_id, {})[k16] = None
+            if k16 not in self._incoming.get(req_id, ()):  # else answered, published at the step's end
+                self._asking.setdefault(req_id, {})[k16] = None
             return Verdict.RETRY
 
     def submit_load(self, job_id: int, req_id: str, keys: Sequence[bytes], chunks: Sequence[int]) -> None:
@@ -248,8 +267,11 @@ class TierCore:
                 if r is not None and r.gen == self._gen:
                     self._out.preempted.append(req_id)
                     r.gen = _PREEMPTED
-                    self._verdicts.pop(req_id, None)
-                    self._asking.pop(req_id, None)
+                    self._drop_answers(req_id)
+            # Every lookup of the step is done: the answers filed meanwhile
+            # are seen whole by the next step's passes.
+            self._publish()
+            self._pass_open = False
             self._out.end_step = True
         self._wake.set()
 
@@ -293,8 +315,9 @@ class TierCore:
 
     def has_pending_work(self) -> bool:
         with self._mu:
-            return bool(self._jobs or self._asking or self._asks or self._grants or self._held or self._done
-                        or not self._out.empty() or self._sidecar_pending)
+            return bool(self._jobs or self._asking or self._incoming or self._incoming_pd or self._asks
+                        or self._grants or self._held or self._done or not self._out.empty()
+                        or self._sidecar_pending)
 
     def drain(self, warn_after: float = 5.0) -> None:
         """Blocks until no load, store or grant is in flight (vLLM's drain_jobs)."""
@@ -332,16 +355,36 @@ class TierCore:
         r = self._reqs.pop(req_id, None)
         if r is not None and r.gen == self._gen:
             self._out.finished.append(req_id)
-        self._verdicts.pop(req_id, None)
-        self._asking.pop(req_id, None)
+        self._drop_answers(req_id)
         self._failed.discard(req_id)
 
     def _fail_req(self, req_id: str) -> None:
         r = self._reqs.get(req_id)
         if r is not None and r.roles.source is not None:
             self._failed.add(req_id)
+        self._drop_answers(req_id)
+
+    def _drop_answers(self, req_id: str) -> None:
+        """Forgets what is known and asked of req_id's blocks."""
         self._verdicts.pop(req_id, None)
+        self._incoming.pop(req_id, None)
+        self._incoming_pd.discard(req_id)
         self._asking.pop(req_id, None)
+
+    def _publish(self) -> None:
+        """Makes the answers filed since the last call visible to lookups,
+        all at once. Called by the scheduler thread at a pass boundary only."""
+        if not self._incoming and not self._incoming_pd:
+            return
+        for req_id, got in self._incoming.items():
+            if req_id in self._reqs and req_id not in self._failed:
+                self._verdicts.setdefault(req_id, {}).update(got)
+        for req_id in self._incoming_pd:
+            r = self._reqs.get(req_id)
+            if r is not None and req_id not in self._failed:
+                r.pd_ready = True
+        self._incoming.clear()
+        self._incoming_pd.clear()
 
     def _fail_job(self, api_id: int, reason: str) -> None:
         j = self._jobs.pop(api_id, None)
@@ -376,6 +419,8 @@ class TierCore:
                 if r.roles.source is not None:
                     self._failed.add(req_id)
             self._verdicts.clear()
+            self._incoming.clear()
+            self._incoming_pd.clear()
             self._asking.clear()
             self._out = _Out()
             self._asks.clear()
@@ -507,17 +552,21 @@ class TierCore:
                 if keys is None or a.req_id not in self._reqs or a.req_id in self._failed:
                     continue
                 open_ = self._asking.get(a.req_id)
-                got = self._verdicts.setdefault(a.req_id, {})
+                # Filed, not published: the scheduler thread publishes at a
+                # pass boundary (_publish).
+                got: dict[bytes, Verdict] = {}
                 r = self._reqs[a.req_id]
                 # verdicts_packed (one byte each: what the batch asked for)
                 # decodes ten times faster than the repeated enum.
                 for k, v in zip(keys, a.verdicts_packed or a.verdicts):
                     if v == pb.VERDICT_HIT and r.roles.source is not None and r.roles.source.pd:
-                        r.pd_ready = True
+                        self._incoming_pd.add(a.req_id)
                     if v in (pb.VERDICT_HIT, pb.VERDICT_MISS):
                         got[k] = Verdict(v)
                         if open_ is not None:
                             open_.pop(k, None)
+                if got:
+                    self._incoming.setdefault(a.req_id, {}).update(got)
                 if open_ is not None and not open_:
                     del self._asking[a.req_id]
             for d in resp.finished:

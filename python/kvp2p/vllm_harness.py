@@ -19,6 +19,7 @@ multiprocessing Pipe; `EngineProc` is the parent's handle.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import multiprocessing as mp
 import os
@@ -26,6 +27,14 @@ import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
+
+
+def manager_lock(mgr: Any) -> Any:
+    """The manager's lock where vLLM has one (0.33: the scheduler holds it
+    for a whole step, the tier-poll thread for a round); vLLM 0.32 has no
+    lock and no other thread in the manager, so nothing to hold."""
+    lock = getattr(mgr, "lock", None)
+    return lock if lock is not None else contextlib.nullcontext()
 
 
 def block_bytes(seed: int, size: int) -> bytes:
@@ -98,7 +107,7 @@ class _Engine:
 
     def idle(self) -> None:
         """A step with nothing scheduled, taken while the manager has work."""
-        with self.mgr.lock:
+        with manager_lock(self.mgr):
             if self.mgr.has_pending_work():
                 self._end_step()
 
@@ -110,7 +119,7 @@ class _Engine:
         self.ctxs[req_id] = ctx
         keys = [offload_key(s) for s in seeds]
         seed_of = dict(zip(keys, seeds))
-        with self.mgr.lock:
+        with manager_lock(self.mgr):
             self.mgr.on_new_request(ctx)
             out = self.mgr.prepare_store(keys, ctx)
             assert out is not None, "primary tier full"
@@ -130,7 +139,7 @@ class _Engine:
         self.ctxs[req_id] = ctx
         keys = [offload_key(s) for s in seeds]
         seed_of = dict(zip(keys, seeds))
-        with self.mgr.lock:
+        with manager_lock(self.mgr):
             self.mgr.on_new_request(ctx)
             for k in keys:
                 self.mgr.lookup(k, ctx)  # the scheduler's prefix lookup (MISS)
@@ -144,12 +153,12 @@ class _Engine:
         return chunks
 
     def store_end(self, req_id: str) -> None:
-        with self.mgr.lock:
+        with manager_lock(self.mgr):
             self.mgr.complete_store(self.pending_stores.pop(req_id), self.ctxs[req_id])
             self._end_step()
 
     def finish(self, req_id: str) -> None:
-        with self.mgr.lock:
+        with manager_lock(self.mgr):
             self.mgr.on_request_finished(self.ctxs.pop(req_id))
             self._end_step()
 
@@ -162,7 +171,7 @@ class _Engine:
         st = self.fetches.get(req_id)
         if st is None:
             ctx = ReqContext(req_id=req_id, kv_transfer_params=params)
-            with self.mgr.lock:
+            with manager_lock(self.mgr):
                 self.mgr.on_new_request(ctx)
             st = {"ctx": ctx, "keys": [offload_key(s) for s in seeds], "history": []}
             self.fetches[req_id] = st
@@ -170,7 +179,7 @@ class _Engine:
         deadline = time.monotonic() + timeout
         outcome = "timeout"
         while time.monotonic() < deadline:
-            with self.mgr.lock:
+            with manager_lock(self.mgr):
                 vs = [self.mgr.lookup(k, ctx) for k in keys]
                 self._end_step()
             names = [v.name for v in vs]
@@ -187,11 +196,11 @@ class _Engine:
             time.sleep(0.002)
         data: list[bytes] = []
         if outcome == "hit":
-            with self.mgr.lock:
+            with manager_lock(self.mgr):
                 spec = self.mgr.prepare_load(keys, ctx)  # CPU->GPU: the chunks the worker would read
                 data = [self.region.read(int(c)) for c in spec.chunk_ids]
                 self.mgr.complete_load(keys, ctx)
-        with self.mgr.lock:
+        with manager_lock(self.mgr):
             self.mgr.on_request_finished(ctx)
             self._end_step()
         del self.fetches[req_id]
@@ -199,16 +208,17 @@ class _Engine:
 
     def parked(self) -> int:
         """Peers' asks waiting for a block still being written."""
-        with self.mgr.lock:
+        with manager_lock(self.mgr):
             return len(self.tier._parked)
 
     def reset(self) -> float:
         """vLLM's cache reset (sleep, weight update): the tiers drain first.
         Returns how long it took."""
         t0 = time.monotonic()
-        with self.mgr.lock:
+        with manager_lock(self.mgr):
             self.mgr.reset_cache()
-            self.mgr.on_reset_flushed()
+            if hasattr(self.mgr, "on_reset_flushed"):  # vLLM 0.33; 0.32 holds no promotions after a reset
+                self.mgr.on_reset_flushed()
         return time.monotonic() - t0
 
     def info(self) -> dict[str, Any]:
@@ -243,7 +253,7 @@ class _Engine:
             "on_request_finished": lambda: t.on_request_finished(ctx),
         }
         out: dict[str, list[float]] = {k: [] for k in hooks}
-        with self.mgr.lock:
+        with manager_lock(self.mgr):
             for _ in range(n):
                 for name, f in hooks.items():
                     t0 = time.perf_counter_ns()
@@ -262,7 +272,7 @@ class _Engine:
         keys = [offload_key(1000 + i) for i in range(keys_per_step)]
         out: dict[str, list[float]] = {"on_new_request": [], "lookup": [], "on_schedule_end": [],
                                        "on_request_finished": []}
-        with self.mgr.lock:
+        with manager_lock(self.mgr):
             for i in range(n):
                 ctx = ReqContext(req_id=f"busy-{i}", kv_transfer_params={"remote_kv_source": {
                     "remote_host": "127.0.0.1", "remote_port": 9, "kv_request_id": f"kv-busy-{i}"}})

