@@ -72,6 +72,14 @@ _M_SERVED_CHUNKS = "vllm:kvp2p_served_chunks"
 _M_ATTACHED = "vllm:kvp2p_sidecar_attached"
 _FAILURE_KINDS = ("unavailable", "refused", "error")
 
+# vLLM 0.33 polls tiers that ask for it (tolerates_off_thread_polling) from
+# a tier-poll thread, between steps too; vLLM 0.32 has no such thread: a
+# tier runs only inside scheduler steps, and an idle EngineCore blocks on
+# its input queue, so a peer's ask waits for the engine's next step (the
+# sidecar answers MISS after engine.serve_timeout). A feature check, not a
+# version string.
+OFF_THREAD_POLLING: bool = hasattr(SecondaryTierManager, "tolerates_off_thread_polling")
+
 _VERDICT = {Verdict.HIT: LookupResult.HIT, Verdict.MISS: LookupResult.MISS, Verdict.RETRY: LookupResult.RETRY}
 
 
@@ -132,6 +140,10 @@ class Kvp2pTier(SecondaryTierManager):
                         "prefill until it is", socket, self._core.client.last_error)
         log.info("Kvp2pTier: engine %s, region %s (%d chunks of %d bytes), sidecar %s",
                  engine_id, self.region_path, num_chunks, row_stride, socket)
+        if not OFF_THREAD_POLLING:
+            log.warning("Kvp2pTier: this vLLM has no tier-poll thread (vLLM 0.32): peers are served only while "
+                        "this engine steps; while it is idle a peer's lookup waits the sidecar's "
+                        "engine.serve_timeout, then hears MISS and prefills locally")
 
     # -- lookups and requests ---------------------------------------------
 
