@@ -83,6 +83,7 @@ def test_idle_producer(pair: Pair) -> None:
     # A's serve timeout, then MISSes: B prefills locally (no load started).
     assert r["outcome"] == "miss" and phases(r["history"]) == ["RETRY", "MISS"], r
     assert SERVE_TIMEOUT <= waited < SERVE_TIMEOUT + 3.0, f"B waited {waited:.2f}s"
+    print(f"vLLM 0.32, idle producer: B's request waited {waited:.3f}s (serve_timeout {SERVE_TIMEOUT}s), then MISS")
     # A's next step answers the expired ask late: its sidecar gives the pin
     # back at once, so nothing stays pinned.
     a.call("step_once")
