@@ -103,3 +103,41 @@ def test_idle_producer(pair: Pair) -> None:
         time.sleep(0.005)
     r = b.result("fetch")
     assert r["outcome"] == "hit" and r["data"] == [block_bytes(s, ROW_STRIDE) for s in seeds], r
+
+
+@pytest.mark.skipif(OFF_THREAD_POLLING, reason="vLLM 0.33 serves peers from its tier-poll thread: idle_serve_s "
+                    "is ignored there (test_idle_producer covers it)")
+def test_idle_serve_window_on_032() -> None:
+    """vLLM 0.32 with idle_serve_s: the producer keeps stepping that long
+    after its last request, serving peers; after it, it idles as before."""
+    tag = f"kvp2p-idlewin-{os.getpid()}"
+    window = 4.0
+    scs = [Sidecar(f"{tag}-{n}", NUM_CHUNKS, ROW_STRIDE, region_dir="/dev/shm",
+                   extra=["--set", f"engine.serve_timeout={int(SERVE_TIMEOUT * 1000)}ms"]) for n in "AB"]
+    engines: list[EngineProc] = []
+    try:
+        for sc in scs:
+            sc.start()
+        for sc, idle, opts in zip(scs, ("block", "poll"), ({"idle_serve_s": window}, {})):
+            engines.append(EngineProc.start(sc.name, sc.socket, NUM_CHUNKS, ROW_STRIDE, idle=idle,
+                                            tier_opts={"serve_wait_s": 0.2, "dead_after_s": 3.0, **opts}))
+        sa, a, b = scs[0], engines[0], engines[1]
+        seeds, later = [801, 802], [803, 804]  # B's own CPU tier keeps what it loaded: ask for new blocks later
+        t_store = time.monotonic()
+        a.call("store", "a-win", None, seeds + later)
+        a.call("finish", "a-win")  # A's last request activity: the window runs from here
+        time.sleep(1.0)  # idle, inside the window
+        r = b.call("fetch", "b-win", kv_source(sa, "kv-win"), seeds, 30.0)
+        assert time.monotonic() - t_store < window, "the test was too slow to stay inside the window"
+        assert r["outcome"] == "hit" and r["data"] == [block_bytes(s, ROW_STRIDE) for s in seeds], r
+        # B's request did not touch A's scheduler: the window is not renewed
+        # by peers. Past it (and past the grant's release) A idles again.
+        time.sleep(window + 0.5)
+        t0 = time.monotonic()
+        r = b.call("fetch", "b-late", kv_source(sa, "kv-late"), later, 30.0)
+        assert r["outcome"] == "miss" and time.monotonic() - t0 >= SERVE_TIMEOUT, r
+    finally:
+        for e in engines:
+            e.close()
+        for sc in scs:
+            sc.stop()
