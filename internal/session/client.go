@@ -564,6 +564,9 @@ func (c *client) tick(s *Session, now time.Time) {
 		s.logger().Warn("lookup timed out: peer silent", "silent_for", now.Sub(c.waitSince), "lookups", len(c.outstanding))
 		for _, r := range c.reqs {
 			for k, st := range r.probes {
+				// Carried keys stay loadable: vLLM is not waiting on them
+				// (they read HIT), and a load of them from a silent peer
+				// fails by the load's own timers.
 				if st == probeSent {
 					r.probes[k] = probeMiss
 				}
