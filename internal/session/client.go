@@ -28,6 +28,9 @@ const (
 	// turns it into probeHit or, if the key left the producer's store
 	// meanwhile, probeMiss.
 	probeCarried
+	// probeFetched marks, inside RequestBlocks only, the keys of the fetch
+	// being sent (leftBehind); the request's probes are cleared right after.
+	probeFetched
 )
 
 // clientReq is one request id's consumer state on this session.
@@ -307,7 +310,8 @@ func (s *Session) RequestBlocks(now time.Time, job uint64, id string, keys []wir
 }
 
 // leftBehind lists, in a fixed order, the request's confirmed hits (and
-// carried keys) that a fetch of keys does not name.
+// carried keys) that a fetch of keys does not name. It marks keys in
+// r.probes: the caller clears them next.
 //
 // vLLM may load a request's hits as several jobs: in one step (the lookups
 // of a pass saw some hits and some RETRYs) or in later steps. A symmetric
@@ -315,27 +319,17 @@ func (s *Session) RequestBlocks(now time.Time, job uint64, id string, keys []wir
 // (server.onFetch), so the hits it leaves must move to the next round
 // without a gap in which the producer could evict them: carry.
 func (r *clientReq) leftBehind(keys []wire.Key) []wire.Key {
-	var left []wire.Key
+	for _, k := range keys {
+		r.probes[k] = probeFetched
+	}
+	var left []wire.Key // nil in the usual case: the fetch names every hit
 	for k, st := range r.probes {
 		if st == probeHit || st == probeCarried {
 			left = append(left, k)
 		}
 	}
-	if len(left) == 0 {
-		return nil
-	}
-	fetched := make(map[wire.Key]struct{}, len(keys))
-	for _, k := range keys {
-		fetched[k] = struct{}{}
-	}
-	kept := left[:0]
-	for _, k := range left {
-		if _, ok := fetched[k]; !ok {
-			kept = append(kept, k)
-		}
-	}
-	slices.SortFunc(kept, func(a, b wire.Key) int { return bytes.Compare(a[:], b[:]) })
-	return kept
+	slices.SortFunc(left, func(a, b wire.Key) int { return bytes.Compare(a[:], b[:]) })
+	return left
 }
 
 // carry re-pins left in the request's new round with a lookup sent ahead of
@@ -570,6 +564,9 @@ func (c *client) tick(s *Session, now time.Time) {
 		s.logger().Warn("lookup timed out: peer silent", "silent_for", now.Sub(c.waitSince), "lookups", len(c.outstanding))
 		for _, r := range c.reqs {
 			for k, st := range r.probes {
+				// Carried keys stay loadable: vLLM is not waiting on them
+				// (they read HIT), and a load of them from a silent peer
+				// fails by the load's own timers.
 				if st == probeSent {
 					r.probes[k] = probeMiss
 				}

@@ -220,3 +220,60 @@ func TestSplitLoadRefusedRepinFallsBack(t *testing.T) {
 		t.Fatalf("%d pins left, session ends %v/%v", n, pr.c.ended, pr.p.ended)
 	}
 }
+
+// TestSplitLoadCarryLookupLost: the carrying lookup never reaches the
+// producer (a peer that drops lookups), so the hits left behind are
+// unpinned by job 1's fetch. The lookup deadline leaves them reading HIT
+// (vLLM is not waiting on them); job 2 then finds no supply and fails
+// cleanly, at once: no hang, no pin left, the session lives.
+func TestSplitLoadCarryLookupLost(t *testing.T) {
+	pr := readyPair(t, func(c, p *Config) {
+		c.HeartbeatTimeout, p.HeartbeatTimeout = time.Hour, time.Hour
+		c.HeartbeatInterval, p.HeartbeatInterval = time.Hour, time.Hour
+	})
+	ks := keys("p", 6)
+	pr.p.blocks.add(ks...)
+	allHit(t, pr.lookup("kv", ks))
+	if err := pr.c.s.RequestBlocks(pr.now, 1, "kv", ks[:3], slots(100, 3), false); err != nil {
+		t.Fatal(err)
+	}
+	pr.c.collect(t)
+	kept := pr.c.inbox[:0]
+	for _, m := range pr.c.inbox {
+		if _, isLookup := m.(*wire.Lookup); !isLookup {
+			kept = append(kept, m)
+		}
+	}
+	if len(kept) != len(pr.c.inbox)-1 {
+		t.Fatalf("job 1 sent %d messages, want its fetch and one carrying lookup", len(pr.c.inbox))
+	}
+	pr.c.inbox = kept
+	pr.flush()
+	pr.complete(1, 3)
+	if !pr.oneLoad(1).OK {
+		t.Fatal("job 1 failed")
+	}
+	if n := pr.p.blocks.pinned(); n != 0 {
+		t.Fatalf("%d pins: the dropped lookup pinned nothing", n)
+	}
+	pr.advance(3 * time.Second) // past LookupTimeout (2 s)
+	for _, k := range ks[3:] {
+		if v := pr.c.s.RegisterLookup("kv", k); v != Hit {
+			t.Fatalf("carried key after the lookup deadline reads %v, want HIT", v)
+		}
+	}
+	pr.load(2, "kv", ks[3:], false)
+	if ops := pr.p.dataOf(OpCancel, 2); len(ops) != 1 {
+		t.Fatalf("job 2 without supply: %d cancels, want 1", len(ops))
+	}
+	pr.sendEnd(2, false, 0)
+	pr.dataEnd(2, false, 0)
+	if r := pr.oneLoad(2); r.OK {
+		t.Fatalf("job 2 loaded unpinned blocks: %+v", r)
+	}
+	pr.c.s.FinishConsumer(pr.now, "kv")
+	pr.flush()
+	if n := pr.p.blocks.pinned(); n != 0 || pr.c.ended != 0 || pr.p.ended != 0 {
+		t.Fatalf("%d pins left, session ends %v/%v", n, pr.c.ended, pr.p.ended)
+	}
+}

@@ -25,7 +25,11 @@ poll_interval_s (how often the worker polls while transfers are open,
 default 0.002), serve_wait_s (how long a peer's ask waits for a block still
 being written into the CPU tier, default 0.25; keep it under the sidecar's
 engine.serve_timeout), dead_after_s (a sidecar silent this long is taken
-for hung, default 0.75; a crashed one is noticed at once).
+for hung, default 0.75; a crashed one is noticed at once), idle_serve_s
+(vLLM without a tier-poll thread only, i.e. 0.32; default 0: off): keep
+the engine stepping for this long after its last request activity, so that
+peers asking for what it just computed are served while it is otherwise
+idle; each such step is an empty engine step (about one a millisecond).
 """
 
 from __future__ import annotations
@@ -72,6 +76,14 @@ _M_SERVED_CHUNKS = "vllm:kvp2p_served_chunks"
 _M_ATTACHED = "vllm:kvp2p_sidecar_attached"
 _FAILURE_KINDS = ("unavailable", "refused", "error")
 
+# vLLM 0.33 polls tiers that ask for it (tolerates_off_thread_polling) from
+# a tier-poll thread, between steps too; vLLM 0.32 has no such thread: a
+# tier runs only inside scheduler steps, and an idle EngineCore blocks on
+# its input queue, so a peer's ask waits for the engine's next step (the
+# sidecar answers MISS after engine.serve_timeout). A feature check, not a
+# version string.
+OFF_THREAD_POLLING: bool = hasattr(SecondaryTierManager, "tolerates_off_thread_polling")
+
 _VERDICT = {Verdict.HIT: LookupResult.HIT, Verdict.MISS: LookupResult.MISS, Verdict.RETRY: LookupResult.RETRY}
 
 
@@ -98,6 +110,7 @@ class Kvp2pTier(SecondaryTierManager):
         serve_wait_s: float = 0.25,
         dead_after_s: float = 0.75,
         grant_hold_s: float = 5.0,
+        idle_serve_s: float = 0.0,
         hash_seed: str | None = None,
         **kwargs: Any,
     ) -> None:
@@ -126,12 +139,23 @@ class Kvp2pTier(SecondaryTierManager):
         self._serve_wait = serve_wait_s
         self._parked: list[tuple[pb.ServeAsk, float, int]] = []  # asks waiting for a block being written
         self._attached_reported: int | None = None  # the gauge's last value given to vLLM
+        # Without a tier-poll thread, has_pending_work keeps vLLM's EngineCore
+        # stepping (and so serving peers) until this monotonic time.
+        self._idle_serve = max(0.0, float(idle_serve_s)) if not OFF_THREAD_POLLING else 0.0
+        self._awake_until = 0.0
         self._core.start()
         if not self._core.client.wait_attached(attach_timeout_s):
             log.warning("Kvp2pTier: sidecar at %s not attached yet (%s); P2P falls back to local "
                         "prefill until it is", socket, self._core.client.last_error)
         log.info("Kvp2pTier: engine %s, region %s (%d chunks of %d bytes), sidecar %s",
                  engine_id, self.region_path, num_chunks, row_stride, socket)
+        if not OFF_THREAD_POLLING:
+            log.warning("Kvp2pTier: this vLLM has no tier-poll thread (vLLM 0.32): peers are served only while "
+                        "this engine steps; while it is idle a peer's lookup waits the sidecar's "
+                        "engine.serve_timeout, then hears MISS and prefills locally (idle_serve_s=%g keeps "
+                        "it stepping that long after its last request)", self._idle_serve)
+        elif idle_serve_s:
+            log.info("Kvp2pTier: idle_serve_s ignored: vLLM's tier-poll thread serves peers between steps")
 
     # -- lookups and requests ---------------------------------------------
 
@@ -143,7 +167,13 @@ class Kvp2pTier(SecondaryTierManager):
         self._book.remember(h, key)
         return _VERDICT[self._core.lookup(req_context.req_id, h)]
 
+    def _active(self) -> None:
+        """Request activity (scheduler thread): see idle_serve_s."""
+        if self._idle_serve:
+            self._awake_until = time.monotonic() + self._idle_serve
+
     def on_new_request(self, req_context: ReqContext) -> RequestOffloadingContext:
+        self._active()
         roles = self._core.new_request(req_context.req_id, req_context.kv_transfer_params)
         if roles.dest is not None and roles.dest.kv_request_id:
             # The decoder needs every block of the request, not only the
@@ -152,6 +182,7 @@ class Kvp2pTier(SecondaryTierManager):
         return RequestOffloadingContext()
 
     def on_request_finished(self, req_context: ReqContext) -> None:
+        self._active()
         self._core.request_finished(req_context.req_id)
 
     def on_schedule_end(self, context: ScheduleEndContext) -> None:
@@ -166,6 +197,7 @@ class Kvp2pTier(SecondaryTierManager):
                                [key16(k) for k in keys], ids(job_metadata.chunk_ids))
 
     def submit_store(self, job_metadata: TransferJob) -> None:
+        self._active()
         keys = list(job_metadata.keys)
         k16s = [key16(k) for k in keys]
         book = self._book
@@ -220,6 +252,8 @@ class Kvp2pTier(SecondaryTierManager):
         return None if stats.is_empty() else stats
 
     def has_pending_work(self) -> bool:
+        if self._idle_serve and time.monotonic() < self._awake_until:
+            return True  # idle_serve_s: stay stepping so that peers are served
         return bool(self._parked) or self._core.has_pending_work()
 
     def drain_jobs(self) -> None:

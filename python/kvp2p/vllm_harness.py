@@ -105,11 +105,20 @@ class _Engine:
 
         self.mgr.on_schedule_end(ScheduleEndContext(new_req_ids=new, preempted_req_ids=preempted))
 
-    def idle(self) -> None:
-        """A step with nothing scheduled, taken while the manager has work."""
+    def idle(self) -> bool:
+        """A step with nothing scheduled, taken while the manager has work
+        (vLLM's EngineCore.has_work). Returns whether it stepped."""
         with manager_lock(self.mgr):
             if self.mgr.has_pending_work():
                 self._end_step()
+                return True
+        return False
+
+    def step_once(self) -> None:
+        """One step with nothing scheduled, work or not: what an engine busy
+        with other requests does every few milliseconds."""
+        with manager_lock(self.mgr):
+            self._end_step()
 
     def store(self, req_id: str, params: dict | None, seeds: list[int]) -> list[int]:
         """A request computed these blocks: GPU->CPU store, then the cascade."""
@@ -206,6 +215,11 @@ class _Engine:
         del self.fetches[req_id]
         return {"outcome": outcome, "history": history, "data": data}
 
+    def grants(self) -> int:
+        """Chunks pinned for peers and not released yet."""
+        with manager_lock(self.mgr):
+            return len(self.tier._core._grants)
+
     def parked(self) -> int:
         """Peers' asks waiting for a block still being written."""
         with manager_lock(self.mgr):
@@ -297,12 +311,20 @@ class _Engine:
 
 
 def serve(conn: Connection, kind: str, engine_id: str, socket: str, num_chunks: int, row_stride: int,
-          tier_opts: dict[str, Any] | None = None) -> None:
+          tier_opts: dict[str, Any] | None = None, idle: str = "poll") -> None:
     """The child process: build the engine, then answer commands.
 
     kind "manager": the tiering manager driven by replayed scheduler calls
     (_Engine); kind "scheduler": vLLM's whole v1 Scheduler with its
     OffloadingConnector (kvp2p.vllm_scheduler; row_stride is the model's).
+
+    Between commands, idle "poll" looks at the engine's work every 2 ms
+    and steps while it has some: an engine that is stepping anyway (busy
+    with other requests) when a peer asks. idle "block" is vLLM's idle
+    EngineCore (_process_input_queue): it steps while it has work, and once
+    it has none it blocks on its input queue until the next command, work
+    arriving meanwhile (a peer's ask) or not. On vLLM 0.33 the manager's
+    tier-poll thread still serves peers then; vLLM 0.32 has none.
     """
     eng: Any
     if kind == "scheduler":
@@ -312,11 +334,14 @@ def serve(conn: Connection, kind: str, engine_id: str, socket: str, num_chunks: 
     else:
         eng = _Engine(engine_id, socket, num_chunks, row_stride, tier_opts)
     conn.send(("ready", eng.info()))
+    asleep = False
     try:
         while True:
             if not conn.poll(0.002):
-                eng.idle()
+                if not asleep:
+                    asleep = not eng.idle() and idle == "block"
                 continue
+            asleep = False
             cmd, args = conn.recv()
             if cmd == "close":
                 break
@@ -341,10 +366,10 @@ class EngineProc:
     @classmethod
     def start(cls, engine_id: str, socket: str, num_chunks: int, row_stride: int,
               timeout: float = 120.0, kind: str = "manager",
-              tier_opts: dict[str, Any] | None = None) -> "EngineProc":
+              tier_opts: dict[str, Any] | None = None, idle: str = "poll") -> "EngineProc":
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe()
-        p = ctx.Process(target=serve, args=(child, kind, engine_id, socket, num_chunks, row_stride, tier_opts),
+        p = ctx.Process(target=serve, args=(child, kind, engine_id, socket, num_chunks, row_stride, tier_opts, idle),
                         daemon=True)
         p.start()
         if not parent.poll(timeout):

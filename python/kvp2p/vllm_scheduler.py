@@ -185,9 +185,12 @@ class SchedulerEngine:
                 "external_tokens": r.num_prompt_tokens - (first_sched or 0) if first_sched else None,
                 "loaded_ok": self.loaded.get(req_id, []), "prompt_tokens": r.num_prompt_tokens}
 
-    def idle(self) -> None:
+    def idle(self) -> bool:
+        """Steps if vLLM's EngineCore would (has_work); returns whether it did."""
         if self.sched.has_requests() or self.mgr.has_pending_work():
             self.step()
+            return True
+        return False
 
     def close(self) -> None:
         self.region.close()
