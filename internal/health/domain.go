@@ -36,7 +36,10 @@ type peerHealth struct {
 	live         bool      // a ready session exists (ups > 0)
 	ups          int       // ready sessions: briefly two while a restarted peer's new one replaces the old
 	probeSeq     uint64    // outstanding probe, 0 if none
+	probeFirst   uint64    // the check's first probe: renewals keep the check, and an answer to any of its probes counts
 	probeBy      time.Time // its deadline
+	heard        bool      // its data path delivered since the check's current probe was sent (DataSeen)
+	alive        bool      // ... since the check began: the check goes on, but holds no lookup (Gate)
 	verified     uint64    // the suspicion epoch this peer last answered a probe in
 	faults       int       // faults since its last successful load
 	ejections    int       // how many times ejected (the doubling exponent)
@@ -188,8 +191,10 @@ func (d *domainPolicy) probe(now time.Time, ph *peerHealth, round bool) {
 	}
 	d.seq++
 	ph.probeSeq = d.seq
+	ph.probeFirst = d.seq
 	ph.probeBy = now.Add(d.opt.ProbeTimeout)
 	ph.probeRound = round
+	ph.heard, ph.alive = false, false
 	d.probes[d.seq] = ph.peer.ID
 	if round {
 		d.domains[ph.domain].probing++
@@ -202,7 +207,8 @@ func (d *domainPolicy) endProbe(ph *peerHealth) {
 		return
 	}
 	delete(d.probes, ph.probeSeq)
-	ph.probeSeq = 0
+	ph.probeSeq, ph.probeFirst = 0, 0
+	ph.heard, ph.alive = false, false
 	if ph.probeRound {
 		d.domains[ph.domain].probing--
 	}
@@ -402,6 +408,12 @@ func (d *domainPolicy) Gate(now time.Time, p Peer) Gate {
 		if ph.probeSeq == 0 {
 			d.probe(now, ph, round)
 		}
+		if ph.alive && !ph.halfOpen {
+			// Its data path delivered since the check began: alive, so
+			// its requests do not wait for the verdict (the check goes on
+			// and still closes it if it falls silent).
+			return GateOpen
+		}
 		return GateWait
 	}
 	return GateOpen
@@ -421,8 +433,8 @@ func (d *domainPolicy) LoadDone(now time.Time, p Peer, ok bool) {
 
 func (d *domainPolicy) ProbeAck(now time.Time, p Peer, seq uint64) {
 	ph := d.peer(now, p)
-	if ph.probeSeq != seq || seq == 0 {
-		return
+	if seq == 0 || ph.probeSeq == 0 || seq < ph.probeFirst || seq > ph.probeSeq {
+		return // not an answer to the running check (a renewal's earlier probe is)
 	}
 	d.endProbe(ph)
 	dh := d.domains[ph.domain]
@@ -463,6 +475,13 @@ func (d *domainPolicy) Tick(now time.Time) {
 	}
 	sort.Slice(late, func(i, j int) bool { return late[i].peer.ID < late[j].peer.ID })
 	for _, ph := range late {
+		if ph.heard {
+			// Not silent: its data path delivered within the window, and
+			// only the answer is late (it queues behind that rank's own
+			// backlog). Slow is not dead: the check is renewed.
+			d.renew(now, ph)
+			continue
+		}
 		round := ph.probeRound
 		d.endProbe(ph)
 		d.stats.ProbesFailed++
@@ -481,6 +500,35 @@ func (d *domainPolicy) Tick(now time.Time) {
 		}
 		d.out = append(d.out, Decision{Kind: DecideClose, Peer: ph.peer.ID, Cause: CauseProgressStall})
 	}
+}
+
+// DataSeen is evidence of life (Witness): p's data path delivered bytes or
+// a frame. It matters only while a check of p runs: the check's probe is
+// not answered by it (the bytes may have left before the fault), but a
+// rank heard from within the window is not closed at the deadline, its
+// check is renewed instead, and its requests are not held (Gate). It
+// reports whether a check of p runs, so that the caller may stop telling.
+func (d *domainPolicy) DataSeen(now time.Time, p Peer) bool {
+	ph := d.peers[p.ID]
+	if ph == nil || ph.probeSeq == 0 {
+		return false
+	}
+	ph.heard, ph.alive = true, true
+	return true
+}
+
+// renew sends a running check's next probe with a fresh deadline: the rank
+// delivered within the last window, so it is alive, but its answer has
+// not come. An answer to any of the check's probes ends the check.
+func (d *domainPolicy) renew(now time.Time, ph *peerHealth) {
+	delete(d.probes, ph.probeSeq)
+	d.seq++
+	ph.probeSeq = d.seq
+	d.probes[d.seq] = ph.peer.ID
+	ph.probeBy = now.Add(d.opt.ProbeTimeout)
+	ph.heard = false
+	d.stats.ProbesRenewed++
+	d.out = append(d.out, Decision{Kind: DecideProbe, Peer: ph.peer.ID, Seq: d.seq})
 }
 
 // NextDeadline: decisions not taken yet are due at once; then the earliest

@@ -61,6 +61,15 @@ type Starver interface {
 	Starved(d time.Duration)
 }
 
+// Witness is implemented by a policy that judges data paths by their own
+// traffic (domain): DataSeen(now, p) tells it that p's data path delivered
+// bytes or a frame at now (docs/liveness.md). It returns whether the policy
+// still wants to hear of p's data (a check of p runs); the caller may stop
+// telling it until the policy next probes p.
+type Witness interface {
+	DataSeen(now time.Time, p Peer) bool
+}
+
 // Waits bounds how long a lookup may hold a request (RETRY) for a peer.
 // The zero value never waits: MISS at once while a handshake is pending
 // (vLLM #64501), and no dial is ever replaced.
