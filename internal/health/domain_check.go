@@ -24,6 +24,14 @@ func (d *domainPolicy) check() error {
 			if !ph.live {
 				return fmt.Errorf("peer %q: probe %d outstanding on a dead session", id, ph.probeSeq)
 			}
+			if ph.probeFirst == 0 || ph.probeFirst > ph.probeSeq {
+				return fmt.Errorf("peer %q: check began at probe %d, outstanding %d", id, ph.probeFirst, ph.probeSeq)
+			}
+			if ph.heard && !ph.alive {
+				return fmt.Errorf("peer %q: heard from but not alive", id)
+			}
+		} else if ph.probeFirst != 0 || ph.heard || ph.alive {
+			return fmt.Errorf("peer %q: no check running, but first %d, heard %v, alive %v", id, ph.probeFirst, ph.heard, ph.alive)
 		}
 		if ph.faults < 0 || ph.ejections < 0 {
 			return fmt.Errorf("peer %q: faults %d, ejections %d", id, ph.faults, ph.ejections)

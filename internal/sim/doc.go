@@ -63,9 +63,16 @@
 //     sides see ConnLost; the process lives on.
 //   - blackhole (Silent): nothing in or out, nothing resets; connections
 //     stay open; the node itself keeps running its timers.
-//   - blackhole-data: data ops in both directions vanish (no bytes, no
-//     Progress, no SendEnd, no probe answers), control still flows. A job
-//     whose frames vanished stays cut: its stream is lost, even after heal.
+//   - blackhole-data: data frames in both directions are refused (no
+//     bytes, no Progress, no probe answers get through), control still
+//     flows. As TCP does, the sender's kernel holds what was refused and
+//     sends it again at 0.2 s × (2^k − 1) after the first refusal; the
+//     first retransmission that finds the path open delivers it all, in
+//     order, and nothing later on that connection overtakes it; one that
+//     comes UserTimeout (the heartbeat timeout, as TCP_USER_TIMEOUT) after
+//     the first refusal aborts the sender's connection instead, its RST
+//     lost in the drop (hold.go). A blackhole treats the data plane the
+//     same way (its control messages are still lost).
 //   - stall: the process is paused: no events, no ticks, no engine work;
 //     what reaches it is queued and delivered in order on heal, before its
 //     first tick; its producer jobs send nothing meanwhile.

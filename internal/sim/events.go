@@ -30,6 +30,10 @@ func (n *Net) fire(ev event) {
 	if nd.gone || nd.Crashed {
 		return
 	}
+	if ev.kind == evRetransmit {
+		n.retransmit(&ev) // the kernel's, not the process's: a stalled one too
+		return
+	}
 	if nd.stalled {
 		nd.held = append(nd.held, ev) // delivered in order on heal
 		return
@@ -159,10 +163,6 @@ func (n *Net) data(nd *Node, conn loads.ConnID, op *session.DataOp) {
 		n.openTx(e, op.Job)
 	case session.OpSend:
 		tx := n.openTx(e, op.Job)
-		if tx.cut || dataCut(e) {
-			tx.cut = true // the bytes vanish; the writer never finishes
-			return
-		}
 		wb := n.WireBlockBytes
 		if wb <= 0 {
 			wb = nd.Store.BlockBytes()
@@ -175,15 +175,9 @@ func (n *Net) data(nd *Node, conn loads.ConnID, op *session.DataOp) {
 		n.schedule(at, event{kind: evTxDone, e: e, op: tx, blks: op.Blocks, last: op.Last})
 	case session.OpCancel:
 		tx := n.openTx(e, op.Job)
-		if tx.cut || dataCut(e) {
-			tx.cut = true
-			return
-		}
 		n.schedule(max(n.now, nd.egress), event{kind: evCancelDone, e: e, op: tx})
 	case session.OpProbe:
-		if !dataCut(e) {
-			n.toPeer(e, event{kind: evProbe, n: op.Seq}, n.behind(nd))
-		}
+		n.toPeer(e, event{kind: evProbe, n: op.Seq}, n.behind(nd))
 	}
 }
 
@@ -217,12 +211,32 @@ func (n *Net) endTx(tx *txJob) {
 }
 
 // toPeer schedules a data frame from e to its peer, FIFO with e's others:
-// it leaves at depart (n.now, or behind queued bytes: see behind).
+// it leaves at depart (n.now, or behind queued bytes: see behind). On a
+// blackholed path, or behind frames one held, the kernel holds it
+// (hold.go).
 func (n *Net) toPeer(e *end, ev event, depart int64) {
 	at := max(depart+n.lat(e.node, e.peer.node), e.dataFloor)
 	e.dataFloor = at
 	ev.e = e.peer
+	if dataCut(e) || len(e.held) > 0 {
+		ev.at = at
+		n.hold(e, ev)
+		return
+	}
 	n.schedule(at, ev)
+}
+
+// refused: data frame ev landed at end e of a node whose data path is
+// blackholed since it was sent. The drop refused it: its sender's kernel
+// keeps it for a retransmission. It reports whether it did.
+func (n *Net) refused(nd *Node, e *end, ev *event) bool {
+	if !nd.DataBlackhole && !nd.Silent {
+		return false
+	}
+	if p := e.peer; p != nil && p.open {
+		n.hold(p, *ev)
+	}
+	return true
 }
 
 func (n *Net) fireData(nd *Node, ev *event) {
@@ -231,21 +245,13 @@ func (n *Net) fireData(nd *Node, ev *event) {
 	switch ev.kind {
 	case evTxDone, evCancelDone, evProgress:
 		// At the producer: its writer finished writing, or sends a frame.
-		if !open || tx.ended || tx.cut {
+		if !open || tx.ended {
 			return
-		}
-		if dataCut(e) {
-			if ev.kind != evProgress {
-				tx.cut = true
-			}
 		}
 		switch {
 		case ev.kind == evProgress:
-			if !dataCut(e) {
-				n.toPeer(e, event{kind: evProgressRx, n: tx.job}, n.behind(nd))
-			}
+			n.toPeer(e, event{kind: evProgressRx, n: tx.job}, n.behind(nd))
 			n.schedule(n.now+int64(n.ProgressInterval), event{kind: evProgress, e: e, op: tx})
-		case tx.cut:
 		case ev.kind == evCancelDone:
 			n.endTx(tx)
 			n.toPeer(e, event{kind: evRxEnd, n: tx.job}, n.now)
@@ -261,7 +267,7 @@ func (n *Net) fireData(nd *Node, ev *event) {
 		}
 	case evRx, evRxEnd, evProgressRx:
 		// At the consumer: a data frame lands.
-		if !open || nd.DataBlackhole {
+		if !open || n.refused(nd, e, ev) {
 			return
 		}
 		rx := e.rx[ev.n]
@@ -285,7 +291,7 @@ func (n *Net) fireData(nd *Node, ev *event) {
 			}
 		}
 	case evProbe:
-		if open && !dataCut(e) {
+		if open && !n.refused(nd, e, ev) {
 			at := n.behind(nd)
 			if at > n.now {
 				n.queuedAcks++
@@ -293,7 +299,7 @@ func (n *Net) fireData(nd *Node, ev *event) {
 			n.toPeer(e, event{kind: evProbeAck, n: ev.n}, at)
 		}
 	case evProbeAck:
-		if open && !dataCut(e) {
+		if open && !n.refused(nd, e, ev) {
 			n.probeAcks++
 			nd.T.ProbeAck(n.Now, e.conn, ev.n)
 		}

@@ -66,6 +66,11 @@ type Net struct {
 	// small frame (Progress, Probe, ProbeAck) written behind queued block
 	// bytes waits for up to that many of them to leave first (0: 4 MiB).
 	SendBuffer int64
+	// UserTimeout is TCP_USER_TIMEOUT on data connections: a data frame
+	// held by a blackhole this long aborts its sender's connection at the
+	// next retransmission (hold.go); 0: never. The runner sets the timer
+	// set's heartbeat timeout, as the node does.
+	UserTimeout time.Duration
 
 	Dials  []Dial // every dial attempted, in order
 	Events uint64 // events fired
@@ -166,6 +171,12 @@ type end struct {
 	dataFloor int64 // same for data frames
 	rx        map[uint64]*rxJob
 	tx        map[uint64]*txJob
+	// Data frames a blackhole refused, kept by the kernel until a
+	// retransmission gets them through (hold.go), aimed at peer.
+	held      []event
+	heldSince int64  // the first refused send
+	rtoK      uint   // retransmissions armed since
+	heldGen   uint64 // bumped when held is emptied: stale retransmissions do nothing
 }
 
 type rxJob struct {
@@ -177,7 +188,6 @@ type txJob struct {
 	job   uint64
 	from  *end
 	ended bool
-	cut   bool   // the stream vanished in a blackhole: nothing more gets through
 	bytes uint64 // sent so far, in store units
 }
 
@@ -201,6 +211,8 @@ func (e *end) drop() {
 		t.ended = true
 	}
 	e.rx, e.tx = nil, nil
+	e.held = nil
+	e.heldGen++
 	e.ref = loads.ConnRef{} // closed: nothing is delivered to it, and its session may go
 }
 

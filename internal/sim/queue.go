@@ -25,6 +25,7 @@ const (
 	evProbe                        // a data-path probe arrives at e
 	evProbeAck                     // its answer arrives at e (the prober)
 	evRefused                      // e's dial was refused (nobody listens): DialRefused
+	evRetransmit                   // the kernel of e's node sends e's held data frames again (hold.go)
 )
 
 // event is one entry of the queue. Events are values in one slice: the
