@@ -38,8 +38,7 @@ type peerHealth struct {
 	probeSeq     uint64    // outstanding probe, 0 if none
 	probeFirst   uint64    // the check's first probe: renewals keep the check, and an answer to any of its probes counts
 	probeBy      time.Time // its deadline
-	heard        bool      // its data path delivered since the check's current probe was sent (DataSeen)
-	alive        bool      // ... since the check began: the check goes on, but holds no lookup (Gate)
+	heardAt      time.Time // its data path's last delivery since the check began (DataSeen); zero: silent so far
 	verified     uint64    // the suspicion epoch this peer last answered a probe in
 	faults       int       // faults since its last successful load
 	ejections    int       // how many times ejected (the doubling exponent)
@@ -85,6 +84,9 @@ func newDomain(o Options) *domainPolicy {
 	}
 	if o.RefusedHold <= 0 {
 		o.RefusedHold = 50 * time.Millisecond
+	}
+	if o.SilenceWindow < o.ProbeTimeout {
+		o.SilenceWindow = o.ProbeTimeout
 	}
 	return &domainPolicy{opt: o, peers: map[string]*peerHealth{}, domains: map[string]*domainHealth{}, probes: map[uint64]string{}}
 }
@@ -194,7 +196,7 @@ func (d *domainPolicy) probe(now time.Time, ph *peerHealth, round bool) {
 	ph.probeFirst = d.seq
 	ph.probeBy = now.Add(d.opt.ProbeTimeout)
 	ph.probeRound = round
-	ph.heard, ph.alive = false, false
+	ph.heardAt = time.Time{}
 	d.probes[d.seq] = ph.peer.ID
 	if round {
 		d.domains[ph.domain].probing++
@@ -208,7 +210,7 @@ func (d *domainPolicy) endProbe(ph *peerHealth) {
 	}
 	delete(d.probes, ph.probeSeq)
 	ph.probeSeq, ph.probeFirst = 0, 0
-	ph.heard, ph.alive = false, false
+	ph.heardAt = time.Time{}
 	if ph.probeRound {
 		d.domains[ph.domain].probing--
 	}
@@ -289,6 +291,14 @@ func (d *domainPolicy) anyLive(dh *domainHealth) bool {
 		}
 	}
 	return false
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func sortedIDs(m map[string]*peerHealth) []string {
@@ -408,7 +418,7 @@ func (d *domainPolicy) Gate(now time.Time, p Peer) Gate {
 		if ph.probeSeq == 0 {
 			d.probe(now, ph, round)
 		}
-		if ph.alive && !ph.halfOpen {
+		if !ph.heardAt.IsZero() && !ph.halfOpen {
 			// Its data path delivered since the check began: alive, so
 			// its requests do not wait for the verdict (the check goes on
 			// and still closes it if it falls silent).
@@ -456,6 +466,9 @@ func (d *domainPolicy) Starved(dur time.Duration) {
 		// A check with renewed probes is indexed under each: move it once.
 		if ph := d.peers[id]; ph != nil && ph.probeSeq == seq {
 			ph.probeBy = ph.probeBy.Add(dur)
+			if !ph.heardAt.IsZero() {
+				ph.heardAt = ph.heardAt.Add(dur) // its silence meanwhile is not counted either
+			}
 		}
 	}
 }
@@ -475,11 +488,11 @@ func (d *domainPolicy) Tick(now time.Time) {
 	}
 	sort.Slice(late, func(i, j int) bool { return late[i].peer.ID < late[j].peer.ID })
 	for _, ph := range late {
-		if ph.heard {
+		if !ph.heardAt.IsZero() && now.Sub(ph.heardAt) < d.opt.SilenceWindow {
 			// Not silent: its data path delivered within the window, and
 			// only the answer is late (it queues behind that rank's own
 			// backlog). Slow is not dead: the check is renewed.
-			d.renew(now, ph)
+			d.renew(ph)
 			continue
 		}
 		round := ph.probeRound
@@ -505,28 +518,30 @@ func (d *domainPolicy) Tick(now time.Time) {
 // DataSeen is evidence of life (Witness): p's data path delivered bytes or
 // a frame. It matters only while a check of p runs: the check's probe is
 // not answered by it (the bytes may have left before the fault), but a
-// rank heard from within the window is not closed at the deadline, its
-// check is renewed instead, and its requests are not held (Gate). It
+// rank heard from since the check began is judged as a load's watchdog
+// judges a data path, dead only after SilenceWindow (the stall timeout)
+// without a delivery: at the deadline its check is renewed instead, and
+// its requests are not held meanwhile (Gate). It
 // reports whether a check of p runs, so that the caller may stop telling.
 func (d *domainPolicy) DataSeen(now time.Time, p Peer) bool {
 	ph := d.peers[p.ID]
 	if ph == nil || ph.probeSeq == 0 {
 		return false
 	}
-	ph.heard, ph.alive = true, true
+	ph.heardAt = later(ph.heardAt, now)
 	return true
 }
 
-// renew sends a running check's next probe with a fresh deadline: the rank
-// delivered within the last window, so it is alive, but its answer has
-// not come. An answer to any of the check's probes ends the check.
-func (d *domainPolicy) renew(now time.Time, ph *peerHealth) {
+// renew sends a running check's next probe, due SilenceWindow after the
+// rank's last delivery: it delivered within the window, so it is alive,
+// but its answer has not come. An answer to any of the check's probes
+// ends the check; silence for the window closes it.
+func (d *domainPolicy) renew(ph *peerHealth) {
 	delete(d.probes, ph.probeSeq)
 	d.seq++
 	ph.probeSeq = d.seq
 	d.probes[d.seq] = ph.peer.ID
-	ph.probeBy = now.Add(d.opt.ProbeTimeout)
-	ph.heard = false
+	ph.probeBy = ph.heardAt.Add(d.opt.SilenceWindow)
 	d.stats.ProbesRenewed++
 	d.out = append(d.out, Decision{Kind: DecideProbe, Peer: ph.peer.ID, Seq: d.seq})
 }

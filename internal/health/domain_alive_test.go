@@ -68,29 +68,32 @@ func TestDomainSlowIsNotDead(t *testing.T) {
 }
 
 // TestDomainSlowThenSilent: a rank that delivered and then fell silent is
-// closed one probe timeout after its check was renewed: being heard from
-// once is not a pass for good.
+// closed SilenceWindow after its last delivery (the stall timeout: it is
+// judged as a load's watchdog judges a data path), not kept for good, and
+// not closed earlier by the shorter probe timeout.
 func TestDomainSlowThenSilent(t *testing.T) {
-	f := newDfix(t, Options{ProbeTimeout: probeTO})
+	const window = time.Second
+	f := newDfix(t, Options{ProbeTimeout: probeTO, SilenceWindow: window})
 	ps := pod("pod", "h:1", "h:2")
 	f.up(at(0), ps...)
 	now := at(time.Second)
 	f.fault(now, ps[0])
 	f.wantProbes("fault", "h:2")
-	f.seen(now.Add(probeTO-time.Millisecond), ps[1])
+	last := now.Add(probeTO - time.Millisecond)
+	f.seen(last, ps[1])
 	ds := f.tick(now.Add(probeTO))
 	if len(ds) != 1 || ds[0].Kind != DecideProbe {
 		t.Fatalf("at the first deadline: %+v, want a renewal", ds)
 	}
-	if ds := f.tick(now.Add(2*probeTO - time.Nanosecond)); ds != nil {
-		t.Fatalf("before the renewed deadline: %+v", ds)
+	if ds := f.tick(last.Add(window - time.Nanosecond)); ds != nil {
+		t.Fatalf("before a silence window after its last delivery: %+v", ds)
 	}
-	ds = f.tick(now.Add(2 * probeTO))
+	ds = f.tick(last.Add(window))
 	want := []Decision{{Kind: DecideClose, Peer: "h:2", Cause: CauseProgressStall}}
 	if !reflect.DeepEqual(ds, want) {
 		t.Fatalf("silent for a whole window: %+v, want %+v", ds, want)
 	}
-	f.end(now.Add(2*probeTO), ps[1], End{Cause: CauseProgressStall, ByPolicy: true})
+	f.end(last.Add(window), ps[1], End{Cause: CauseProgressStall, ByPolicy: true})
 }
 
 // TestDomainDataSeenOutsideACheck: data from a peer no check runs on

@@ -27,11 +27,8 @@ func (d *domainPolicy) check() error {
 			if ph.probeFirst == 0 || ph.probeFirst > ph.probeSeq {
 				return fmt.Errorf("peer %q: check began at probe %d, outstanding %d", id, ph.probeFirst, ph.probeSeq)
 			}
-			if ph.heard && !ph.alive {
-				return fmt.Errorf("peer %q: heard from but not alive", id)
-			}
-		} else if ph.probeFirst != 0 || ph.heard || ph.alive {
-			return fmt.Errorf("peer %q: no check running, but first %d, heard %v, alive %v", id, ph.probeFirst, ph.heard, ph.alive)
+		} else if ph.probeFirst != 0 || !ph.heardAt.IsZero() {
+			return fmt.Errorf("peer %q: no check running, but first %d, heard at %v", id, ph.probeFirst, ph.heardAt)
 		}
 		if ph.faults < 0 || ph.ejections < 0 {
 			return fmt.Errorf("peer %q: faults %d, ejections %d", id, ph.faults, ph.ejections)

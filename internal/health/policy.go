@@ -167,6 +167,11 @@ type Options struct {
 	// on its second step, not its third, and is short enough that a rank
 	// that comes back is dialed again at once (never a blacklist).
 	RefusedHold time.Duration
+	// SilenceWindow is how long a rank whose data path delivered since its
+	// check began may go without a delivery before it counts as dead
+	// (docs/liveness.md); the stall timeout, and never less than
+	// ProbeTimeout (which judges a rank not heard from at all).
+	SilenceWindow time.Duration
 }
 
 // New builds the named policy.

@@ -63,7 +63,7 @@ func (d *domainPolicy) View(now time.Time) ([]DomainView, Stats) {
 		ejected := false
 		for _, id := range sortedIDs(dh.members) {
 			ph := dh.members[id]
-			pv := PeerView{ID: id, Live: ph.live, Probing: ph.probeSeq != 0, Delivering: ph.alive, Faults: ph.faults}
+			pv := PeerView{ID: id, Live: ph.live, Probing: ph.probeSeq != 0, Delivering: !ph.heardAt.IsZero(), Faults: ph.faults}
 			if !ph.ejectedUntil.IsZero() && now.Before(ph.ejectedUntil) {
 				pv.EjectedFor = ph.ejectedUntil.Sub(now)
 				ejected = true

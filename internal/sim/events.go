@@ -167,17 +167,12 @@ func (n *Net) data(nd *Node, conn loads.ConnID, op *session.DataOp) {
 		if wb <= 0 {
 			wb = nd.Store.BlockBytes()
 		}
-		at := max(n.now, nd.egress)
-		if bw := n.bw(nd); bw > 0 {
-			at += int64(float64(len(op.Blocks)*wb) / float64(bw) * 1e9)
-		}
-		nd.egress = at
-		n.schedule(at, event{kind: evTxDone, e: e, op: tx, blks: op.Blocks, last: op.Last})
+		n.sendBlocks(nd, e, tx, op.Blocks, op.Last, wb)
 	case session.OpCancel:
 		tx := n.openTx(e, op.Job)
-		n.schedule(max(n.now, nd.egress), event{kind: evCancelDone, e: e, op: tx})
+		n.enqueue(e, piece{tx: tx, cancel: true}) // the Error frame, after the job's queued bytes
 	case session.OpProbe:
-		n.toPeer(e, event{kind: evProbe, n: op.Seq}, n.behind(nd))
+		n.toPeer(e, event{kind: evProbe, n: op.Seq}, n.behind(e))
 	}
 }
 
@@ -241,6 +236,9 @@ func (n *Net) refused(nd *Node, e *end, ev *event) bool {
 
 func (n *Net) fireData(nd *Node, ev *event) {
 	e, tx := ev.e, ev.op
+	if ev.link {
+		defer n.linkNext(nd) // the link is free for its next piece
+	}
 	open := nd.ends.get(e.conn) == e && e.open
 	switch ev.kind {
 	case evTxDone, evCancelDone, evProgress:
@@ -250,7 +248,7 @@ func (n *Net) fireData(nd *Node, ev *event) {
 		}
 		switch {
 		case ev.kind == evProgress:
-			n.toPeer(e, event{kind: evProgressRx, n: tx.job}, n.behind(nd))
+			n.toPeer(e, event{kind: evProgressRx, n: tx.job}, n.behind(e))
 			n.schedule(n.now+int64(n.ProgressInterval), event{kind: evProgress, e: e, op: tx})
 		case ev.kind == evCancelDone:
 			n.endTx(tx)
@@ -292,7 +290,7 @@ func (n *Net) fireData(nd *Node, ev *event) {
 		}
 	case evProbe:
 		if open && !n.refused(nd, e, ev) {
-			at := n.behind(nd)
+			at := n.behind(e)
 			if at > n.now {
 				n.queuedAcks++
 			}

@@ -126,21 +126,32 @@ func TestSlowSiblingProbesQueue(t *testing.T) {
 	}
 }
 
-// TestBehindSendBuffer: a small frame waits behind the queued bytes, but
-// never more than a send buffer's worth of them.
+// TestBehindSendBuffer: a small frame waits behind the bytes queued on
+// its own connection, at its share of the link, never more than a send
+// buffer's worth of them, and not behind another connection's.
 func TestBehindSendBuffer(t *testing.T) {
 	n := NewNet(t0)
 	n.Bandwidth = 1 << 20 // 1 MiB/s
 	nd := n.Add("a:1", nil, nil)
-	if got := n.behind(nd); got != n.now {
+	e, other := &end{node: nd, open: true}, &end{node: nd, open: true}
+	if got := n.behind(e); got != n.now {
 		t.Fatalf("idle link: leaves at %d", got)
 	}
-	nd.egress = n.now + int64(time.Second) // 1 MiB queued
-	if got := n.behind(nd); got != n.now+int64(time.Second) {
+	e.queuedNs = int64(time.Second) // 1 MiB queued
+	nd.active = []*end{e}
+	if got := n.behind(e); got != n.now+int64(time.Second) {
 		t.Fatalf("1 MiB queued: leaves after %v", time.Duration(got-n.now))
 	}
-	nd.egress = n.now + int64(time.Minute)
-	if got := time.Duration(n.behind(nd) - n.now); got != 4*time.Second {
+	if got := n.behind(other); got != n.now {
+		t.Fatalf("another connection's frame waits %v behind this one's bytes", time.Duration(got-n.now))
+	}
+	other.queuedNs = int64(time.Second)
+	nd.active = append(nd.active, other)
+	if got := n.behind(e); got != n.now+int64(2*time.Second) {
+		t.Fatalf("1 MiB queued on each of two connections: leaves after %v, want 2 s (half the link)", time.Duration(got-n.now))
+	}
+	e.queuedNs = int64(time.Minute)
+	if got := time.Duration(n.behind(e) - n.now); got != 4*time.Second {
 		t.Fatalf("60 MiB queued: leaves after %v, want the 4 MiB send buffer's 4 s", got)
 	}
 }

@@ -148,7 +148,9 @@ type Node struct {
 	isDirty  bool
 	watch    bool
 	work     int   // data jobs and handshakes in flight on its ends
-	egress   int64 // when its outgoing data link is free (ns since start)
+	active   []*end // connections with data queued on its link, in turn (link.go)
+	turn     int    // the next of them to send
+	linkBusy bool   // a piece is on the link
 	lastTick int64
 }
 
@@ -169,6 +171,8 @@ type end struct {
 	greeted   uint8
 	ctlFloor  int64 // FIFO: no message from this end arrives before this
 	dataFloor int64 // same for data frames
+	pieces    []piece // data queued on its node's link (link.go)
+	queuedNs  int64   // their transfer time
 	rx        map[uint64]*rxJob
 	tx        map[uint64]*txJob
 	// Data frames a blackhole refused, kept by the kernel until a
@@ -213,6 +217,7 @@ func (e *end) drop() {
 	e.rx, e.tx = nil, nil
 	e.held = nil
 	e.heldGen++
+	e.pieces, e.queuedNs = nil, 0 // the link skips it
 	e.ref = loads.ConnRef{} // closed: nothing is delivered to it, and its session may go
 }
 
@@ -416,22 +421,4 @@ func (n *Net) close(nd *Node, conn loads.ConnID) {
 	}
 }
 
-// behind is when a small frame (Probe, ProbeAck, Progress) that nd writes
-// now leaves it: after the block bytes already in its kernel send buffer,
-// at most SendBuffer of them. On a real network an ack waits behind what
-// is queued on the path; a model that let it skip the queue would be kind
-// to probes of a slow but healthy rank.
-func (n *Net) behind(nd *Node) int64 {
-	q := nd.egress - n.now
-	if q <= 0 {
-		return n.now
-	}
-	if bw := n.bw(nd); bw > 0 {
-		buf := n.SendBuffer
-		if buf <= 0 {
-			buf = 4 << 20
-		}
-		q = min(q, int64(float64(buf)/float64(bw)*1e9))
-	}
-	return n.now + q
-}
+

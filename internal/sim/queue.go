@@ -40,6 +40,7 @@ type event struct {
 	op   *txJob // data events
 	blks []session.Block
 	last bool
+	link bool   // a piece on its node's link: the link is free once it fired (link.go)
 	n    uint64 // probe seq
 	conn loads.ConnID
 	fn   func()
