@@ -49,6 +49,7 @@ func (n *Node) snapshot(now time.Time) *Snapshot {
 		Hists:    n.obs.h.Clone(),
 	}
 	s.Counters.ProbesFailed, s.Counters.Ejections = v.Policy.ProbesFailed, v.Policy.Ejections
+	s.Counters.ProbesRenewed = v.Policy.ProbesRenewed
 
 	// Domains as the policy sees them; peers with sessions the policy does
 	// not know (per-peer keeps no state) go in their own.
@@ -72,6 +73,7 @@ func (n *Node) snapshot(now time.Time) *Snapshot {
 		for _, pv := range dv.Peers {
 			p := peer(dv.Domain, pv.ID)
 			p.Live, p.Probing, p.Faults = pv.Live, pv.Probing, pv.Faults
+			p.Delivering = pv.Delivering
 			p.EjectedForSec = pv.EjectedFor.Seconds()
 			peerDom[pv.ID] = dv.Domain
 		}

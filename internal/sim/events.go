@@ -172,7 +172,7 @@ func (n *Net) data(nd *Node, conn loads.ConnID, op *session.DataOp) {
 		tx := n.openTx(e, op.Job)
 		n.enqueue(e, piece{tx: tx, cancel: true}) // the Error frame, after the job's queued bytes
 	case session.OpProbe:
-		n.toPeer(e, event{kind: evProbe, n: op.Seq}, n.behind(e))
+		n.frame(e, event{kind: evProbe, n: op.Seq})
 	}
 }
 
@@ -206,7 +206,7 @@ func (n *Net) endTx(tx *txJob) {
 }
 
 // toPeer schedules a data frame from e to its peer, FIFO with e's others:
-// it leaves at depart (n.now, or behind queued bytes: see behind). On a
+// it leaves at depart (the link sent it: link.go). On a
 // blackholed path, or behind frames one held, the kernel holds it
 // (hold.go).
 func (n *Net) toPeer(e *end, ev event, depart int64) {
@@ -248,7 +248,7 @@ func (n *Net) fireData(nd *Node, ev *event) {
 		}
 		switch {
 		case ev.kind == evProgress:
-			n.toPeer(e, event{kind: evProgressRx, n: tx.job}, n.behind(e))
+			n.frame(e, event{kind: evProgressRx, n: tx.job})
 			n.schedule(n.now+int64(n.ProgressInterval), event{kind: evProgress, e: e, op: tx})
 		case ev.kind == evCancelDone:
 			n.endTx(tx)
@@ -290,11 +290,9 @@ func (n *Net) fireData(nd *Node, ev *event) {
 		}
 	case evProbe:
 		if open && !n.refused(nd, e, ev) {
-			at := n.behind(e)
-			if at > n.now {
+			if n.frame(e, event{kind: evProbeAck, n: ev.n}) {
 				n.queuedAcks++
 			}
-			n.toPeer(e, event{kind: evProbeAck, n: ev.n}, at)
 		}
 	case evProbeAck:
 		if open && !n.refused(nd, e, ev) {

@@ -126,32 +126,39 @@ func TestSlowSiblingProbesQueue(t *testing.T) {
 	}
 }
 
-// TestBehindSendBuffer: a small frame waits behind the bytes queued on
-// its own connection, at its share of the link, never more than a send
-// buffer's worth of them, and not behind another connection's.
-func TestBehindSendBuffer(t *testing.T) {
+// TestFrameBehindQueuedBytes: a small frame leaves at once from an idle
+// connection, behind the bytes queued on its own connection otherwise (but
+// never behind more than a send buffer's worth of them, ahead of the rest),
+// and not behind another connection's.
+func TestFrameBehindQueuedBytes(t *testing.T) {
 	n := NewNet(t0)
-	n.Bandwidth = 1 << 20 // 1 MiB/s
-	nd := n.Add("a:1", nil, nil)
-	e, other := &end{node: nd, open: true}, &end{node: nd, open: true}
-	if got := n.behind(e); got != n.now {
-		t.Fatalf("idle link: leaves at %d", got)
+	n.Bandwidth = 1 << 20 // 1 MiB/s: a 256 KiB piece takes 250 ms
+	a, b := n.Add("a:1", nil, nil), n.Add("b:1", nil, nil)
+	e, other := &end{node: a, open: true}, &end{node: a, open: true}
+	pe, po := &end{node: b, open: true, peer: e}, &end{node: b, open: true, peer: other}
+	e.peer, other.peer = pe, po
+	if n.frame(e, event{kind: evProbe, n: 1}) {
+		t.Fatal("a frame on an idle connection waited")
 	}
-	e.queuedNs = int64(time.Second) // 1 MiB queued
-	nd.active = []*end{e}
-	if got := n.behind(e); got != n.now+int64(time.Second) {
-		t.Fatalf("1 MiB queued: leaves after %v", time.Duration(got-n.now))
+	const pieceNs = int64(250 * time.Millisecond)
+	a.linkBusy = true // the link is sending something else: nothing starts yet
+	for i := 0; i < 20; i++ {
+		e.pieces = append(e.pieces, piece{ns: pieceNs})
+		e.queuedNs += pieceNs
 	}
-	if got := n.behind(other); got != n.now {
-		t.Fatalf("another connection's frame waits %v behind this one's bytes", time.Duration(got-n.now))
+	if !n.frame(e, event{kind: evProbe, n: 2}) {
+		t.Fatal("a frame behind 5 MiB did not wait")
 	}
-	other.queuedNs = int64(time.Second)
-	nd.active = append(nd.active, other)
-	if got := n.behind(e); got != n.now+int64(2*time.Second) {
-		t.Fatalf("1 MiB queued on each of two connections: leaves after %v, want 2 s (half the link)", time.Duration(got-n.now))
+	at := -1
+	for i, p := range e.pieces {
+		if p.frame != nil {
+			at = i
+		}
 	}
-	e.queuedNs = int64(time.Minute)
-	if got := time.Duration(n.behind(e) - n.now); got != 4*time.Second {
-		t.Fatalf("60 MiB queued: leaves after %v, want the 4 MiB send buffer's 4 s", got)
+	if at != 16 { // 16 x 256 KiB = the 4 MiB send buffer ahead of it
+		t.Fatalf("frame queued at %d, want 16 (a send buffer of bytes ahead of it)", at)
+	}
+	if n.frame(other, event{kind: evProbe, n: 3}) {
+		t.Fatal("another connection's frame waited behind this one's bytes")
 	}
 }

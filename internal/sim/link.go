@@ -18,9 +18,10 @@ import "github.com/kvp2p/kvp2p/internal/session"
 type piece struct {
 	tx     *txJob
 	blks   []session.Block
-	last   bool  // the job's last blocks
-	cancel bool  // the job's Error frame (OpCancel), after its queued blocks
-	ns     int64 // transfer time
+	last   bool   // the job's last blocks
+	cancel bool   // the job's Error frame (OpCancel), after its queued blocks
+	ns     int64  // transfer time
+	frame  *event // a small frame (Probe, ProbeAck, Progress): sent when its turn comes, taking no link time
 }
 
 // enqueue queues p on e's connection and starts the link if idle.
@@ -54,6 +55,14 @@ func (n *Net) linkNext(nd *Node) {
 		p := e.pieces[0]
 		e.pieces = e.pieces[1:]
 		e.queuedNs -= p.ns
+		if p.frame != nil {
+			// Its bytes ahead of it have left: it follows them at once.
+			n.toPeer(e, *p.frame, n.now)
+			if len(e.pieces) == 0 {
+				nd.active = append(nd.active[:nd.turn], nd.active[nd.turn+1:]...)
+			}
+			continue
+		}
 		if len(e.pieces) == 0 {
 			nd.active = append(nd.active[:nd.turn], nd.active[nd.turn+1:]...)
 		} else {
@@ -89,24 +98,35 @@ func (n *Net) sendBlocks(nd *Node, e *end, tx *txJob, blocks []session.Block, la
 	}
 }
 
-// behind is when a small frame (Probe, ProbeAck, Progress) that end e
-// writes now leaves its node: after the bytes queued on e's own
-// connection, at e's share of the link (the link is shared by the
-// connections with bytes queued), and after at most SendBuffer of them. On
-// a real network an ack waits behind what is queued on its connection; a
-// model that let it skip the queue would be kind to probes of a slow but
-// healthy rank.
-func (n *Net) behind(e *end) int64 {
-	if e.queuedNs <= 0 {
-		return n.now
+// frame sends small frame ev (Probe, ProbeAck, Progress) from e, behind
+// the bytes already queued on e's connection, as a kernel sends a write
+// after the socket's earlier ones: it goes out once they have left, at
+// e's share of the link, and before the bytes queued after it. The writer
+// hands the kernel at most SendBuffer of them ahead of it (the rest still
+// wait in the writer's own queue, behind the frame). On a real network an
+// ack waits behind what is queued on its connection; a model that let it
+// skip the queue would be kind to probes of a slow but healthy rank. It
+// reports whether the frame waited.
+func (n *Net) frame(e *end, ev event) bool {
+	if len(e.pieces) == 0 {
+		n.toPeer(e, ev, n.now)
+		return false
 	}
-	q := e.queuedNs * int64(max(1, len(e.node.active)))
+	limit := int64(1) << 62
 	if bw := n.bw(e.node); bw > 0 {
 		buf := n.SendBuffer
 		if buf <= 0 {
 			buf = 4 << 20
 		}
-		q = min(q, int64(float64(buf)/float64(bw)*1e9))
+		limit = int64(float64(buf) / float64(bw) * 1e9)
 	}
-	return n.now + q
+	i, ahead := 0, int64(0)
+	for i < len(e.pieces) && ahead < limit {
+		ahead += e.pieces[i].ns
+		i++
+	}
+	e.pieces = append(e.pieces, piece{})
+	copy(e.pieces[i+1:], e.pieces[i:])
+	e.pieces[i] = piece{frame: &ev}
+	return true
 }

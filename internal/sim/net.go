@@ -147,7 +147,7 @@ type Node struct {
 	wi       int    // index in n.wakes + 1; 0: not in it
 	isDirty  bool
 	watch    bool
-	work     int   // data jobs and handshakes in flight on its ends
+	work     int    // data jobs and handshakes in flight on its ends
 	active   []*end // connections with data queued on its link, in turn (link.go)
 	turn     int    // the next of them to send
 	linkBusy bool   // a piece is on the link
@@ -169,8 +169,8 @@ type end struct {
 	open      bool // this side's socket is open
 	pending   bool // handshake in flight (counted in node.work)
 	greeted   uint8
-	ctlFloor  int64 // FIFO: no message from this end arrives before this
-	dataFloor int64 // same for data frames
+	ctlFloor  int64   // FIFO: no message from this end arrives before this
+	dataFloor int64   // same for data frames
 	pieces    []piece // data queued on its node's link (link.go)
 	queuedNs  int64   // their transfer time
 	rx        map[uint64]*rxJob
@@ -218,7 +218,7 @@ func (e *end) drop() {
 	e.held = nil
 	e.heldGen++
 	e.pieces, e.queuedNs = nil, 0 // the link skips it
-	e.ref = loads.ConnRef{} // closed: nothing is delivered to it, and its session may go
+	e.ref = loads.ConnRef{}       // closed: nothing is delivered to it, and its session may go
 }
 
 // Add registers a node built by the caller around its table and store.
@@ -420,5 +420,3 @@ func (n *Net) close(nd *Node, conn loads.ConnID) {
 		n.reset(e.peer, n.lat(nd, e.peer.node))
 	}
 }
-
-
