@@ -407,7 +407,8 @@ func (s *Session) DataProgress(now time.Time, job, bytes uint64) {
 
 // Starved reports that the process could not have observed this session's
 // data path for d (the node's loop was starved of CPU beyond what its clock
-// already excluded): every running progress-stall deadline moves d later.
+// already excluded): every running progress-stall deadline, and the
+// heartbeat deadline, move d later.
 // Progress that arrived meanwhile sat in socket buffers and in the event
 // queue, so the time is not the producer's silence. Deadlines never move
 // earlier: progress reported after this keeps the later one (DataProgress).
@@ -422,6 +423,12 @@ func (s *Session) Starved(d time.Duration) {
 	}
 	if !s.client.dataAt.IsZero() {
 		s.client.dataAt = s.client.dataAt.Add(d)
+	}
+	// The peer's heartbeats sat in the socket buffer too (issue 24:
+	// starvation blames nobody); the heartbeat deadline only ever moves
+	// later, as the others.
+	if s.phase == ready {
+		s.lastRecv = s.lastRecv.Add(d)
 	}
 }
 
