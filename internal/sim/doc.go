@@ -14,6 +14,9 @@
 // ExtraDelay), FIFO per direction and per plane (control, data). Each
 // node's outgoing data is serialised at Bandwidth (SlowBps while slow);
 // a block costs WireBlockBytes on the wire whatever the store's block size.
+// The node's connections share its link in turn, a piece at a time (at
+// most half a ProgressInterval of transfer, at least a block: link.go), as
+// a kernel interleaves flows.
 //
 // Data plane, per session.DataOp: OpExpect registers a consumer job's
 // destination slots; OpOpen starts the producer job, whose writer sends a
@@ -24,8 +27,9 @@
 // OpCancel ends the job (SendEnd(false), then DataEnd(false)); OpProbe is
 // answered with Table.ProbeAck one round trip later if the data path works
 // both ways. Probe, ProbeAck and Progress frames leave their node behind
-// the block bytes already queued on its link, up to SendBuffer (4 MiB) of
-// them: a slow rank answers late, as on a real network.
+// the block bytes already queued on their own connection, up to
+// SendBuffer (4 MiB) of them: a slow rank answers late, as on a real
+// network.
 //
 // Timers: Table.Tick runs on a grid of Tick from the start. A node with
 // something in flight (a handshake, a data job, or Busy set by its engine)
