@@ -49,7 +49,6 @@ func (n *Node) snapshot(now time.Time) *Snapshot {
 		Hists:    n.obs.h.Clone(),
 	}
 	s.Counters.ProbesFailed, s.Counters.Ejections = v.Policy.ProbesFailed, v.Policy.Ejections
-	s.Counters.ProbesRenewed = v.Policy.ProbesRenewed
 
 	// Domains as the policy sees them; peers with sessions the policy does
 	// not know (per-peer keeps no state) go in their own.
@@ -81,6 +80,7 @@ func (n *Node) snapshot(now time.Time) *Snapshot {
 			d.State = dv.State
 		}
 	}
+	s.Counters.ProbesRenewed = v.Policy.ProbesRenewed // slow, not dead (docs/liveness.md)
 	byConn := map[loads.ConnID]loads.SessionView{}
 	for _, sv := range v.Sessions {
 		byConn[sv.Conn] = sv
