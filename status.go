@@ -74,6 +74,7 @@ func (n *Node) snapshot(now time.Time) *Snapshot {
 		for _, pv := range dv.Peers {
 			p := peer(dv.Domain, pv.ID)
 			p.Live, p.Probing, p.Faults = pv.Live, pv.Probing, pv.Faults
+			p.Delivering = pv.Delivering
 			p.EjectedForSec = pv.EjectedFor.Seconds()
 			peerDom[pv.ID] = dv.Domain
 		}
@@ -81,6 +82,7 @@ func (n *Node) snapshot(now time.Time) *Snapshot {
 			d.State = dv.State
 		}
 	}
+	s.Counters.ProbesRenewed = v.Policy.ProbesRenewed // slow, not dead (docs/liveness.md)
 	byConn := map[loads.ConnID]loads.SessionView{}
 	for _, sv := range v.Sessions {
 		byConn[sv.Conn] = sv

@@ -57,11 +57,16 @@ func (r *reader) run() error {
 	}()
 	for {
 		now := time.Now()
+		var deadline time.Time
 		if c.cfg.ReadTimeout > 0 {
-			c.nc.SetReadDeadline(now.Add(c.cfg.ReadTimeout))
+			deadline = now.Add(c.cfg.ReadTimeout)
+			c.nc.SetReadDeadline(deadline)
 		}
 		m, err := r.rd.Next()
 		if err != nil {
+			if frozen(err, deadline, time.Now()) {
+				continue // a fresh deadline: the peer's silence is judged on time this once
+			}
 			return r.ioErr(err)
 		}
 		if _, isChunk := m.(*wire.Chunk); !isChunk {
@@ -268,6 +273,23 @@ func (c *Conn) lookup(job uint64) *recvJob {
 	rj := c.recv[job]
 	c.rmu.Unlock()
 	return rj
+}
+
+// frozenSlack is how late past its read deadline the reader may learn of
+// it and still trust it. The runtime wakes a reader within a few
+// milliseconds of its deadline; one that wakes this much later did not
+// run at the deadline (the process was stopped, SIGSTOP, or starved of
+// CPU), and the peer's bytes may be waiting in the socket.
+const frozenSlack = 250 * time.Millisecond
+
+// frozen reports whether err is a read deadline that passed while this
+// process could not run (issue 24: starvation blames nobody): it learned
+// of it at now, at least frozenSlack after the deadline. The wire.Reader
+// stays usable after a deadline met between frames; met inside a frame it
+// fails for good, and the next Next returns that at once, well before the
+// new deadline, so a reader never retries twice for one freeze.
+func frozen(err error, deadline, now time.Time) bool {
+	return !deadline.IsZero() && errors.Is(err, os.ErrDeadlineExceeded) && now.Sub(deadline) >= frozenSlack
 }
 
 // ioErr classifies a read error: a protocol error if the peer sent bytes

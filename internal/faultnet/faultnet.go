@@ -347,7 +347,7 @@ func (c *faultConn) writeOut(bufs [][]byte) error {
 		_, err := nb.WriteTo(c.Conn)
 		return err
 	}
-	return c.enqueue(bufs, l.SlowBps)
+	return c.enqueue(bufs)
 }
 
 // pace sleeps so that bytes read from a connection the slow rank dialed

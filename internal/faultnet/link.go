@@ -9,15 +9,17 @@ import (
 
 // A slow rank's outgoing data, as a real network carries it (issue 8): its
 // data connections share one link of SlowBps (the rank's egress clock,
-// Injector.egress), and each connection has a send buffer of SendBuffer
-// bytes in front of it, as the kernel's. A write is accepted at once while
+// Injector.egress), taking it in turn a piece at a time as a kernel
+// interleaves flows (issue 24), and each connection has a send buffer of
+// SendBuffer bytes in front of it, as the kernel's. A write is accepted at once while
 // the connection's buffer has room (the node's writer goes on), and blocks
 // while it is full, until its write deadline; its bytes reach the real
 // socket when the link has carried them. So a small frame the node writes
 // behind block bytes already accepted (a ProbeAck, a Probe, a Progress)
 // waits for them, up to a buffer's worth: a slow but healthy rank answers
 // a probe late, as the simulator's bandwidth model has it (internal/sim's
-// Net.behind). Pacing before the kernel instead, as this injector did, let
+// link.go); a frame on another connection of the rank waits for the
+// pieces already on the link, not for this connection's whole buffer. Pacing before the kernel instead, as this injector did, let
 // such a frame leave after at most the chunk before it.
 //
 // Bytes are delivered in pieces of slowPiece, each when the link has
@@ -80,10 +82,10 @@ func (c *faultConn) queued() bool {
 	return len(c.q.items) > 0
 }
 
-// enqueue puts bufs in the send buffer, piece by piece, each booked on the
-// rank's link at bps (0: the rank is no longer slow, due at once), waiting
-// for room while the buffer is full. It runs with wmu held.
-func (c *faultConn) enqueue(bufs [][]byte, bps int64) error {
+// enqueue puts bufs in the send buffer, piece by piece (the pump books
+// each on the rank's link when its turn comes), waiting for room while the
+// buffer is full. It runs with wmu held.
+func (c *faultConn) enqueue(bufs [][]byte) error {
 	limit := c.inj.sendBuffer()
 	for _, b := range bufs {
 		for len(b) > 0 {
@@ -91,16 +93,12 @@ func (c *faultConn) enqueue(bufs [][]byte, bps int64) error {
 			if err := c.waitRoom(int64(k), limit); err != nil {
 				return err
 			}
-			due := time.Now()
-			if bps > 0 {
-				due = c.inj.carry(c.local, k, bps)
-			}
 			c.q.mu.Lock()
 			var piece []byte
 			if n := len(c.q.free); n > 0 {
 				piece, c.q.free = c.q.free[n-1][:0], c.q.free[:n-1]
 			}
-			c.q.items = append(c.q.items, outItem{b: append(piece, b[:k]...), due: due})
+			c.q.items = append(c.q.items, outItem{b: append(piece, b[:k]...)})
 			c.q.bytes += int64(k)
 			if !c.q.pumping {
 				c.q.pumping = true
@@ -162,6 +160,19 @@ func (c *faultConn) pump() {
 		l, _ := c.inj.state(c)
 		change := c.inj.change
 		c.inj.mu.Unlock()
+		if l.SlowBps > 0 && it.due.IsZero() {
+			// Booked on the rank's link when it is this connection's turn
+			// to send, not when the node wrote it: the rank's connections
+			// take the link in turn, a piece each, as a kernel interleaves
+			// flows, rather than one connection's whole send buffer before
+			// another's first byte (issue 24).
+			it.due = c.inj.carry(c.local, len(it.b), l.SlowBps)
+			c.q.mu.Lock()
+			if len(c.q.items) > 0 {
+				c.q.items[0].due = it.due
+			}
+			c.q.mu.Unlock()
+		}
 		if wait := time.Until(it.due); l.SlowBps > 0 && wait > 0 {
 			t := time.NewTimer(wait)
 			select {

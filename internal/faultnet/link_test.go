@@ -98,8 +98,9 @@ func chunkFrame(job uint64, n int) []byte {
 // connections share one link behind per-connection send buffers. A write
 // is accepted at once while its buffer has room (and blocks while it is
 // full); a ProbeAck or Progress written then waits behind the block bytes
-// already accepted, on its own connection and on the rank's others; when
-// the fault heals what is queued goes out at once.
+// already accepted on its own connection, and on the rank's others behind
+// the piece already on the link (they take it in turn); when the fault
+// heals what is queued goes out at once.
 func TestSlowLinkQueuesSmallFrames(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const rate = 64 << 10 // bytes per second
@@ -146,8 +147,12 @@ func TestSlowLinkQueuesSmallFrames(t *testing.T) {
 		if got := a1.first(t, wire.TypeProbeAck); got < behind {
 			t.Errorf("ProbeAck arrived after %v, before the %v of the chunk written before it", got, behind)
 		}
-		if got := a2.first(t, wire.TypeProgress); got < behind {
-			t.Errorf("Progress on the rank's other connection arrived after %v, before the %v of the chunk queued on its link", got, behind)
+		// The rank's other connection takes the link in turn (issue 24: a
+		// kernel interleaves flows): its Progress waits at most for the
+		// piece already on the link, not for the whole chunk.
+		piece := time.Duration(float64(slowPiece) / rate * float64(time.Second))
+		if got := a2.first(t, wire.TypeProgress); got > piece+time.Millisecond {
+			t.Errorf("Progress on the rank's other connection arrived after %v, more than the %v piece on the link (the chunk takes %v)", got, piece, behind)
 		}
 
 		// The heal: the rest of the queue goes at once.

@@ -36,7 +36,9 @@ type peerHealth struct {
 	live         bool      // a ready session exists (ups > 0)
 	ups          int       // ready sessions: briefly two while a restarted peer's new one replaces the old
 	probeSeq     uint64    // outstanding probe, 0 if none
+	probeFirst   uint64    // the check's first probe: renewals keep the check, and an answer to any of its probes counts
 	probeBy      time.Time // its deadline
+	heardAt      time.Time // its data path's last delivery since the check began (DataSeen); zero: silent so far
 	verified     uint64    // the suspicion epoch this peer last answered a probe in
 	faults       int       // faults since its last successful load
 	ejections    int       // how many times ejected (the doubling exponent)
@@ -82,6 +84,9 @@ func newDomain(o Options) *domainPolicy {
 	}
 	if o.RefusedHold <= 0 {
 		o.RefusedHold = 50 * time.Millisecond
+	}
+	if o.SilenceWindow < o.ProbeTimeout {
+		o.SilenceWindow = o.ProbeTimeout
 	}
 	return &domainPolicy{opt: o, peers: map[string]*peerHealth{}, domains: map[string]*domainHealth{}, probes: map[uint64]string{}}
 }
@@ -189,8 +194,10 @@ func (d *domainPolicy) probe(now time.Time, ph *peerHealth, round bool) {
 	}
 	d.seq++
 	ph.probeSeq = d.seq
+	ph.probeFirst = d.seq
 	ph.probeBy = now.Add(d.opt.ProbeTimeout)
 	ph.probeRound = round
+	ph.heardAt = time.Time{}
 	d.probes[d.seq] = ph.peer.ID
 	if round {
 		d.domains[ph.domain].probing++
@@ -203,7 +210,8 @@ func (d *domainPolicy) endProbe(ph *peerHealth) {
 		return
 	}
 	delete(d.probes, ph.probeSeq)
-	ph.probeSeq = 0
+	ph.probeSeq, ph.probeFirst = 0, 0
+	ph.heardAt = time.Time{}
 	if ph.probeRound {
 		d.domains[ph.domain].probing--
 	}
@@ -284,6 +292,14 @@ func (d *domainPolicy) anyLive(dh *domainHealth) bool {
 		}
 	}
 	return false
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func sortedIDs(m map[string]*peerHealth) []string {
@@ -403,6 +419,12 @@ func (d *domainPolicy) Gate(now time.Time, p Peer) Gate {
 		if ph.probeSeq == 0 {
 			d.probe(now, ph, round)
 		}
+		if !ph.heardAt.IsZero() && !ph.halfOpen {
+			// Its data path delivered since the check began: alive, so
+			// its requests do not wait for the verdict (the check goes on
+			// and still closes it if it falls silent).
+			return GateOpen
+		}
 		return GateWait
 	}
 	return GateOpen
@@ -422,8 +444,8 @@ func (d *domainPolicy) LoadDone(now time.Time, p Peer, ok bool) {
 
 func (d *domainPolicy) ProbeAck(now time.Time, p Peer, seq uint64) {
 	ph := d.peer(now, p)
-	if ph.probeSeq != seq || seq == 0 {
-		return
+	if seq == 0 || ph.probeSeq == 0 || seq < ph.probeFirst || seq > ph.probeSeq {
+		return // not an answer to the running check (a renewal's earlier probe is)
 	}
 	d.endProbe(ph)
 	dh := d.domains[ph.domain]
@@ -445,6 +467,9 @@ func (d *domainPolicy) Starved(dur time.Duration) {
 		// A check with renewed probes is indexed under each: move it once.
 		if ph := d.peers[id]; ph != nil && ph.probeSeq == seq {
 			ph.probeBy = ph.probeBy.Add(dur)
+			if !ph.heardAt.IsZero() {
+				ph.heardAt = ph.heardAt.Add(dur) // its silence meanwhile is not counted either
+			}
 		}
 	}
 }
@@ -464,6 +489,13 @@ func (d *domainPolicy) Tick(now time.Time) {
 	}
 	sort.Slice(late, func(i, j int) bool { return late[i].peer.ID < late[j].peer.ID })
 	for _, ph := range late {
+		if !ph.heardAt.IsZero() && now.Sub(ph.heardAt) < d.opt.SilenceWindow {
+			// Not silent: its data path delivered within the window, and
+			// only the answer is late (it queues behind that rank's own
+			// backlog). Slow is not dead: the check is renewed.
+			d.renew(ph)
+			continue
+		}
 		round := ph.probeRound
 		d.endProbe(ph)
 		d.stats.ProbesFailed++
@@ -482,6 +514,37 @@ func (d *domainPolicy) Tick(now time.Time) {
 		}
 		d.out = append(d.out, Decision{Kind: DecideClose, Peer: ph.peer.ID, Cause: CauseProgressStall})
 	}
+}
+
+// DataSeen is evidence of life (Witness): p's data path delivered bytes or
+// a frame. It matters only while a check of p runs: the check's probe is
+// not answered by it (the bytes may have left before the fault), but a
+// rank heard from since the check began is judged as a load's watchdog
+// judges a data path, dead only after SilenceWindow (the stall timeout)
+// without a delivery: at the deadline its check is renewed instead, and
+// its requests are not held meanwhile (Gate). It
+// reports whether a check of p runs, so that the caller may stop telling.
+func (d *domainPolicy) DataSeen(now time.Time, p Peer) bool {
+	ph := d.peers[p.ID]
+	if ph == nil || ph.probeSeq == 0 {
+		return false
+	}
+	ph.heardAt = later(ph.heardAt, now)
+	return true
+}
+
+// renew sends a running check's next probe, due SilenceWindow after the
+// rank's last delivery: it delivered within the window, so it is alive,
+// but its answer has not come. An answer to any of the check's probes
+// ends the check; silence for the window closes it.
+func (d *domainPolicy) renew(ph *peerHealth) {
+	delete(d.probes, ph.probeSeq)
+	d.seq++
+	ph.probeSeq = d.seq
+	d.probes[d.seq] = ph.peer.ID
+	ph.probeBy = ph.heardAt.Add(d.opt.SilenceWindow)
+	d.stats.ProbesRenewed++
+	d.out = append(d.out, Decision{Kind: DecideProbe, Peer: ph.peer.ID, Seq: d.seq})
 }
 
 // NextDeadline: decisions not taken yet are due at once; then the earliest

@@ -24,6 +24,11 @@ func (d *domainPolicy) check() error {
 			if !ph.live {
 				return fmt.Errorf("peer %q: probe %d outstanding on a dead session", id, ph.probeSeq)
 			}
+			if ph.probeFirst == 0 || ph.probeFirst > ph.probeSeq {
+				return fmt.Errorf("peer %q: check began at probe %d, outstanding %d", id, ph.probeFirst, ph.probeSeq)
+			}
+		} else if ph.probeFirst != 0 || !ph.heardAt.IsZero() {
+			return fmt.Errorf("peer %q: no check running, but first %d, heard at %v", id, ph.probeFirst, ph.heardAt)
 		}
 		if ph.faults < 0 || ph.ejections < 0 {
 			return fmt.Errorf("peer %q: faults %d, ejections %d", id, ph.faults, ph.ejections)

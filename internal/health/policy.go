@@ -61,6 +61,15 @@ type Starver interface {
 	Starved(d time.Duration)
 }
 
+// Witness is implemented by a policy that judges data paths by their own
+// traffic (domain): DataSeen(now, p) tells it that p's data path delivered
+// bytes or a frame at now (docs/liveness.md). It returns whether the policy
+// still wants to hear of p's data (a check of p runs); the caller may stop
+// telling it until the policy next probes p.
+type Witness interface {
+	DataSeen(now time.Time, p Peer) bool
+}
+
 // Waits bounds how long a lookup may hold a request (RETRY) for a peer.
 // The zero value never waits: MISS at once while a handshake is pending
 // (vLLM #64501), and no dial is ever replaced.
@@ -158,6 +167,11 @@ type Options struct {
 	// on its second step, not its third, and is short enough that a rank
 	// that comes back is dialed again at once (never a blacklist).
 	RefusedHold time.Duration
+	// SilenceWindow is how long a rank whose data path delivered since its
+	// check began may go without a delivery before it counts as dead
+	// (docs/liveness.md); the stall timeout, and never less than
+	// ProbeTimeout (which judges a rank not heard from at all).
+	SilenceWindow time.Duration
 }
 
 // New builds the named policy.

@@ -22,7 +22,10 @@ type PeerView struct {
 	// EjectedFor is the ejection (or quarantine) time left; 0 if none.
 	EjectedFor time.Duration
 	Probing    bool // a probe of its data path is outstanding
-	Faults     int  // fault ends without a successful load in between
+	// Delivering: a check of its data path runs and the data path
+	// delivered since it began (alive, its answer late: docs/liveness.md).
+	Delivering bool
+	Faults     int // fault ends without a successful load in between
 }
 
 // DomainView is one failure domain and its known members.
@@ -34,8 +37,9 @@ type DomainView struct {
 
 // Stats are a policy's cumulative counts since it was built.
 type Stats struct {
-	ProbesFailed uint64 // probes that went unanswered within the probe timeout
-	Ejections    uint64 // ejections (domain) or host quarantines (host-group) begun
+	ProbesFailed  uint64 // probes that went unanswered within the probe timeout, from a silent data path
+	ProbesRenewed uint64 // probes unanswered within the probe timeout whose data path delivered meanwhile (slow, not dead)
+	Ejections     uint64 // ejections (domain) or host quarantines (host-group) begun
 }
 
 // Viewer is implemented by policies that keep per-domain state. View is
@@ -59,7 +63,7 @@ func (d *domainPolicy) View(now time.Time) ([]DomainView, Stats) {
 		ejected := false
 		for _, id := range sortedIDs(dh.members) {
 			ph := dh.members[id]
-			pv := PeerView{ID: id, Live: ph.live, Probing: ph.probeSeq != 0, Faults: ph.faults}
+			pv := PeerView{ID: id, Live: ph.live, Probing: ph.probeSeq != 0, Delivering: !ph.heardAt.IsZero(), Faults: ph.faults}
 			if !ph.ejectedUntil.IsZero() && now.Before(ph.ejectedUntil) {
 				pv.EjectedFor = ph.ejectedUntil.Sub(now)
 				ejected = true

@@ -15,37 +15,11 @@ import (
 	"github.com/kvp2p/kvp2p/internal/scenario"
 )
 
-// slowCrash is the CI's "slow sibling beside a crash in one domain": the
-// domain turns suspect on the crash, and the slow sibling, whose data path
-// keeps moving, must answer its probe and keep its loads.
-const slowCrash = `
-name: slow-crash
-duration: 30s
-seed: 1
-pods:
-  - {name: src-a, host: 10.0.0.1, ranks: 8, base_port: 7777, domain: pod-a}
-  - {name: src-b, host: 10.0.0.1, ranks: 2, base_port: 8777, domain: pod-b}
-  - {name: dst,   host: 10.0.0.2, ranks: 2, base_port: 7777}
-workload:
-  mode: pd
-  rate: 30
-  blocks: 16
-  block_bytes: 65536
-  sources: [src-a, src-b]
-  consumers: [dst]
-  start: 0s
-  stop: 25s
-faults:
-  - {at: 5s, kind: slow, target: src-a/5, bytes_per_sec: 16777216}
-  - {at: 10s, kind: crash, target: src-a/3}
-  - {at: 20s, kind: heal, target: src-a/5}
-`
-
-// TestLabScenarios runs three scenarios under the domain policy on real
+// TestLabScenarios runs four scenarios under the domain policy on real
 // processes in network namespaces, faults made by the kernel, and holds
 // them to the issue's targets. Behind the build tag lab (go test -tags
 // lab ./internal/lab): it needs root and ip/nft/tc/ss, and without them
-// it skips, saying which is missing. About 2.5 minutes. scripts/test.sh
+// it skips, saying which is missing. About 4 minutes. scripts/test.sh
 // runs it as root when the tools are there.
 //
 // It found a real defect: false fallbacks on pod-partial right after the
@@ -78,11 +52,9 @@ func TestLabScenarios(t *testing.T) {
 		}
 		return s
 	}
-	sw, err := scenario.Parse([]byte(slowCrash), "slow-crash.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range []*scenario.Scenario{sc("pod-partial"), sw, sc("restart")} {
+	// slow-crash and slow-blackhole are issue 24's family: slow ranks beside
+	// a crash and beside a dark sibling, each must be kept.
+	for _, s := range []*scenario.Scenario{sc("pod-partial"), sc("slow-crash"), sc("slow-blackhole"), sc("restart")} {
 		t.Run(s.Name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()

@@ -152,3 +152,53 @@ func TestDomainIgnoresOrderlyEnds(t *testing.T) {
 }
 
 var _ = loads.JobLoad
+
+// TestDomainDeliveringSiblingKept (issue 24): ranks 1 and 2 of pod-a have
+// their data path cut, so their probe answers never come; rank 1's data
+// connection still delivers (its bytes are reported as they land), rank
+// 2's is silent. When rank 0 crashes, rank 2 is closed at the probe
+// timeout and rank 1 keeps its session and its load: the table tells the
+// policy of rank 1's data while it is checked, and the policy renews its
+// check instead of failing it.
+func TestDomainDeliveringSiblingKept(t *testing.T) {
+	g := newPodFixture(t, health.Domain)
+	slow, silent := "10.0.0.1:7778", "10.0.0.1:7779"
+	g.net.Node(slow).DataBlackhole = true
+	g.net.Node(silent).DataBlackhole = true
+	var conn loads.ConnID
+	for _, s := range g.c.T.View(g.net.Now).Sessions {
+		if s.Peer == slow {
+			conn = s.Conn
+		}
+	}
+	if conn == 0 {
+		t.Fatal("no session to the slow rank")
+	}
+	g.net.Crash("10.0.0.1:7777")
+	for i := 1; i <= 50; i++ { // 1 s of its bytes, every 20 ms
+		g.net.Advance(20 * time.Millisecond)
+		g.c.T.DataProgress(g.net.Now, conn, g.jobs[slow], uint64(i))
+		g.net.Flush(g.c)
+	}
+	if !g.done(g.jobs[silent]) {
+		t.Fatal("the silent sibling's load is still in flight 1 s after the crash")
+	}
+	if g.done(g.jobs[slow]) {
+		r, _ := result(g.c, g.jobs[slow])
+		t.Fatalf("the delivering sibling's load failed: %+v", r)
+	}
+	v := g.c.T.View(g.net.Now)
+	if v.Policy.ProbesRenewed == 0 || v.Policy.ProbesFailed != 1 {
+		t.Fatalf("policy stats %+v: want renewals and one failed probe (the silent rank's)", v.Policy)
+	}
+	// Its bytes stop: it is closed one silence window (the stall timeout,
+	// 1 s) after its last data, not kept for good.
+	g.net.Advance(900 * time.Millisecond)
+	if g.done(g.jobs[slow]) {
+		t.Fatal("the delivering sibling was closed 900 ms after its last data: sooner than the stall timeout")
+	}
+	g.net.Advance(200 * time.Millisecond)
+	if !g.done(g.jobs[slow]) {
+		t.Fatal("a sibling silent for 1.1 s after its last data kept its load")
+	}
+}

@@ -193,6 +193,9 @@ func (t *Table) Starved(d time.Duration) {
 func (t *Table) DataProgress(now time.Time, id ConnID, job, bytes uint64) {
 	if c := t.conns[id]; c != nil {
 		c.s.DataProgress(now, job, bytes)
+		if c.watched {
+			t.seen(now, c)
+		}
 	}
 }
 
@@ -201,6 +204,9 @@ func (t *Table) DataProgress(now time.Time, id ConnID, job, bytes uint64) {
 func (t *Table) DataQueued(now time.Time, id ConnID, job uint64) {
 	if c := t.conns[id]; c != nil {
 		c.s.DataQueued(now, job)
+		if c.watched {
+			t.seen(now, c)
+		}
 	}
 }
 
@@ -217,6 +223,9 @@ func (t *Table) DataCorrupt(now time.Time, id ConnID, job uint64) {
 func (t *Table) DataEnd(now time.Time, id ConnID, job uint64, ok bool, bytes uint64) {
 	if c := t.conns[id]; c != nil {
 		c.s.DataEnd(now, job, ok, bytes)
+		if c.watched {
+			t.seen(now, c)
+		}
 		t.touch(c)
 		t.settle(now)
 	}

@@ -118,5 +118,6 @@ func PolicyOptions(t Timers) health.Options {
 	return health.Options{
 		HostQuarantine: t.HostQuarantine, ProbeTimeout: t.ProbeTimeout, ConnectWait: t.ConnectWait,
 		EjectionBase: t.EjectionBase, EjectionCap: t.EjectionCap, MaxEjectionPercent: t.MaxEjectionPercent,
+		SilenceWindow: t.StallTimeout, // a delivering rank is judged as a load's watchdog judges it
 	}
 }

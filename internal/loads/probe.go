@@ -46,11 +46,22 @@ func (t *Table) decide(now time.Time) {
 		switch d.Kind {
 		case health.DecideProbe:
 			c.s.Probe(now, d.Seq)
+			_, c.watched = t.policy.(health.Witness)
 		case health.DecideClose:
 			t.log.Warn("closing a peer whose data path did not answer its probe", "peer", d.Peer, "cause", d.Cause.String())
 			c.endedBy = endedByPolicy
 			c.s.EndOnFault(now, d.Cause)
 		}
 		t.touch(c)
+	}
+}
+
+// seen tells the policy that c's data path delivered at now (a chunk, a
+// Progress frame, a terminal frame), while it checks that data path: a
+// rank that delivers is alive however late its probe's answer
+// (docs/liveness.md). Only watched sessions pay for the call.
+func (t *Table) seen(now time.Time, c *conn) {
+	if w, ok := t.policy.(health.Witness); ok && c.s.Ended() == health.CauseNone {
+		c.watched = w.DataSeen(now, t.peerOf(c))
 	}
 }

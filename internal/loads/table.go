@@ -23,6 +23,10 @@ type conn struct {
 	rep     reportState // what the policy heard of it (conn_state.go)
 	touched bool        // in the table's touched queue (settle collects its output)
 	flush   bool        // in the table's flush queue (lookups registered this step)
+	// watched: the policy probed this session's data path and wants to
+	// hear of its traffic until the check ends (health.Witness); cleared
+	// when the policy says it no longer does.
+	watched bool
 	// rejected: refused before it became a session (duplicate, over cap),
 	// or ended by an orderly local stop: the policy never hears of it.
 	rejected bool

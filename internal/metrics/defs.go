@@ -108,6 +108,8 @@ func Defs() []Def {
 			func(c *Counters) uint64 { return c.ProbesSent }),
 		counter("kvp2p_probes_failed_total", "", "Probes not answered within probe_timeout (their session is closed).",
 			func(c *Counters) uint64 { return c.ProbesFailed }),
+		counter("kvp2p_probes_renewed_total", "", "Probes not answered within probe_timeout whose data path delivered meanwhile: slow, not dead (renewed, the session kept).",
+			func(c *Counters) uint64 { return c.ProbesRenewed }),
 		counter("kvp2p_ejections_total", "", "Ejections begun (domain policy: a flapping rank) or host quarantines (host-group).",
 			func(c *Counters) uint64 { return c.Ejections }),
 		counter("kvp2p_session_replacements_total", "", "Live, ready sessions replaced by a newcomer claiming the same peer id: after the live one failed its probe or ended, or by our own dial to a restarted peer (each is also logged).",

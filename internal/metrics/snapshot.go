@@ -52,6 +52,7 @@ type Peer struct {
 	Live          bool      `json:"live"`
 	EjectedForSec float64   `json:"ejected_for_s,omitempty"` // ejection time left
 	Probing       bool      `json:"probing,omitempty"`
+	Delivering    bool      `json:"delivering,omitempty"` // under a check, and its data path delivered since it began: alive, its answer late (docs/liveness.md)
 	Faults        int       `json:"faults,omitempty"`
 	Sessions      []Session `json:"sessions"`
 }
@@ -98,6 +99,7 @@ type Counters struct {
 	ProbesSent           uint64            `json:"probes_sent"`
 	ProbesAcked          uint64            `json:"probes_acked"`
 	ProbesFailed         uint64            `json:"probes_failed"`
+	ProbesRenewed        uint64            `json:"probes_renewed"`
 	Ejections            uint64            `json:"ejections"`
 	SessionReplacements  uint64            `json:"session_replacements"`
 	TakeoversRefused     uint64            `json:"takeovers_refused"`

@@ -10,7 +10,8 @@ import (
 
 var wantBuiltins = []string{
 	"colocated", "data-stall", "flapping", "handshake-fail", "host-blackhole", "idle-eviction",
-	"pod-crash", "pod-partial", "rank-crash", "restart", "slow-peer", "slow-sibling",
+	"pod-crash", "pod-partial", "rank-crash", "restart", "slow-blackhole", "slow-crash", "slow-crash-1",
+	"slow-crash-50", "slow-flapping", "slow-peer", "slow-sibling",
 }
 
 func TestBuiltinsParse(t *testing.T) {

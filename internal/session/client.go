@@ -77,7 +77,18 @@ type client struct {
 	waitSince   time.Time
 	reqs        map[string]*clientReq
 	nextRound   uint64 // symmetric rounds start at 1; PD is always round 0
+	// dataAt is when the data connection last delivered anything for any
+	// load (bytes, Progress, a terminal frame). A load's progress watchdog
+	// reads the later of its own last data and this: a load queued behind
+	// the session's other loads on a slow link is not stalled while the
+	// link delivers (issue 24: slow is not dead); its start budget and
+	// load timeout still bound it.
+	dataAt time.Time
 }
+
+// silentSince is when load l's data path last showed life: its own data,
+// or any on the session's data connection.
+func (c *client) silentSince(l *load) time.Time { return later(l.lastData, c.dataAt) }
 
 type lookupID struct {
 	req   string
@@ -458,6 +469,7 @@ func (c *client) onAbortAck(s *Session, now time.Time, m *wire.AbortAck) {
 // DataProgress reports bytes landed or a Progress frame for a consumer job.
 func (s *Session) DataProgress(now time.Time, job, bytes uint64) {
 	s.lastRecv = now
+	s.client.dataAt = later(s.client.dataAt, now)
 	if l := s.client.loads[job]; l != nil {
 		l.lastData = later(l.lastData, now)
 		if bytes > l.bytes {
@@ -468,7 +480,8 @@ func (s *Session) DataProgress(now time.Time, job, bytes uint64) {
 
 // Starved reports that the process could not have observed this session's
 // data path for d (the node's loop was starved of CPU beyond what its clock
-// already excluded): every running progress-stall deadline moves d later.
+// already excluded): every running progress-stall deadline, and the
+// heartbeat deadline, move d later.
 // Progress that arrived meanwhile sat in socket buffers and in the event
 // queue, so the time is not the producer's silence. Deadlines never move
 // earlier: progress reported after this keeps the later one (DataProgress).
@@ -480,6 +493,15 @@ func (s *Session) Starved(d time.Duration) {
 		if !l.reported && !l.dataEnded {
 			l.lastData = l.lastData.Add(d)
 		}
+	}
+	if !s.client.dataAt.IsZero() {
+		s.client.dataAt = s.client.dataAt.Add(d)
+	}
+	// The peer's heartbeats sat in the socket buffer too (issue 24:
+	// starvation blames nobody); the heartbeat deadline only ever moves
+	// later, as the others.
+	if s.phase == ready {
+		s.lastRecv = s.lastRecv.Add(d)
 	}
 }
 
@@ -496,6 +518,7 @@ func later(a, b time.Time) time.Time {
 // start budget runs from the first one.
 func (s *Session) DataQueued(now time.Time, job uint64) {
 	s.lastRecv = now
+	s.client.dataAt = later(s.client.dataAt, now)
 	if l := s.client.loads[job]; l != nil {
 		l.lastData = later(l.lastData, now)
 		if l.queuedAt.IsZero() && l.bytes == 0 {
@@ -520,6 +543,7 @@ func (s *Session) DataCorrupt(now time.Time, job uint64) {
 // reader never writes into the job's slots.
 func (s *Session) DataEnd(now time.Time, job uint64, ok bool, bytes uint64) {
 	s.lastRecv = now
+	s.client.dataAt = later(s.client.dataAt, now)
 	c := &s.client
 	l := c.loads[job]
 	if l == nil {
@@ -588,9 +612,9 @@ func (c *client) tick(s *Session, now time.Time) {
 				"job_id", l.job, "queued_for", now.Sub(l.queuedAt))
 			c.fail(s, now, l, ReasonStartBudget)
 			c.abort(s, now, l)
-		case !l.reported && !l.dataEnded && s.cfg.StallTimeout > 0 && now.Sub(l.lastData) >= s.cfg.StallTimeout:
+		case !l.reported && !l.dataEnded && s.cfg.StallTimeout > 0 && now.Sub(c.silentSince(l)) >= s.cfg.StallTimeout:
 			s.logger().Warn("data path stalled", "req", l.req, "round", l.round, "job_id", l.job,
-				"silent_for", now.Sub(l.lastData), "bytes", l.bytes)
+				"silent_for", now.Sub(c.silentSince(l)), "bytes", l.bytes)
 			s.EndOnFault(now, health.CauseProgressStall)
 			return
 		case l.reported && now.Sub(l.failedAt) >= s.cfg.AbortAckTimeout:

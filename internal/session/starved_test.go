@@ -49,3 +49,25 @@ func TestStarvedWithoutLoads(t *testing.T) {
 		t.Fatalf("ended: %v", c)
 	}
 }
+
+// TestStarvedPostponesHeartbeat (issue 24: starvation blames nobody): the
+// peer's heartbeats sat in the socket buffer while the process could not
+// run, so a starvation report moves the heartbeat deadline later by its
+// length too; a peer that then stays silent is still timed out.
+func TestStarvedPostponesHeartbeat(t *testing.T) {
+	const hb, starved = 2 * time.Second, 1500 * time.Millisecond
+	pr := readyPair(t, func(c, p *Config) {
+		c.HeartbeatTimeout, p.HeartbeatTimeout = hb, hb
+		c.HeartbeatInterval, p.HeartbeatInterval = time.Hour, time.Hour
+	})
+	last := pr.now // the last message the consumer heard
+	pr.c.s.Starved(starved)
+	pr.c.s.Tick(last.Add(hb + starved - time.Millisecond)) // nothing delivered meanwhile
+	if c := pr.c.s.Ended(); c != health.CauseNone {
+		t.Fatalf("ended (%v) before the postponed heartbeat deadline", c)
+	}
+	pr.c.s.Tick(last.Add(hb + starved))
+	if c := pr.c.s.Ended(); c != health.CauseHeartbeatTimeout {
+		t.Fatalf("at the postponed heartbeat deadline: %v, want heartbeat-timeout", c)
+	}
+}

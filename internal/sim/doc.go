@@ -14,6 +14,9 @@
 // ExtraDelay), FIFO per direction and per plane (control, data). Each
 // node's outgoing data is serialised at Bandwidth (SlowBps while slow);
 // a block costs WireBlockBytes on the wire whatever the store's block size.
+// The node's connections share its link in turn, a piece at a time (at
+// most half a ProgressInterval of transfer, at least a block: link.go), as
+// a kernel interleaves flows.
 //
 // Data plane, per session.DataOp: OpExpect registers a consumer job's
 // destination slots; OpOpen starts the producer job, whose writer sends a
@@ -24,8 +27,9 @@
 // OpCancel ends the job (SendEnd(false), then DataEnd(false)); OpProbe is
 // answered with Table.ProbeAck one round trip later if the data path works
 // both ways. Probe, ProbeAck and Progress frames leave their node behind
-// the block bytes already queued on its link, up to SendBuffer (4 MiB) of
-// them: a slow rank answers late, as on a real network.
+// the block bytes already queued on their own connection, up to
+// SendBuffer (4 MiB) of them: a slow rank answers late, as on a real
+// network.
 //
 // Timers: Table.Tick runs on a grid of Tick from the start. A node with
 // something in flight (a handshake, a data job, or Busy set by its engine)
@@ -63,9 +67,16 @@
 //     sides see ConnLost; the process lives on.
 //   - blackhole (Silent): nothing in or out, nothing resets; connections
 //     stay open; the node itself keeps running its timers.
-//   - blackhole-data: data ops in both directions vanish (no bytes, no
-//     Progress, no SendEnd, no probe answers), control still flows. A job
-//     whose frames vanished stays cut: its stream is lost, even after heal.
+//   - blackhole-data: data frames in both directions are refused (no
+//     bytes, no Progress, no probe answers get through), control still
+//     flows. As TCP does, the sender's kernel holds what was refused and
+//     sends it again at 0.2 s × (2^k − 1) after the first refusal; the
+//     first retransmission that finds the path open delivers it all, in
+//     order, and nothing later on that connection overtakes it; one that
+//     comes UserTimeout (the heartbeat timeout, as TCP_USER_TIMEOUT) after
+//     the first refusal aborts the sender's connection instead, its RST
+//     lost in the drop (hold.go). A blackhole treats the data plane the
+//     same way (its control messages are still lost).
 //   - stall: the process is paused: no events, no ticks, no engine work;
 //     what reaches it is queued and delivered in order on heal, before its
 //     first tick; its producer jobs send nothing meanwhile.

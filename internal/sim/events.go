@@ -30,6 +30,10 @@ func (n *Net) fire(ev event) {
 	if nd.gone || nd.Crashed {
 		return
 	}
+	if ev.kind == evRetransmit {
+		n.retransmit(&ev) // the kernel's, not the process's: a stalled one too
+		return
+	}
 	if nd.stalled {
 		nd.held = append(nd.held, ev) // delivered in order on heal
 		return
@@ -159,31 +163,16 @@ func (n *Net) data(nd *Node, conn loads.ConnID, op *session.DataOp) {
 		n.openTx(e, op.Job)
 	case session.OpSend:
 		tx := n.openTx(e, op.Job)
-		if tx.cut || dataCut(e) {
-			tx.cut = true // the bytes vanish; the writer never finishes
-			return
-		}
 		wb := n.WireBlockBytes
 		if wb <= 0 {
 			wb = nd.Store.BlockBytes()
 		}
-		at := max(n.now, nd.egress)
-		if bw := n.bw(nd); bw > 0 {
-			at += int64(float64(len(op.Blocks)*wb) / float64(bw) * 1e9)
-		}
-		nd.egress = at
-		n.schedule(at, event{kind: evTxDone, e: e, op: tx, blks: op.Blocks, last: op.Last})
+		n.sendBlocks(nd, e, tx, op.Blocks, op.Last, wb)
 	case session.OpCancel:
 		tx := n.openTx(e, op.Job)
-		if tx.cut || dataCut(e) {
-			tx.cut = true
-			return
-		}
-		n.schedule(max(n.now, nd.egress), event{kind: evCancelDone, e: e, op: tx})
+		n.enqueue(e, piece{tx: tx, cancel: true}) // the Error frame, after the job's queued bytes
 	case session.OpProbe:
-		if !dataCut(e) {
-			n.toPeer(e, event{kind: evProbe, n: op.Seq}, n.behind(nd))
-		}
+		n.frame(e, event{kind: evProbe, n: op.Seq})
 	}
 }
 
@@ -217,35 +206,50 @@ func (n *Net) endTx(tx *txJob) {
 }
 
 // toPeer schedules a data frame from e to its peer, FIFO with e's others:
-// it leaves at depart (n.now, or behind queued bytes: see behind).
+// it leaves at depart (the link sent it: link.go). On a
+// blackholed path, or behind frames one held, the kernel holds it
+// (hold.go).
 func (n *Net) toPeer(e *end, ev event, depart int64) {
 	at := max(depart+n.lat(e.node, e.peer.node), e.dataFloor)
 	e.dataFloor = at
 	ev.e = e.peer
+	if dataCut(e) || len(e.held) > 0 {
+		ev.at = at
+		n.hold(e, ev)
+		return
+	}
 	n.schedule(at, ev)
+}
+
+// refused: data frame ev landed at end e of a node whose data path is
+// blackholed since it was sent. The drop refused it: its sender's kernel
+// keeps it for a retransmission. It reports whether it did.
+func (n *Net) refused(nd *Node, e *end, ev *event) bool {
+	if !nd.DataBlackhole && !nd.Silent {
+		return false
+	}
+	if p := e.peer; p != nil && p.open {
+		n.hold(p, *ev)
+	}
+	return true
 }
 
 func (n *Net) fireData(nd *Node, ev *event) {
 	e, tx := ev.e, ev.op
+	if ev.link {
+		defer n.linkNext(nd) // the link is free for its next piece
+	}
 	open := nd.ends.get(e.conn) == e && e.open
 	switch ev.kind {
 	case evTxDone, evCancelDone, evProgress:
 		// At the producer: its writer finished writing, or sends a frame.
-		if !open || tx.ended || tx.cut {
+		if !open || tx.ended {
 			return
-		}
-		if dataCut(e) {
-			if ev.kind != evProgress {
-				tx.cut = true
-			}
 		}
 		switch {
 		case ev.kind == evProgress:
-			if !dataCut(e) {
-				n.toPeer(e, event{kind: evProgressRx, n: tx.job}, n.behind(nd))
-			}
+			n.frame(e, event{kind: evProgressRx, n: tx.job})
 			n.schedule(n.now+int64(n.ProgressInterval), event{kind: evProgress, e: e, op: tx})
-		case tx.cut:
 		case ev.kind == evCancelDone:
 			n.endTx(tx)
 			n.toPeer(e, event{kind: evRxEnd, n: tx.job}, n.now)
@@ -261,7 +265,7 @@ func (n *Net) fireData(nd *Node, ev *event) {
 		}
 	case evRx, evRxEnd, evProgressRx:
 		// At the consumer: a data frame lands.
-		if !open || nd.DataBlackhole {
+		if !open || n.refused(nd, e, ev) {
 			return
 		}
 		rx := e.rx[ev.n]
@@ -285,15 +289,13 @@ func (n *Net) fireData(nd *Node, ev *event) {
 			}
 		}
 	case evProbe:
-		if open && !dataCut(e) {
-			at := n.behind(nd)
-			if at > n.now {
+		if open && !n.refused(nd, e, ev) {
+			if n.frame(e, event{kind: evProbeAck, n: ev.n}) {
 				n.queuedAcks++
 			}
-			n.toPeer(e, event{kind: evProbeAck, n: ev.n}, at)
 		}
 	case evProbeAck:
-		if open && !dataCut(e) {
+		if open && !n.refused(nd, e, ev) {
 			n.probeAcks++
 			nd.T.ProbeAck(n.Now, e.conn, ev.n)
 		}

@@ -126,21 +126,39 @@ func TestSlowSiblingProbesQueue(t *testing.T) {
 	}
 }
 
-// TestBehindSendBuffer: a small frame waits behind the queued bytes, but
-// never more than a send buffer's worth of them.
-func TestBehindSendBuffer(t *testing.T) {
+// TestFrameBehindQueuedBytes: a small frame leaves at once from an idle
+// connection, behind the bytes queued on its own connection otherwise (but
+// never behind more than a send buffer's worth of them, ahead of the rest),
+// and not behind another connection's.
+func TestFrameBehindQueuedBytes(t *testing.T) {
 	n := NewNet(t0)
-	n.Bandwidth = 1 << 20 // 1 MiB/s
-	nd := n.Add("a:1", nil, nil)
-	if got := n.behind(nd); got != n.now {
-		t.Fatalf("idle link: leaves at %d", got)
+	n.Bandwidth = 1 << 20 // 1 MiB/s: a 256 KiB piece takes 250 ms
+	a, b := n.Add("a:1", nil, nil), n.Add("b:1", nil, nil)
+	e, other := &end{node: a, open: true}, &end{node: a, open: true}
+	pe, po := &end{node: b, open: true, peer: e}, &end{node: b, open: true, peer: other}
+	e.peer, other.peer = pe, po
+	if n.frame(e, event{kind: evProbe, n: 1}) {
+		t.Fatal("a frame on an idle connection waited")
 	}
-	nd.egress = n.now + int64(time.Second) // 1 MiB queued
-	if got := n.behind(nd); got != n.now+int64(time.Second) {
-		t.Fatalf("1 MiB queued: leaves after %v", time.Duration(got-n.now))
+	const pieceNs = int64(250 * time.Millisecond)
+	a.linkBusy = true // the link is sending something else: nothing starts yet
+	for i := 0; i < 20; i++ {
+		e.pieces = append(e.pieces, piece{ns: pieceNs})
+		e.queuedNs += pieceNs
 	}
-	nd.egress = n.now + int64(time.Minute)
-	if got := time.Duration(n.behind(nd) - n.now); got != 4*time.Second {
-		t.Fatalf("60 MiB queued: leaves after %v, want the 4 MiB send buffer's 4 s", got)
+	if !n.frame(e, event{kind: evProbe, n: 2}) {
+		t.Fatal("a frame behind 5 MiB did not wait")
+	}
+	at := -1
+	for i, p := range e.pieces {
+		if p.frame != nil {
+			at = i
+		}
+	}
+	if at != 16 { // 16 x 256 KiB = the 4 MiB send buffer ahead of it
+		t.Fatalf("frame queued at %d, want 16 (a send buffer of bytes ahead of it)", at)
+	}
+	if n.frame(other, event{kind: evProbe, n: 3}) {
+		t.Fatal("another connection's frame waited behind this one's bytes")
 	}
 }

@@ -66,6 +66,11 @@ type Net struct {
 	// small frame (Progress, Probe, ProbeAck) written behind queued block
 	// bytes waits for up to that many of them to leave first (0: 4 MiB).
 	SendBuffer int64
+	// UserTimeout is TCP_USER_TIMEOUT on data connections: a data frame
+	// held by a blackhole this long aborts its sender's connection at the
+	// next retransmission (hold.go); 0: never. The runner sets the timer
+	// set's heartbeat timeout, as the node does.
+	UserTimeout time.Duration
 
 	Dials  []Dial // every dial attempted, in order
 	Events uint64 // events fired
@@ -142,8 +147,10 @@ type Node struct {
 	wi       int    // index in n.wakes + 1; 0: not in it
 	isDirty  bool
 	watch    bool
-	work     int   // data jobs and handshakes in flight on its ends
-	egress   int64 // when its outgoing data link is free (ns since start)
+	work     int    // data jobs and handshakes in flight on its ends
+	active   []*end // connections with data queued on its link, in turn (link.go)
+	turn     int    // the next of them to send
+	linkBusy bool   // a piece is on the link
 	lastTick int64
 }
 
@@ -162,10 +169,18 @@ type end struct {
 	open      bool // this side's socket is open
 	pending   bool // handshake in flight (counted in node.work)
 	greeted   uint8
-	ctlFloor  int64 // FIFO: no message from this end arrives before this
-	dataFloor int64 // same for data frames
+	ctlFloor  int64   // FIFO: no message from this end arrives before this
+	dataFloor int64   // same for data frames
+	pieces    []piece // data queued on its node's link (link.go)
+	queuedNs  int64   // their transfer time
 	rx        map[uint64]*rxJob
 	tx        map[uint64]*txJob
+	// Data frames a blackhole refused, kept by the kernel until a
+	// retransmission gets them through (hold.go), aimed at peer.
+	held      []event
+	heldSince int64  // the first refused send
+	rtoK      uint   // retransmissions armed since
+	heldGen   uint64 // bumped when held is emptied: stale retransmissions do nothing
 }
 
 type rxJob struct {
@@ -177,7 +192,6 @@ type txJob struct {
 	job   uint64
 	from  *end
 	ended bool
-	cut   bool   // the stream vanished in a blackhole: nothing more gets through
 	bytes uint64 // sent so far, in store units
 }
 
@@ -201,7 +215,10 @@ func (e *end) drop() {
 		t.ended = true
 	}
 	e.rx, e.tx = nil, nil
-	e.ref = loads.ConnRef{} // closed: nothing is delivered to it, and its session may go
+	e.held = nil
+	e.heldGen++
+	e.pieces, e.queuedNs = nil, 0 // the link skips it
+	e.ref = loads.ConnRef{}       // closed: nothing is delivered to it, and its session may go
 }
 
 // Add registers a node built by the caller around its table and store.
@@ -402,24 +419,4 @@ func (n *Net) close(nd *Node, conn loads.ConnID) {
 	if was && e.peer != nil && !nd.Silent {
 		n.reset(e.peer, n.lat(nd, e.peer.node))
 	}
-}
-
-// behind is when a small frame (Probe, ProbeAck, Progress) that nd writes
-// now leaves it: after the block bytes already in its kernel send buffer,
-// at most SendBuffer of them. On a real network an ack waits behind what
-// is queued on the path; a model that let it skip the queue would be kind
-// to probes of a slow but healthy rank.
-func (n *Net) behind(nd *Node) int64 {
-	q := nd.egress - n.now
-	if q <= 0 {
-		return n.now
-	}
-	if bw := n.bw(nd); bw > 0 {
-		buf := n.SendBuffer
-		if buf <= 0 {
-			buf = 4 << 20
-		}
-		q = min(q, int64(float64(buf)/float64(bw)*1e9))
-	}
-	return n.now + q
 }

@@ -337,3 +337,49 @@ func (f *pair) connOf(nd *Node) loads.ConnID {
 func (f *pair) probe(conn loads.ConnID, seq uint64) {
 	f.n.data(f.c, conn, &session.DataOp{Kind: session.OpProbe, Seq: seq})
 }
+
+// TestBlackholeDataHeld (issue 24): what a data blackhole refused is held
+// by the sender's kernel, not lost: the load's bytes arrive at the first
+// retransmission after the heal (0.2 s × (2^k − 1) after the first refusal:
+// 0.2, 0.6, 1.4 s), and the load succeeds; nothing arrives before it.
+func TestBlackholeDataHeld(t *testing.T) {
+	f := newPair(t, health.PerPeer, nil)
+	ks := keysOf("a", 2)
+	f.store("kv", ks)
+	f.p.DataBlackhole = true
+	start := f.n.Now
+	j := f.load("kv", ks)
+	f.n.Advance(time.Second - f.n.Now.Sub(start))
+	f.noResult(f.c, j)
+	f.p.DataBlackhole = false // healed at 1 s: the next retransmission is at 1.4 s
+	f.n.Advance(390 * time.Millisecond)
+	f.noResult(f.c, j)
+	f.n.Advance(60 * time.Millisecond) // the first refusal came a step after the load began
+	if d := f.mustResult(f.c, j); !d.r.OK {
+		t.Fatalf("held load after the heal: %+v", d.r)
+	}
+}
+
+// TestBlackholeDataUserTimeout: a blackhole that outlasts UserTimeout
+// (TCP_USER_TIMEOUT) aborts the connection of the side holding frames at
+// the retransmission after it, and only that side hears of it (its RST is
+// lost in the drop).
+func TestBlackholeDataUserTimeout(t *testing.T) {
+	f := newPair(t, health.PerPeer, nil)
+	f.n.UserTimeout = 2 * time.Second
+	ks := keysOf("a", 2)
+	f.store("kv", ks)
+	f.p.DataBlackhole = true
+	j := f.load("kv", ks)
+	// Retransmissions at 0.2, 0.6, 1.4, 3.0 s: the one at 3.0 s is past
+	// the user timeout and aborts the producer's side.
+	f.n.Advance(2900 * time.Millisecond)
+	if f.logHas(peerDown(prodID, consID, "conn-reset")) {
+		t.Fatal("aborted before the retransmission past the user timeout")
+	}
+	f.n.Advance(200 * time.Millisecond)
+	if !f.logHas(peerDown(prodID, consID, "conn-reset")) {
+		t.Fatalf("the producer's side was not aborted at the retransmission past the user timeout:\n%s", f.log)
+	}
+	f.noResult(f.c, j) // the consumer's side heard nothing: its RST was dropped
+}

@@ -25,6 +25,7 @@ const (
 	evProbe                        // a data-path probe arrives at e
 	evProbeAck                     // its answer arrives at e (the prober)
 	evRefused                      // e's dial was refused (nobody listens): DialRefused
+	evRetransmit                   // the kernel of e's node sends e's held data frames again (hold.go)
 )
 
 // event is one entry of the queue. Events are values in one slice: the
@@ -39,6 +40,7 @@ type event struct {
 	op   *txJob // data events
 	blks []session.Block
 	last bool
+	link bool   // a piece on its node's link: the link is free once it fired (link.go)
 	n    uint64 // probe seq
 	conn loads.ConnID
 	fn   func()

@@ -193,6 +193,7 @@ func newRunner(sc *scenario.Scenario, policy string, o Options) (*runner, error)
 	}
 	n := NewNet(t0)
 	n.VLLMTransport = r.timerSet == TimersVLLM
+	n.UserTimeout = r.timers.HeartbeatTimeout // the node's TCP_USER_TIMEOUT on data connections
 	n.Tick, n.IdleTick, n.Latency, n.Bandwidth = o.Tick, o.IdleTick, o.Latency, o.Bandwidth
 	n.Workers = o.Workers
 	n.CheckTimers = o.checkTimers

@@ -126,9 +126,13 @@ var targets = append(domainTargets(), []target{
 	// loads in flight at once, but once the 10 s quarantine ends new
 	// sessions to ranks 1-7, whose data path is still dead, wait out the
 	// 30 s PD load timeout.
-	{"pod-partial", health.HostGroup, "rank 0's reap fails ranks 1-7's loads at once (ttf p50 < 1 s); after the quarantine they wait out the load timeout (p99 >= 9 s); nothing stuck",
+	//
+	// Issue 24: with the blackhole held as TCP holds it (hold.go), the loads
+	// of those new sessions no longer time out: their frames are held and
+	// arrive at the first retransmission after the heal, seconds late.
+	{"pod-partial", health.HostGroup, "rank 0's reap fails ranks 1-7's loads at once (ttf p50 < 1 s); after the quarantine their loads wait for the heal (tth p99 >= 1 s); nothing stuck",
 		func(r report.Report, _ map[string]report.Report) bool {
-			return r.TTFms.P50 < 1000 && r.TTFms.P99 >= 9000 && r.Stuck == 0
+			return r.TTFms.P50 < 1000 && r.TTHms.P99 >= 1000 && r.Stuck == 0
 		}},
 	{"pod-partial", health.HostGroup, "src-b is taken down too: false fallbacks",
 		func(r report.Report, _ map[string]report.Report) bool { return r.FalseFallbacks > 0 }},
@@ -154,8 +158,14 @@ var targets = append(domainTargets(), []target{
 		func(r report.Report, _ map[string]report.Report) bool { return r.FalseFallbacks == 0 }},
 	{"data-stall", health.PerPeer, "no watchdog: ttf p99 >= 9 s",
 		func(r report.Report, _ map[string]report.Report) bool { return r.TTFms.P99 >= 9000 }},
-	{"flapping", health.PerPeer, "loads caught in a silent spell wait out the load timeout: ttf p50 >= 9 s",
-		func(r report.Report, _ map[string]report.Report) bool { return r.TTFms.P50 >= 9000 }},
+	// Issue 24 (the blackhole held as TCP holds it, hold.go): a load caught
+	// in a silent spell no longer waits out the 30 s load timeout; it
+	// resumes at a retransmission after a heal, or its connection is
+	// aborted by TCP_USER_TIMEOUT (vLLM's 10 s heartbeat timeout) when
+	// every retransmission falls in a spell. The fault lab measured ttf
+	// p50 6.6 s, p99 10.6 s (README, fault lab).
+	{"flapping", health.PerPeer, "loads caught in a silent spell wait for a retransmission or the TCP user timeout: ttf p50 >= 3 s",
+		func(r report.Report, _ map[string]report.Report) bool { return r.TTFms.P50 >= 3000 }},
 	{"slow-peer", health.PerPeer, "slow is not a fault: no fallbacks",
 		func(r report.Report, _ map[string]report.Report) bool { return r.Fallbacks == 0 }},
 	{"slow-peer", health.HostGroup, "slow is not a fault: no fallbacks",

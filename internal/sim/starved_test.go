@@ -30,3 +30,47 @@ func TestStarvedPostponesWatchdog(t *testing.T) {
 		t.Fatalf("silent load after the postponed deadline: %+v (ended %v)", d.r, ok)
 	}
 }
+
+// TestFrozenNodeBlamesNobody (issue 24 item 4): a node whose process is
+// frozen for seconds (SIGSTOP; the simulator's stall) judges none of its
+// peers for its own lateness: on waking it handles what reached it
+// meanwhile before its first tick, so none of its own timers (heartbeat,
+// progress watchdog, probes) ends a session. Its peer, which saw a real
+// silence, may end it (heartbeat timeout, stall): that is the peer's
+// judgment, not the frozen node's.
+func TestFrozenNodeBlamesNobody(t *testing.T) {
+	for _, frozen := range []string{"consumer", "producer"} {
+		t.Run(frozen, func(t *testing.T) {
+			tm := loads.KVP2PTimers()
+			f := newPair(t, "domain", &tm)
+			ks := keysOf("a", 2)
+			f.store("kv", ks)
+			nd := f.c
+			if frozen == "producer" {
+				nd = f.p
+			}
+			// The load takes about a second on the wire: it is in flight
+			// when the freeze comes.
+			f.p.SlowBps = int64(2 * f.p.Store.BlockBytes())
+			f.load("kv", ks)
+			f.n.Stall(nd.ID)
+			f.n.Advance(5 * time.Second) // beyond the heartbeat, stall and probe timeouts
+			if _, err := f.n.Heal(nd.ID); err != nil {
+				t.Fatal(err)
+			}
+			f.n.Advance(2 * time.Second)
+			for _, cause := range []string{"heartbeat-timeout", "progress-stall", "handshake-failed"} {
+				if f.logHas(peerDown(nd.ID, peerOfTest(f, nd), cause)) {
+					t.Fatalf("the frozen %s ended its session for its own lateness (%s):\n%s", frozen, cause, f.log)
+				}
+			}
+		})
+	}
+}
+
+func peerOfTest(f *pair, nd *Node) string {
+	if nd == f.c {
+		return f.p.ID
+	}
+	return f.c.ID
+}

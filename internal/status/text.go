@@ -53,6 +53,9 @@ func WriteText(w io.Writer, s *metrics.Snapshot) error {
 			if p.Probing {
 				notes = append(notes, "probing")
 			}
+			if p.Delivering {
+				notes = append(notes, "delivering (slow, not dead)")
+			}
 			if p.Faults > 0 {
 				notes = append(notes, fmt.Sprintf("%d faults", p.Faults))
 			}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 )
 
 // narrowMin is the payload from which ReadPayload reads past the buffer
@@ -126,6 +127,14 @@ func (r *Reader) next() (Message, error) {
 	if err != nil {
 		if len(hdr) == 0 && err == io.EOF {
 			return nil, r.fail(io.EOF)
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// A read deadline that passed while the Reader waited for a
+			// frame's header consumed nothing (peek): the Reader stays
+			// usable, and the caller may set a new deadline and call Next
+			// again (the data path does, when its own process could not
+			// run at the deadline: issue 24, starvation blames nobody).
+			return nil, streamErr("frame header", err)
 		}
 		return nil, r.fail(streamErr("frame header", err))
 	}
