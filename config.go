@@ -34,7 +34,7 @@ type Config struct {
 	HashSeed    string `yaml:"hash_seed"`   // must match the peers'
 	Incarnation uint64 `yaml:"incarnation"` // default: picked at start
 
-	// Timers; zero means the policy preset's value (design.md §5).
+	// Timers; zero means the policy preset's value (docs/design.md §5).
 	Timers Timers `yaml:"timers"`
 
 	// Engine makes the node an engine's sidecar (engine_config.go).

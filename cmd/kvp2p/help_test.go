@@ -41,7 +41,7 @@ func TestHelpTexts(t *testing.T) {
 				t.Errorf("kvp2p %s -h says %q:\n%s", cmd, bad, h)
 			}
 		}
-		if strings.Contains(strings.ReplaceAll(h, "docs/design.md", ""), "design.md") {
+		if strings.Contains(strings.ReplaceAll(h, "docs/design.md", ""), "docs/design.md") {
 			t.Errorf("kvp2p %s -h cites a design.md outside docs/:\n%s", cmd, h)
 		}
 	}

@@ -1,5 +1,5 @@
 // Package datapath moves block bytes between a data connection and arena
-// slots (design.md §3-§5): chunks with CRC32C, Progress frames, keepalives
+// slots (docs/design.md §3-§5): chunks with CRC32C, Progress frames, keepalives
 // and probes. It decides nothing: the node's loop tells a Conn what to send
 // and what to expect, and the Conn reports what happened as Events.
 //

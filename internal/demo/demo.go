@@ -83,7 +83,7 @@ func BuiltinPolicies() []string { return []string{health.PerPeer, health.HostGro
 
 // Execute is kvp2p demo once its flags are read: it runs each scenario
 // under each policy on real sockets (side by side when memory allows),
-// printing progress, and then design.md §7's table and the harness's
+// printing progress, and then docs/design.md §7's table and the harness's
 // figures (stdout; under JSON one report a line on stdout, the rest on
 // stderr). builtin: scs is the built-in demo (BuiltinScenario), whose
 // story is told around the table. It returns the runs, for --svg.

@@ -13,7 +13,7 @@ import (
 	"github.com/kvp2p/kvp2p/internal/scenario"
 )
 
-// What the demo measures besides design.md §7's report: how long hits
+// What the demo measures besides docs/design.md §7's report: how long hits
 // took, whether its own step loop kept time (when it did not, the machine
 // or the harness is the limit, not the nodes), and how the blocks of the
 // loads reported OK read back.

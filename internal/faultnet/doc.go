@@ -1,5 +1,5 @@
 // Package faultnet injects faults on real sockets, frame by frame, for the
-// demo (design.md §7's fault kinds): a Injector holds the fault state of
+// demo (docs/design.md §7's fault kinds): a Injector holds the fault state of
 // every rank of a fleet, and wraps the connections each rank accepts.
 //
 // Every rank listens behind a Listener; every connection it accepts is

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// domainPolicy is kvp2p's default (design.md §5). Only fault causes count.
+// domainPolicy is kvp2p's default (docs/design.md §5). Only fault causes count.
 // A fault turns the peer's failure domain suspect at once and every live
 // sibling is probed over its data path; siblings that answer within
 // ProbeTimeout keep their sessions and loads, the rest are closed at once.

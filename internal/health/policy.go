@@ -152,7 +152,7 @@ type Options struct {
 	// HostQuarantine is how long host-group refuses new outbound sessions to
 	// a host after one of its sessions died (PR #64678: 10 s).
 	HostQuarantine time.Duration
-	// Domain policy knobs (design.md §5).
+	// Domain policy knobs (docs/design.md §5).
 	ProbeTimeout       time.Duration // 250 ms
 	ConnectWait        time.Duration // 250 ms: how long a lookup waits for a pending handshake
 	EjectionBase       time.Duration // 10 s

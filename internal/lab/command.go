@@ -47,7 +47,7 @@ type Output struct {
 }
 
 // Execute runs each scenario under each policy on real processes (the
-// lab must be held), prints progress and design.md §7's table, and
+// lab must be held), prints progress and docs/design.md §7's table, and
 // returns the runs, for --svg. With out.Keep the last run's hosts stay up.
 func Execute(ctx context.Context, runnable []*scenario.Scenario, policies []string, opt Options, out Output, stdout io.Writer) ([]report.Run, error) {
 	keep := out.Keep

@@ -7,7 +7,7 @@ import (
 	"github.com/kvp2p/kvp2p/internal/session"
 )
 
-// Timers are the knobs design.md §5 lists; a policy's preset fills them.
+// Timers are the knobs docs/design.md §5 lists; a policy's preset fills them.
 type Timers struct {
 	HeartbeatInterval    time.Duration
 	HeartbeatTimeout     time.Duration
@@ -34,7 +34,7 @@ type Timers struct {
 	MaxPeers             int
 }
 
-// KVP2PTimers are design.md's defaults.
+// KVP2PTimers are docs/design.md's defaults.
 func KVP2PTimers() Timers {
 	return Timers{
 		HeartbeatInterval: 500 * time.Millisecond, HeartbeatTimeout: 2 * time.Second,

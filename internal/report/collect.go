@@ -7,7 +7,7 @@ import (
 
 // Collector gathers the (scenario, policy) runs of a command (kvp2p sim,
 // demo, lab): with JSON set it prints each run's report as one line of
-// JSON as the run ends (design.md §7's --json), and Table prints the table
+// JSON as the run ends (docs/design.md §7's --json), and Table prints the table
 // of every run at the end.
 type Collector struct {
 	w    io.Writer
@@ -44,7 +44,7 @@ func (c *Collector) Reports() []Report {
 	return out
 }
 
-// Table prints design.md §7's table of every run.
+// Table prints docs/design.md §7's table of every run.
 func (c *Collector) Table() { Table(c.w, c.Reports()) }
 
 // NarrowTable prints the narrow table of every run (NarrowTable).

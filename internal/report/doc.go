@@ -1,5 +1,5 @@
 // Package report is what a run of a scenario produces and how it is
-// scored (design.md §7): the per-request records a driver (the simulator,
+// scored (docs/design.md §7): the per-request records a driver (the simulator,
 // the demo, the lab) makes, the fault windows the scenario's timeline
 // implies (the ground truth a policy is judged against), the report
 // computed from the two, and its output as JSON and as a table.

@@ -52,7 +52,7 @@ type TTF struct {
 	MaxCensored bool    `json:"max_censored,omitempty"`
 }
 
-// Report is design.md §7's report for one (scenario, policy), with exactly
+// Report is docs/design.md §7's report for one (scenario, policy), with exactly
 // its field names in JSON, and what issue 8 added: censored samples, time
 // to hit, slots measured while running, and the ablation's labels.
 type Report struct {

@@ -11,7 +11,7 @@ import (
 )
 
 // Windows derives, from the fault timeline, the intervals during which
-// each rank had a fault that makes its requests "affected" (design.md §7;
+// each rank had a fault that makes its requests "affected" (docs/design.md §7;
 // FaultKind.CountsAsFault). Instant kinds give From == To; a lasting one
 // stays open until a heal of that rank (To = heal time) or forever
 // (To = -1). A heal ends every open window of every rank it targets.
@@ -122,7 +122,7 @@ type sample struct {
 	censored bool
 }
 
-// Compute reduces one run's request records to design.md §7's report.
+// Compute reduces one run's request records to docs/design.md §7's report.
 // leakedSlots is measured by the runner (slots still reserved after the
 // run has drained) and is passed through; so are the slot counts measured
 // while running (PeakSlots, OrphanSlots), which the runner sets itself.
@@ -220,6 +220,6 @@ func summarise(ss []sample) TTF {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// JSON is the report as one line of JSON with design.md §7's field names,
+// JSON is the report as one line of JSON with docs/design.md §7's field names,
 // for `--json` output (one object per line per scenario and policy).
 func (r Report) JSON() ([]byte, error) { return json.Marshal(r) }

@@ -219,7 +219,7 @@ func TestReportJSON(t *testing.T) {
 	want := []string{"affected", "bytes_loaded", "censored", "corrupt_loads", "fallbacks", "false_fallbacks", "hits",
 		"leaked_slots", "orphan_slots", "peak_slots", "policy", "requests", "scenario", "stuck", "ttf_ms", "tth_domain_ms", "tth_ms"}
 	if !slices.Equal(keys, want) {
-		t.Errorf("keys %v, want design.md's %v", keys, want)
+		t.Errorf("keys %v, want docs/design.md's %v", keys, want)
 	}
 	if ttf := m["ttf_ms"].(map[string]any); len(ttf) != 5 || ttf["p50"] != 1.5 {
 		t.Errorf("ttf_ms = %v", ttf)

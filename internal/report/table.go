@@ -25,7 +25,7 @@ type legendEntry struct{ key, text string }
 
 // legends explain the columns, in table order, for people reading the
 // table (kvp2p demo prints the entries of the columns it printed). The
-// words are design.md §7's.
+// words are docs/design.md §7's.
 func legends() []legendEntry {
 	return []legendEntry{
 		{"requests", "requests made; each names one source rank"},

@@ -67,7 +67,7 @@ func TestPodPartialMatchesDesign(t *testing.T) {
 	}
 	// 65 s, not design's 40 s: the longest timeout of any policy (30 s + 10 s) lands after the last fault.
 	if sc.Duration != 65e9 || sc.Workload.Stop != 30e9 || sc.Workload.Rate != 40 || sc.Workload.BlockBytes != 262144 {
-		t.Errorf("workload differs from design.md §7: %+v duration %v", sc.Workload, sc.Duration)
+		t.Errorf("workload differs from docs/design.md §7: %+v duration %v", sc.Workload, sc.Duration)
 	}
 }
 

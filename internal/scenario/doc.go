@@ -1,5 +1,5 @@
 // Package scenario is the scenario file format shared by the simulator,
-// the demo and the lab (design.md §7): the model (fleet, workload, fault
+// the demo and the lab (docs/design.md §7): the model (fleet, workload, fault
 // timeline), the YAML parser and its validation, fault targets, and the
 // built-in scenarios. It does no I/O beyond reading a scenario.
 //

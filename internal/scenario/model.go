@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Scenario is one scenario file (design.md §7): a fleet, a workload and a
+// Scenario is one scenario file (docs/design.md §7): a fleet, a workload and a
 // fault timeline. The same value drives the simulator (virtual time) and the
 // demo (wall time, real sockets).
 type Scenario struct {
@@ -48,7 +48,7 @@ type Workload struct {
 	Stop       time.Duration
 }
 
-// FaultKind names a fault (design.md §7).
+// FaultKind names a fault (docs/design.md §7).
 type FaultKind string
 
 const (
@@ -69,7 +69,7 @@ const (
 var Kinds = []FaultKind{Crash, CloseControl, Blackhole, BlackholeData, Stall, Slow, Delay, GoodbyeIdle, RefuseHandshake, Restart, Heal}
 
 // CountsAsFault reports whether a request whose source had this fault
-// during its life is "affected" (design.md §7: all but slow, delay,
+// during its life is "affected" (docs/design.md §7: all but slow, delay,
 // goodbye-idle; heal is not a fault).
 func (k FaultKind) CountsAsFault() bool {
 	switch k {

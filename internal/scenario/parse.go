@@ -16,7 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Defaults for fields a scenario may leave out (design.md §7).
+// Defaults for fields a scenario may leave out (docs/design.md §7).
 const (
 	DefaultSeed       = 1
 	DefaultMode       = ModePD
@@ -34,7 +34,7 @@ const (
 	maxFileBytes  = 1 << 20
 )
 
-// Parse reads one scenario file (design.md §7), applies the defaults and
+// Parse reads one scenario file (docs/design.md §7), applies the defaults and
 // validates it. file is only used in messages. Every problem is reported as
 // an *Error naming the file, line and field; all of them are returned
 // together as an ErrorList. Parse never panics, whatever the input.

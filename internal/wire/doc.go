@@ -1,5 +1,5 @@
 // Package wire defines kvp2p's messages and their binary encoding: framing,
-// versioning and bounded decoding (design.md §4). It does no I/O of its own
+// versioning and bounded decoding (docs/design.md §4). It does no I/O of its own
 // beyond Reader, which wraps an io.Reader. Writing is the caller's: one
 // writer goroutine per connection appends frames with Append and
 // AppendChunkHeader and writes them.

@@ -1,4 +1,4 @@
-// Package workload is the request lifecycle of a design.md §7 scenario:
+// Package workload is the request lifecycle of a docs/design.md §7 scenario:
 // the "engine" of every consumer rank (Poisson arrivals, lookups, loads,
 // byte-for-byte checks) and the prefill side of every source rank (PD
 // stores). The simulator (internal/sim, virtual time over loads.Table)
