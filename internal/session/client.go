@@ -206,16 +206,22 @@ func (c *client) flush(s *Session, now time.Time) {
 		for _, k := range keys {
 			r.probes[k] = probeSent
 		}
-		r.lookupOpen = true
-		if len(c.outstanding) == 0 {
-			c.waitSince = now
-		}
-		if c.outstanding == nil {
-			c.outstanding = map[lookupID]int{}
-		}
-		c.outstanding[lookupID{id, r.round}]++
-		s.send(now, &wire.Lookup{ReqID: id, Round: r.round, Keys: keys})
+		c.sendLookup(s, now, id, r, keys)
 	}
+}
+
+// sendLookup sends one lookup of the request's current round and counts it
+// outstanding (the wait for answers starts with the first).
+func (c *client) sendLookup(s *Session, now time.Time, id string, r *clientReq, keys []wire.Key) {
+	r.lookupOpen = true
+	if len(c.outstanding) == 0 {
+		c.waitSince = now
+	}
+	if c.outstanding == nil {
+		c.outstanding = map[lookupID]int{}
+	}
+	c.outstanding[lookupID{id, r.round}]++
+	s.send(now, &wire.Lookup{ReqID: id, Round: r.round, Keys: keys})
 }
 
 func (c *client) onLookupResp(s *Session, now time.Time, m *wire.LookupResp) error {
@@ -354,15 +360,7 @@ func (c *client) carry(s *Session, now time.Time, id string, r *clientReq, left 
 	for _, k := range left {
 		r.probes[k] = probeCarried
 	}
-	r.lookupOpen = true
-	if len(c.outstanding) == 0 {
-		c.waitSince = now
-	}
-	if c.outstanding == nil {
-		c.outstanding = map[lookupID]int{}
-	}
-	c.outstanding[lookupID{id, r.round}]++
-	s.send(now, &wire.Lookup{ReqID: id, Round: r.round, Keys: left})
+	c.sendLookup(s, now, id, r, left)
 }
 
 // finish is the consumer side of a request's end: abort what is in flight
