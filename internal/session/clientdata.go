@@ -1,0 +1,115 @@
+package session
+
+// The consumer's data-path events: what the node's data connection reports
+// for a load (bytes landed, queued behind other jobs, a corrupt chunk, its
+// end) and the clock's starvation, which moves the deadlines those events
+// feed.
+
+import (
+	"fmt"
+	"time"
+)
+
+// DataProgress reports bytes landed or a Progress frame for a consumer job.
+func (s *Session) DataProgress(now time.Time, job, bytes uint64) {
+	s.lastRecv = now
+	s.client.dataAt = later(s.client.dataAt, now)
+	if l := s.client.loads[job]; l != nil {
+		l.lastData = later(l.lastData, now)
+		if bytes > l.bytes {
+			l.bytes = bytes
+		}
+	}
+}
+
+// Starved reports that the process could not have observed this session's
+// data path for d (the node's loop was starved of CPU beyond what its clock
+// already excluded): every running progress-stall deadline, and the
+// heartbeat deadline, move d later.
+// Progress that arrived meanwhile sat in socket buffers and in the event
+// queue, so the time is not the producer's silence. Deadlines never move
+// earlier: progress reported after this keeps the later one (DataProgress).
+func (s *Session) Starved(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	for _, l := range s.client.loads {
+		if !l.reported && !l.dataEnded {
+			l.lastData = l.lastData.Add(d)
+		}
+	}
+	if !s.client.dataAt.IsZero() {
+		s.client.dataAt = s.client.dataAt.Add(d)
+	}
+	// The peer's heartbeats sat in the socket buffer too (issue 24:
+	// starvation blames nobody); the heartbeat deadline only ever moves
+	// later, as the others.
+	if s.phase == ready {
+		s.lastRecv = s.lastRecv.Add(d)
+	}
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// DataQueued reports a Progress frame saying the producer has job's blocks
+// but has not started sending them (queued behind other jobs): the load's
+// start budget runs from the first one.
+func (s *Session) DataQueued(now time.Time, job uint64) {
+	s.lastRecv = now
+	s.client.dataAt = later(s.client.dataAt, now)
+	if l := s.client.loads[job]; l != nil {
+		l.lastData = later(l.lastData, now)
+		if l.queuedAt.IsZero() && l.bytes == 0 {
+			l.queuedAt = now
+		}
+	}
+}
+
+// DataCorrupt reports a chunk of job that failed its CRC: the load fails
+// now; its later chunks are discarded by the reader.
+func (s *Session) DataCorrupt(now time.Time, job uint64) {
+	l := s.client.loads[job]
+	if l == nil {
+		return
+	}
+	s.logger().Warn("corrupt chunk, failing load", "req", l.req, "round", l.round, "job_id", job)
+	s.client.fail(s, now, l, "corrupt chunk")
+	s.client.abort(s, now, l)
+}
+
+// DataEnd reports the terminal data frame of a consumer job: after it the
+// reader never writes into the job's slots.
+func (s *Session) DataEnd(now time.Time, job uint64, ok bool, bytes uint64) {
+	s.lastRecv = now
+	s.client.dataAt = later(s.client.dataAt, now)
+	c := &s.client
+	l := c.loads[job]
+	if l == nil {
+		return
+	}
+	l.dataEnded = true
+	l.lastData = now
+	l.bytes = bytes
+	if ok && bytes == l.expected && !l.reported {
+		l.dataOK = true
+		c.maybeSucceed(s, l)
+		return
+	}
+	if !l.reported {
+		why := "data path failed"
+		if ok {
+			why = fmt.Sprintf("short transfer: %d of %d bytes", bytes, l.expected)
+		}
+		c.fail(s, now, l, why)
+		if s.phase < ended {
+			c.abort(s, now, l)
+		}
+	}
+	c.maybeRelease(s, l)
+}
