@@ -8,8 +8,11 @@ thread pings the sidecar and declares it gone when it has been silent for
 the sidecar is lost, `on_lost` runs once, then the client keeps redialing
 until the sidecar is back and registers again (a new registration).
 
-`step()` is the one blocking call, bounded by `step_timeout`; the tier
-plugin makes it from its own worker thread, never from vLLM's scheduler. It
+`step()` is the one blocking call; the tier plugin makes it from its own
+worker thread, never from vLLM's scheduler. A step whose answer has not
+come within `step_timeout` is waited for on while the sidecar is still
+heard from (its pings), up to `step_limit`: a sidecar starved of CPU is
+slow, not gone, and dropping it would fail every request in flight. It
 goes over the sidecar's step socket when the sidecar names one in
 Registered (the same StepRequest and StepResponse, length-prefixed on a
 plain Unix socket: a tenth of a gRPC call's cost in Python), else over the
@@ -35,6 +38,7 @@ from kvp2p._pb import engine_pb2_grpc as pb_grpc
 log = logging.getLogger("kvp2p.client")
 
 _MAX_MSG = 8 << 20  # a step of 64k keys (the sidecar's limit) fits
+_SLICE = 0.1  # a step's wait is checked this often once past step_timeout
 
 
 class SidecarUnavailable(Exception):
@@ -114,29 +118,47 @@ class _StepSocket:
         try:
             self.sock.settimeout(timeout)
             self.sock.connect(path)
+            # Waits go in slices, so that a slow answer can be waited for
+            # on while the sidecar is alive (call's `wait_on`).
+            self.sock.settimeout(min(timeout, _SLICE))
         except OSError:
             self.sock.close()
             raise
         self.hdr = bytearray(4)
         self.sidecar = SidecarProcess.of(self.sock)
 
-    def call(self, payload: bytes) -> tuple[int, bytes]:
-        """One round trip: the answer's status code and body."""
-        self.sock.sendmsg([_LEN.pack(len(payload)), payload])
-        self._fill(memoryview(self.hdr))
+    def call(self, payload: bytes, timeout: float, wait_on: Callable[[float], bool]) -> tuple[int, bytes]:
+        """One round trip: the answer's status code and body. Past
+        `timeout` seconds without the whole answer, it goes on waiting for
+        as long as `wait_on(seconds waited)` says so; then TimeoutError."""
+        t0 = time.monotonic()
+        data = memoryview(_LEN.pack(len(payload)) + payload)
+        while data:
+            data = data[self._io(lambda: self.sock.send(data), t0, timeout, wait_on):]
+        self._fill(memoryview(self.hdr), t0, timeout, wait_on)
         (n,) = _LEN.unpack(self.hdr)
         if n == 0:
             raise OSError("empty step answer")
         body = bytearray(n)
-        self._fill(memoryview(body))
+        self._fill(memoryview(body), t0, timeout, wait_on)
         return body[0], bytes(body[1:])
 
-    def _fill(self, mv: memoryview) -> None:
+    def _fill(self, mv: memoryview, t0: float, timeout: float, wait_on: Callable[[float], bool]) -> None:
         while mv:
-            got = self.sock.recv_into(mv)
+            got = self._io(lambda: self.sock.recv_into(mv), t0, timeout, wait_on)
             if got == 0:
                 raise OSError("step socket closed by the sidecar")
             mv = mv[got:]
+
+    @staticmethod
+    def _io(op: Callable[[], int], t0: float, timeout: float, wait_on: Callable[[float], bool]) -> int:
+        while True:
+            try:
+                return op()
+            except TimeoutError:
+                waited = time.monotonic() - t0
+                if waited >= timeout and not wait_on(waited):
+                    raise
 
     def close(self) -> None:
         self.sock.close()
@@ -157,6 +179,7 @@ class _Session:
         self.heard = now
         self.pinged = now
         self.seq = 0
+        self.slow_step_since: float | None = None  # the first slow step's wait (logged once)
 
 
 class EngineClient:
@@ -175,6 +198,7 @@ class EngineClient:
         dead_after: float = 0.75,
         retry_interval: float = 0.2,
         step_timeout: float = 1.0,
+        step_limit: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
         ticker: bool = True,
     ) -> None:
@@ -191,6 +215,7 @@ class EngineClient:
         self._dead_after = dead_after
         self._retry_interval = retry_interval
         self._step_timeout = step_timeout
+        self._step_limit = max(step_limit, step_timeout)
         self._clock = clock
         self._last_tick = clock()
         # Why the last attachment ended, if the silence check ended it:
@@ -264,7 +289,7 @@ class EngineClient:
             if steps is None:  # dropped meanwhile
                 raise SidecarUnavailable(self.last_error or "not attached")
             try:
-                code, body = steps.call(payload)
+                code, body = steps.call(payload, self._step_timeout, lambda waited: self._waits_on(s, waited))
             except (OSError, struct.error) as e:
                 # A timeout leaves an answer in flight: the connection is
                 # unusable, and so (as with the RPC) is the attachment.
@@ -273,6 +298,17 @@ class EngineClient:
         if code == 0:
             return pb.StepResponse.FromString(body)
         raise self._step_error(s, _CODES.get(code, grpc.StatusCode.UNKNOWN), body.decode("utf-8", "replace"))
+
+    def _waits_on(self, s: _Session, waited: float) -> bool:
+        """Whether a step unanswered for `waited` seconds is still waited
+        for: while s is attached and its sidecar heard from (the ticker
+        drops a sidecar silent for dead_after), up to step_limit."""
+        if self._sess is not s or self._closed.is_set() or waited >= self._step_limit:
+            return False
+        if s.slow_step_since is None:
+            s.slow_step_since = waited
+            log.info("kvp2p: a step unanswered after %.2fs; the sidecar is alive, waiting on", waited)
+        return True
 
     def _step_error(self, s: _Session, code: grpc.StatusCode, details: str) -> Exception:
         """What a step answered with a status other than OK means, to raise."""

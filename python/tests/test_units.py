@@ -254,3 +254,76 @@ def test_answers_between_steps_are_seen_by_the_next_pass() -> None:
     core.schedule_end()
     core._take()  # the finish goes out
     assert not core.has_pending_work()
+
+
+def _step_server(answer_when: "threading.Event") -> tuple[str, "threading.Thread", list[bytes]]:
+    """A step socket that answers one step (status OK, body b"ok") only once
+    `answer_when` is set: a sidecar slow to answer, deterministically."""
+    import socket
+    import struct
+    import threading
+
+    d = tempfile.mkdtemp(prefix="kvp2p-step-")
+    path = os.path.join(d, "s.step")
+    ln = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    ln.bind(path)
+    ln.listen(1)
+    got: list[bytes] = []
+
+    def serve() -> None:
+        c, _ = ln.accept()
+        with c:
+            (n,) = struct.unpack("<I", c.recv(4, socket.MSG_WAITALL))
+            got.append(c.recv(n, socket.MSG_WAITALL))
+            if answer_when.wait(10):
+                c.sendall(struct.pack("<I", 3) + b"\x00ok")
+            c.recv(1)  # until the client closes
+        ln.close()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    return path, t, got
+
+
+def test_slow_step_is_waited_for_while_the_sidecar_lives() -> None:
+    """Past step_timeout a step goes on waiting while wait_on says the
+    sidecar is alive, and gets its answer: a slow sidecar is not lost."""
+    import threading
+
+    from kvp2p.client import _StepSocket
+
+    late = threading.Event()
+    path, t, got = _step_server(late)
+    s = _StepSocket(path, 0.05)
+    asked: list[float] = []
+
+    def wait_on(waited: float) -> bool:
+        asked.append(waited)
+        late.set()  # the answer comes only after the step's timeout passed
+        return True
+
+    try:
+        assert s.call(b"step", 0.05, wait_on) == (0, b"ok")
+    finally:
+        s.close()
+    t.join(5)
+    assert got == [b"step"] and asked and asked[0] >= 0.05
+
+
+def test_slow_step_gives_up_when_the_sidecar_is_not_heard_from() -> None:
+    import threading
+
+    from kvp2p.client import _StepSocket
+
+    never = threading.Event()
+    path, t, _ = _step_server(never)
+    s = _StepSocket(path, 0.05)
+    asked: list[float] = []
+    try:
+        with pytest.raises(TimeoutError):
+            s.call(b"step", 0.05, lambda waited: bool(asked.append(waited)) or len(asked) < 3)
+    finally:
+        s.close()
+    never.set()
+    t.join(5)
+    assert len(asked) == 3 and asked[0] >= 0.05 and asked == sorted(asked)
