@@ -4,7 +4,9 @@ EngineClient keeps one engine attached to its sidecar: a supervisor thread
 dials, sends Register on the Attach stream and reads the sidecar's messages
 (ServeAsk, ServeRelease, Ping) for as long as the stream lives; a ticker
 thread pings the sidecar and declares it gone when it has been silent for
-`dead_after` seconds (the stream's end on a crash is noticed at once). When
+`dead_after` seconds (the stream's end on a crash is noticed at once; a
+sidecar whose process is runnable, starved of CPU rather than frozen, gets
+up to four times that). When
 the sidecar is lost, `on_lost` runs once, then the client keeps redialing
 until the sidecar is back and registers again (a new registration).
 
@@ -22,6 +24,7 @@ Step RPC.
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import socket
 import struct
@@ -39,6 +42,9 @@ log = logging.getLogger("kvp2p.client")
 
 _MAX_MSG = 8 << 20  # a step of 64k keys (the sidecar's limit) fits
 _SLICE = 0.1  # a step's wait is checked this often once past step_timeout
+# A sidecar silent past dead_after but runnable (starved of CPU) is given
+# up to this many times dead_after before it is taken for hung.
+_STARVED_GRACE = 4
 
 
 class SidecarUnavailable(Exception):
@@ -99,6 +105,22 @@ class SidecarProcess:
             return None
         st = _proc_stat(pid) if pid > 0 else None
         return cls(pid, st[1]) if st is not None else None
+
+    def runnable(self) -> bool:
+        """True if one of its threads is running or waiting for a CPU
+        (state R): a process starved of CPU, not a frozen or idle one."""
+        try:
+            tids = os.listdir(f"/proc/{self.pid}/task")
+        except OSError:
+            return False
+        for tid in tids:
+            try:
+                with open(f"/proc/{self.pid}/task/{tid}/stat", encoding="ascii", errors="replace") as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] == "R":
+                        return True
+            except (OSError, IndexError):
+                continue
+        return False
 
     def gone(self) -> bool:
         """True once the process has exited: nothing of it can still read
@@ -180,6 +202,7 @@ class _Session:
         self.pinged = now
         self.seq = 0
         self.slow_step_since: float | None = None  # the first slow step's wait (logged once)
+        self.starved_logged = False
 
 
 class EngineClient:
@@ -298,6 +321,19 @@ class EngineClient:
         if code == 0:
             return pb.StepResponse.FromString(body)
         raise self._step_error(s, _CODES.get(code, grpc.StatusCode.UNKNOWN), body.decode("utf-8", "replace"))
+
+    def _starved(self, s: _Session) -> bool:
+        """Whether the silent sidecar is runnable (a thread in state R):
+        starved of CPU by a loaded host, not frozen (SIGSTOP: state T) or
+        stuck. Logged once per attachment."""
+        proc = s.steps.sidecar if s.steps is not None else None
+        if proc is None or not proc.runnable():
+            return False
+        if not s.starved_logged:
+            s.starved_logged = True
+            log.info("kvp2p: the sidecar is silent but runnable (starved of CPU); waiting up to %.1fs",
+                     self._dead_after * _STARVED_GRACE)
+        return True
 
     def _waits_on(self, s: _Session, waited: float) -> bool:
         """Whether a step unanswered for `waited` seconds is still waited
@@ -466,7 +502,10 @@ class EngineClient:
             # time proves nothing, and its pings may be waiting unread.
             s.heard = max(s.heard, now - self.tick_period)
             return
-        if now - s.heard > self._dead_after:
+        silent = now - s.heard
+        if silent > self._dead_after and silent <= self._dead_after * _STARVED_GRACE and self._starved(s):
+            return  # its pings wait for a CPU: slow, not hung (dropped at the grace's end)
+        if silent > self._dead_after:
             self.silence_drop = (now, now - s.heard)
             self._drop(s, f"sidecar silent for {now - s.heard:.2f}s")
             return

@@ -327,3 +327,42 @@ def test_slow_step_gives_up_when_the_sidecar_is_not_heard_from() -> None:
     never.set()
     t.join(5)
     assert len(asked) == 3 and asked[0] >= 0.05 and asked == sorted(asked)
+
+
+def test_sidecar_process_runnable_tells_starved_from_frozen_and_idle() -> None:
+    """runnable(): a process with a thread running or waiting for a CPU
+    (a starved sidecar) is runnable; a stopped one (SIGSTOP) and one
+    asleep are not."""
+    import signal
+    import subprocess
+    import sys
+
+    from kvp2p.client import SidecarProcess, _proc_stat
+
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        procs = {}
+        for name, p in (("busy", busy), ("idle", idle)):
+            st = None
+            while st is None:
+                st = _proc_stat(p.pid)
+            procs[name] = SidecarProcess(p.pid, st[1])
+        assert procs["busy"].runnable()
+        import time
+
+        deadline = time.monotonic() + 30  # until the interpreter has started and sleeps
+        while time.monotonic() < deadline:
+            if _proc_stat(idle.pid)[0] == "S" and not procs["idle"].runnable():
+                break
+            time.sleep(0.01)
+        assert not procs["idle"].runnable()
+        busy.send_signal(signal.SIGSTOP)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and _proc_stat(busy.pid)[0] != "T":
+            time.sleep(0.01)
+        assert not procs["busy"].runnable()
+    finally:
+        for p in (busy, idle):
+            p.kill()
+            p.wait()
