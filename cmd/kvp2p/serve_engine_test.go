@@ -90,6 +90,6 @@ func listenStale(path string) (io.Closer, error) {
 	if err != nil {
 		return nil, err
 	}
-	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	ln.(interface{ SetUnlinkOnClose(bool) }).SetUnlinkOnClose(false)
 	return ln, nil
 }

@@ -14,6 +14,7 @@ import (
 	pb "github.com/kvp2p/kvp2p/internal/engineapi/enginepb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 )
 
@@ -40,6 +41,12 @@ type Outbox interface {
 	Post(m *pb.SidecarMessage)
 }
 
+// starvedGrace is how many more EngineTimeouts an engine silent past one
+// is given while its process is runnable (starved of CPU, its pings
+// waiting for a core), as the plugin gives a starved sidecar: four times
+// EngineTimeout in all.
+const starvedGrace = 3
+
 // Options tune a Server; zero fields take the defaults in their comments.
 type Options struct {
 	Limits        Limits        // default DefaultLimits()
@@ -58,6 +65,9 @@ type Server struct {
 	log    *slog.Logger
 	maxMsg int // the largest request, on gRPC and on the step socket
 	wg     sync.WaitGroup
+	// runnable reports whether a process waits for a CPU
+	// (processRunnable; tests replace it).
+	runnable func(pid int) bool
 
 	mu        sync.Mutex // guards the step socket's state; never held across I/O
 	stopped   bool
@@ -87,7 +97,7 @@ func New(b Backend, opt Options) *Server {
 	// A step of MaxKeysPerStep 16-byte keys with its framing fits in 4 MiB
 	// (gRPC's default) only up to ~100k keys; size the cap to the limits.
 	maxMsg := 4<<20 + opt.Limits.MaxKeysPerStep*(KeyBytes+8)
-	s := &Server{b: b, opt: opt, log: log, maxMsg: maxMsg, stepConns: map[net.Conn]struct{}{}}
+	s := &Server{b: b, opt: opt, log: log, maxMsg: maxMsg, stepConns: map[net.Conn]struct{}{}, runnable: processRunnable}
 	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(maxMsg), grpc.MaxSendMsgSize(maxMsg))
 	pb.RegisterEngineServer(s.grpc, s)
 	return s
@@ -142,7 +152,7 @@ func ListenUnix(path string) (net.Listener, error) {
 		ln.Close()
 		return nil, fmt.Errorf("engineapi: %w", err)
 	}
-	return ln, nil
+	return pidListener{ln}, nil
 }
 
 // Step implements the Step call.
@@ -242,6 +252,10 @@ func (s *Server) Attach(st pb.Engine_AttachServer) (end error) {
 	defer stall.Stop()
 	busy := false // a batch is with the sender
 	guard := pauseGuard{every: s.opt.PingInterval}
+	pid, grace := 0, starvedGrace
+	if p, ok := peer.FromContext(st.Context()); ok {
+		pid = pidOf(p.Addr)
+	}
 	// woke re-arms both engine timers when the sidecar itself did not run
 	// (see pauseGuard) and reports whether it did that.
 	woke := func() bool {
@@ -297,11 +311,21 @@ func (s *Server) Attach(st pb.Engine_AttachServer) (end error) {
 		case <-heard:
 			woke()
 			silent.Reset(s.opt.EngineTimeout)
+			grace = starvedGrace
 		case <-silent.C:
 			if woke() {
 				continue
 			}
-			return status.Errorf(codes.DeadlineExceeded, "engine silent for %v", s.opt.EngineTimeout)
+			if grace > 0 && s.runnable(pid) {
+				// Its process waits for a CPU: slow, not hung. Given up to
+				// starvedGrace more timeouts, then taken for gone anyway.
+				grace--
+				s.log.Info("engine silent but runnable (starved of CPU): waiting on", "engine_id", reg.EngineId,
+					"silent_for", s.opt.EngineTimeout*time.Duration(starvedGrace-grace))
+				silent.Reset(s.opt.EngineTimeout)
+				continue
+			}
+			return status.Errorf(codes.DeadlineExceeded, "engine silent for %v", s.opt.EngineTimeout*time.Duration(starvedGrace-grace+1))
 		case err := <-recvErr:
 			if errors.Is(err, io.EOF) {
 				return nil

@@ -3,7 +3,6 @@ package engineapi
 import (
 	"bytes"
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -110,7 +109,7 @@ func TestListenUnix(t *testing.T) {
 		t.Errorf("socket mode %v, want 0600", fi.Mode().Perm())
 	}
 	// A stale socket (its listener gone, the file left) is replaced.
-	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	ln.(interface{ SetUnlinkOnClose(bool) }).SetUnlinkOnClose(false)
 	ln.Close()
 	ln2, err := ListenUnix(path)
 	if err != nil {

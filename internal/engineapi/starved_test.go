@@ -1,0 +1,124 @@
+package engineapi
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	pb "github.com/kvp2p/kvp2p/internal/engineapi/enginepb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+)
+
+// TestAttachSilentButRunnableEngine: an engine silent past EngineTimeout
+// whose process waits for a CPU (runnable) is given starvedGrace more
+// timeouts before it is taken for gone; one that is not runnable (frozen,
+// idle) is gone at the first. The server learns the engine's process from
+// the Unix socket (SO_PEERCRED): here, this test's own.
+func TestAttachSilentButRunnableEngine(t *testing.T) {
+	const timeout = 60 * time.Millisecond
+	for _, tc := range []struct {
+		name     string
+		runnable bool
+		min      time.Duration
+	}{
+		{"frozen", false, timeout},
+		{"starved", true, (starvedGrace + 1) * timeout},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake()
+			path := filepath.Join(t.TempDir(), "engine.sock")
+			ln, err := ListenUnix(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := New(f, Options{EngineTimeout: timeout, PingInterval: time.Hour})
+			var mu sync.Mutex
+			var asked []int
+			s.runnable = func(pid int) bool {
+				mu.Lock()
+				defer mu.Unlock()
+				asked = append(asked, pid)
+				return tc.runnable
+			}
+			done := make(chan error, 1)
+			go func() { done <- s.Serve(ln) }()
+			cc, err := grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				cc.Close()
+				s.Stop()
+				if err := <-done; err != nil {
+					t.Errorf("Serve: %v", err)
+				}
+			}()
+			st, err := pb.NewEngineClient(cc).Attach(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := st.Send(goodRegister()); err != nil {
+				t.Fatal(err)
+			}
+			if m, err := st.Recv(); err != nil || m.GetRegistered() == nil {
+				t.Fatalf("registered: %v %v", m, err)
+			}
+			t0 := time.Now()
+			for { // the engine never speaks again
+				if _, err = st.Recv(); err != nil {
+					break
+				}
+			}
+			took := time.Since(t0)
+			if status.Code(err) != codes.DeadlineExceeded {
+				t.Fatalf("stream ended with %v, want DeadlineExceeded", err)
+			}
+			if took < tc.min {
+				t.Fatalf("ended after %v, want at least %v", took, tc.min)
+			}
+			<-f.detached
+			mu.Lock()
+			defer mu.Unlock()
+			if len(asked) == 0 || asked[0] != os.Getpid() {
+				t.Fatalf("runnable asked for %v, want this process %d", asked, os.Getpid())
+			}
+			if tc.runnable && len(asked) != starvedGrace {
+				t.Fatalf("runnable asked %d times, want %d", len(asked), starvedGrace)
+			}
+		})
+	}
+}
+
+// TestProcessRunnable: this test's process, spinning on a thread, is
+// runnable; a pid that does not exist is not.
+func TestProcessRunnable(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc")
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+		}
+	}()
+	defer func() { close(stop); wg.Wait() }()
+	if !processRunnable(os.Getpid()) {
+		t.Error("this process, with a spinning goroutine, is not runnable")
+	}
+	if processRunnable(0) || processRunnable(1<<30) {
+		t.Error("no such process, yet runnable")
+	}
+}
