@@ -48,7 +48,7 @@ func (t *Table) FailUnboundStores(now time.Time, reason string) int {
 
 // ProducerGone tells the table that the engine whose blocks this node
 // serves to PD decoders is gone (a sidecar's engine detached), and returns
-// how many request ids peers' fetches were waiting on. No store will come
+// how many PD request ids peers' sessions were fetching or waiting on. No store will come
 // for any request now, whether that engine registered it or not (a
 // decoder-first fetch waits for a request the prefiller has not registered
 // yet), so every PD fetch not yet fully served fails at once: its decoder
@@ -87,6 +87,6 @@ func (t *Table) ProducerGone(now time.Time) int {
 }
 
 // ProducerBack tells the table that an engine produces here again (a
-// sidecar's engine attached): fetches for ids it was not told are gone
-// wait for its stores again, as a decoder-first fetch does.
+// sidecar's engine attached): a fetch for an id not reaped waits for its
+// stores again, as a decoder-first fetch does.
 func (t *Table) ProducerBack() { t.noProducer = false }
