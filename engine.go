@@ -201,6 +201,7 @@ func (n *Node) attach(r *region.Region, out engineapi.Outbox) (*pb.Registered, *
 	e.reg = randomRegistration(e.last)
 	e.last = e.reg
 	e.orphans = false
+	n.tb.ProducerBack() // fetches for requests it has not registered yet wait for it again
 	e.memReg.Store(e.reg)
 	ok := &pb.Registered{
 		Registration: e.reg, ApiVersion: pb.ApiVersion_API_VERSION_1,
@@ -240,9 +241,11 @@ func (b engineBackend) Detach(id uint64) {
 	_ = b.n.Manager().do(func(now time.Time) { b.n.detach(now, id) })
 }
 
-// detach forgets an engine that is gone: its requests end (loads in flight
-// are aborted; their chunks stay fenced until no write can land), what it
-// pinned for peers is retired, and nothing more is reported to it.
+// detach forgets an engine that is gone: peers' PD fetches waiting on it
+// fail, its requests end (loads in flight are aborted; their chunks stay
+// fenced until no write can land), what it pinned for peers is retired,
+// and nothing more is reported to it. Peers' lookups waiting on its asks
+// answer MISS at the next tick (the asks are forgotten: engine.Pending).
 func (n *Node) detach(now time.Time, id uint64) {
 	e := n.eng
 	if id == 0 || e.reg != id {
@@ -250,6 +253,13 @@ func (n *Node) detach(now time.Time, id uint64) {
 	}
 	n.log.Warn("engine gone: aborting its jobs", "jobs", len(e.jobs), "requests", len(e.reqs))
 	e.reg, e.out, e.orphans = 0, nil, true
+	// First, while the table still knows the engine's requests: peers'
+	// PD fetches waiting here, for requests it registered or not, fail
+	// now and their decoders fall back (issue 23: they waited for their
+	// PD load timeout), and none waits for this engine's ids afterwards.
+	if fetches := n.tb.ProducerGone(now); fetches > 0 {
+		n.log.Info("engine gone: peers' PD fetches failed", "requests", fetches)
+	}
 	for req := range e.reqs {
 		n.tb.RequestFinished(now, req)
 	}

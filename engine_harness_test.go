@@ -113,6 +113,8 @@ type fakeEngine struct {
 	released int
 	nextJob  uint64
 	pinOf    func(ask uint64) uint64 // if set, the pin id granted for an ask
+	asks     int                     // asks received
+	holdAsks bool                    // if set, asks are left unanswered (an engine that does not step)
 }
 
 // attach dials the sidecar and registers; the engine detaches at cleanup.
@@ -176,7 +178,9 @@ func tryRegister(t testing.TB, s *sidecar, reg *pb.Register) (*fakeEngine, error
 			case m.GetPing() != nil:
 				send(&pb.EngineMessage{Msg: &pb.EngineMessage_Ping{Ping: m.GetPing()}})
 			case m.GetAsk() != nil:
-				send(&pb.EngineMessage{Msg: &pb.EngineMessage_Grant{Grant: e.grant(m.GetAsk())}})
+				if g := e.grant(m.GetAsk()); g != nil {
+					send(&pb.EngineMessage{Msg: &pb.EngineMessage_Grant{Grant: g}})
+				}
 			case m.GetRelease() != nil:
 				e.mu.Lock()
 				for _, id := range m.GetRelease().PinIds {
@@ -191,9 +195,14 @@ func tryRegister(t testing.TB, s *sidecar, reg *pb.Register) (*fakeEngine, error
 	return e, nil
 }
 
+// grant answers an ask, or returns nil to leave it unanswered (holdAsks).
 func (e *fakeEngine) grant(a *pb.ServeAsk) *pb.ServeGrant {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.asks++
+	if e.holdAsks {
+		return nil
+	}
 	g := &pb.ServeGrant{AskId: a.AskId, PinId: a.AskId + 1000}
 	if e.pinOf != nil {
 		g.PinId = e.pinOf(a.AskId)

@@ -45,3 +45,48 @@ func (t *Table) FailUnboundStores(now time.Time, reason string) int {
 	t.settle(now)
 	return n
 }
+
+// ProducerGone tells the table that the engine whose blocks this node
+// serves to PD decoders is gone (a sidecar's engine detached), and returns
+// how many PD request ids peers' sessions were fetching or waiting on. No store will come
+// for any request now, whether that engine registered it or not (a
+// decoder-first fetch waits for a request the prefiller has not registered
+// yet), so every PD fetch not yet fully served fails at once: its decoder
+// hears TransferDone(failed) and falls back instead of waiting for its PD
+// load timeout. The gone engine's producer ids and the fetched ones are
+// reaped: a fetch for them later, even once a new engine attached, is
+// refused within a round trip. Until ProducerBack every new fetch is
+// refused the same way. Parked stores are FailUnboundStores' (the caller
+// retires their chunks first).
+func (t *Table) ProducerGone(now time.Time) int {
+	t.noProducer = true
+	for _, r := range t.reqs {
+		if r.dst != nil && r.dst.kvID != "" {
+			t.reaped[r.dst.kvID] = now
+		}
+	}
+	n := 0
+	for _, c := range t.list {
+		if c.st == connGone || c.s.Ended() != health.CauseNone {
+			continue
+		}
+		ids := c.s.FinishProducers(now)
+		for _, id := range ids {
+			if t.bound[id] == c {
+				delete(t.bound, id)
+			}
+			t.reaped[id] = now
+		}
+		if len(ids) > 0 {
+			n += len(ids)
+			t.touch(c)
+		}
+	}
+	t.settle(now)
+	return n
+}
+
+// ProducerBack tells the table that an engine produces here again (a
+// sidecar's engine attached): a fetch for an id not reaped waits for its
+// stores again, as a decoder-first fetch does.
+func (t *Table) ProducerBack() { t.noProducer = false }

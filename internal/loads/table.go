@@ -118,6 +118,10 @@ type Table struct {
 	results []JobResult
 	actions []Action
 
+	// noProducer: the engine that produced this node's PD blocks is gone
+	// (ProducerGone) and none is back: a new fetch is refused at once.
+	noProducer bool
+
 	shuttingDown  bool
 	shutdownAt    time.Time
 	shutdownClose bool
@@ -328,10 +332,16 @@ func (t *Table) storeDone(r session.StoreResult) {
 
 // bind ties a producer request id to the session its first fetch came on
 // and replays its parked store batches. A fetch for an id whose stores were
-// reaped is refused within one round trip (vLLM #53453).
+// reaped (vLLM #53453), or that comes while no engine produces here
+// (ProducerGone), is refused within one round trip.
 func (t *Table) bind(now time.Time, c *conn, kvID string) {
 	if t.wasReaped(now, kvID) {
 		t.log.Warn("late fetch for a reaped store, refusing", "req", kvID, "peer", c.peer)
+		c.s.FinishProducer(now, kvID)
+		return
+	}
+	if t.noProducer {
+		t.log.Warn("fetch while no engine is attached, refusing", "req", kvID, "peer", c.peer)
 		c.s.FinishProducer(now, kvID)
 		return
 	}

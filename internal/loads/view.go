@@ -44,11 +44,14 @@ type View struct {
 	Domains  []health.DomainView
 	Policy   health.Stats
 	Requests int // engine requests registered
+	// Fetches: producer request ids a peer's PD fetch is bound to (its
+	// decoder waits for, or is being sent, their blocks).
+	Fetches int
 }
 
 // View copies the table's state at now.
 func (t *Table) View(now time.Time) View {
-	v := View{Requests: len(t.reqs)}
+	v := View{Requests: len(t.reqs), Fetches: len(t.bound)}
 	for _, c := range t.list {
 		if c.st == connGone || c.rejected {
 			continue

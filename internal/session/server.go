@@ -540,3 +540,24 @@ func (s *Session) FinishProducer(now time.Time, id string) {
 	}
 	s.server.finishLocal(s, now, id)
 }
+
+// FinishProducers is FinishProducer for every PD request this session
+// serves (a peer's fetch or a store job opened its round 0): the local
+// producer is gone, so no supply will come for any of them, registered by
+// it or not. It returns their ids, sorted.
+func (s *Session) FinishProducers(now time.Time) []string {
+	if s.phase >= ended {
+		return nil
+	}
+	var ids []string
+	for id, r := range s.server.reqs {
+		if r.seen || r.rounds[0] != nil {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids) // the data path hears of the rounds in a fixed order
+	for _, id := range ids {
+		s.server.finishLocal(s, now, id)
+	}
+	return ids
+}

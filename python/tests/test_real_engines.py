@@ -359,10 +359,6 @@ def test_sidecar_killed_mid_load(fleet: Fleet) -> None:
     assert loaded_from_peer(r) and r.tokens == warm.tokens, r
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known defect, not fixed here: when A's engine goes, A's sidecar fails its own jobs and parked "
-    "stores (engine.go detach) but not a peer's PD fetch waiting for a request the engine never "
-    "registered; B falls back only at its PD load timeout (30 s; measured 23.7 s after the kill)"))
 def test_engine_killed_mid_load(fleet: Fleet) -> None:
     """Last: A's engine (with vLLM's engine-core and worker) dies by SIGKILL
     while B's PD load waits at A's sidecar for a prefill A never did."""
