@@ -85,6 +85,15 @@ type Waits struct {
 	// handshake, then a probe), however the sessions it waits on come and
 	// go. It is fixed when the request begins to wait.
 	Budget time.Duration
+	// Silent: a lookup to a peer whose session owes data-path bytes and
+	// has delivered nothing for this long is not answered HIT on that
+	// session (a load put on it would wait behind whatever holds the
+	// rest: a blackholed stream in retransmission backoff, say). It
+	// waits (RETRY) for the session's verdict: bytes again, or the
+	// progress watchdog's end of it, after which the request redials on
+	// demand. Its budget is Budget plus the time left to the watchdog.
+	// Zero: never (vLLM's policies, which have no watchdog).
+	Silent time.Duration
 }
 
 // End describes one session's end.

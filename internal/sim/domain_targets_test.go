@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"fmt"
 	"slices"
 	"testing"
 
@@ -51,18 +50,6 @@ func resetOnly(sc *scenario.Scenario) bool {
 // measured 306 ms vs per-peer's 373 ms, README).
 var tthOverExempt = []string{"host-blackhole"}
 
-// falseAllowed are the built-ins where domain is known to fall back on a
-// source the report counts as healthy (issue 24 asks for none; open).
-//
-// slow-flapping: 1. A request to the flapping rank itself, 50 ms after a
-// heal, hits and loads on the session that carried loads through the
-// spell; those loads' frames are held by the kernel until the next
-// retransmission (1.5 s later: the backoff the spells built up), and the
-// progress watchdog ends the session 1 s after their last data, failing
-// the new load with them. The report counts the fault as over at the heal;
-// the connection is not usable until its retransmission (hold.go).
-var falseAllowed = map[string]int{"slow-flapping": 1}
-
 // domainTargets: in every built-in scenario the domain policy falls back
 // within 1.5 s (p99), leaves nothing stuck, loads nothing corrupt, leaks no
 // slot (after the drain, or while running), never falls back on a healthy
@@ -73,11 +60,10 @@ var falseAllowed = map[string]int{"slow-flapping": 1}
 func domainTargets() []target {
 	var ts []target
 	for _, name := range scenario.Builtins() {
-		maxFalse := falseAllowed[name]
-		ts = append(ts, target{name, health.Domain, fmt.Sprintf("ttf p99 <= 1500 ms, stuck 0, corrupt 0, leaked 0, orphans 0, false fallbacks <= %d", maxFalse),
+		ts = append(ts, target{name, health.Domain, "ttf p99 <= 1500 ms, stuck 0, corrupt 0, leaked 0, orphans 0, false fallbacks 0",
 			func(r report.Report, _ map[string]report.Report) bool {
 				return r.TTFms.P99 <= 1500 && r.Stuck == 0 && r.CorruptLoads == 0 && r.LeakedSlots == 0 &&
-					r.OrphanSlots == 0 && r.FalseFallbacks <= maxFalse
+					r.OrphanSlots == 0 && r.FalseFallbacks == 0
 			}})
 		if !slices.Contains(tthOverExempt, name) {
 			ts = append(ts, target{name, health.Domain, "tth p99 within 50 ms of per-peer's",
