@@ -68,7 +68,16 @@ func (t *Table) lookup(now time.Time, id string, k wire.Key, g health.Gate, aske
 	if c.s.Pending() {
 		// A load is never queued behind a handshake. per-peer and host-group
 		// fall back at once (#64501); a policy may let lookups wait a little.
-		if w := t.waits(now, r); w.Handshake > 0 && t.mayWait(now, r, w) {
+		if w := t.waits(now, r); unanswered(now, c, w) {
+			// The attempt went into a partition: one fresh attempt (the
+			// partition may have healed), then no more waiting on it.
+			if !r.redialed && t.mayWait(now, r, w) {
+				r.redialed = true
+				if t.session(now, r.src.peer, r.src.domain) != nil {
+					return session.Retry
+				}
+			}
+		} else if w.Handshake > 0 && t.mayWait(now, r, w) {
 			if now.Sub(c.s.PendingSince()) < w.Handshake {
 				return session.Retry
 			}
