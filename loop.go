@@ -108,6 +108,8 @@ func (n *Node) handle(ev event) {
 	switch ev := ev.(type) {
 	case evAccepted:
 		n.accepted(now, ev)
+	case evDialAnswered:
+		n.tb.DialAnswered(now, ev.id)
 	case evDialed:
 		c := n.conns[ev.id]
 		if c == nil || c.closing() {

@@ -113,6 +113,10 @@ type evDialed struct {
 	err       error
 	refused   bool // the control connection's connect was refused: nobody listens
 }
+
+// evDialAnswered: a dial's control connection connected (the peer's kernel
+// answered the SYN); TLS, the data connection and the attach may follow.
+type evDialAnswered struct{ id loads.ConnID }
 type evCtlMsg struct {
 	id  loads.ConnID
 	msg wire.Message
@@ -501,6 +505,7 @@ func (n *Node) dial(id loads.ConnID, peer string, secret [wire.SecretSize]byte) 
 		n.post(evDialed{id: id, err: err, refused: dialRefused(err)})
 		return
 	}
+	n.post(evDialAnswered{id: id}) // before evDialed: one goroutine posts both, in order
 	ctl, err = n.handshakeTLS(ctx, ctl, peer)
 	if err != nil {
 		n.post(evDialed{id: id, err: err})

@@ -85,6 +85,9 @@ func newDomain(o Options) *domainPolicy {
 	if o.RefusedHold <= 0 {
 		o.RefusedHold = 50 * time.Millisecond
 	}
+	if o.UnansweredDial <= 0 {
+		o.UnansweredDial = 50 * time.Millisecond
+	}
 	if o.SilenceWindow < o.ProbeTimeout {
 		o.SilenceWindow = o.ProbeTimeout
 	}
@@ -112,7 +115,8 @@ func (*domainPolicy) Name() string { return Domain }
 // the probe deadline closed and redialed the session, and the lab's
 // pod-partial had 12 false fallbacks in the ~0.8 s after the heal.
 func (d *domainPolicy) Waits(now time.Time, p Peer) Waits {
-	w := Waits{Handshake: d.opt.ConnectWait, StaleDial: d.opt.ConnectWait, Budget: d.opt.ConnectWait + d.opt.ProbeTimeout}
+	w := Waits{Handshake: d.opt.ConnectWait, StaleDial: d.opt.ConnectWait, Budget: d.opt.ConnectWait + d.opt.ProbeTimeout,
+		Silent: d.opt.ProbeTimeout, Unanswered: d.opt.UnansweredDial}
 	if ph := d.peers[p.ID]; ph != nil && ph.refused {
 		w.Handshake = 0
 	}

@@ -140,12 +140,12 @@ func pod(name string, ids ...string) []Peer {
 
 func TestDomainWaits(t *testing.T) {
 	p := Peer{ID: "10.0.0.1:7777", Domain: "pod-a"}
-	if w := mustNew(t, Domain, Options{}).Waits(t0, p); w != (Waits{Handshake: 250 * time.Millisecond, StaleDial: 250 * time.Millisecond, Budget: 500 * time.Millisecond}) {
-		t.Errorf("default Waits = %+v, want connect_wait 250ms, budget connect_wait + probe_timeout", w)
+	if w := mustNew(t, Domain, Options{}).Waits(t0, p); w != (Waits{Handshake: 250 * time.Millisecond, StaleDial: 250 * time.Millisecond, Budget: 500 * time.Millisecond, Silent: 250 * time.Millisecond, Unanswered: 50 * time.Millisecond}) {
+		t.Errorf("default Waits = %+v, want connect_wait 250ms, budget connect_wait + probe_timeout, silent probe_timeout, unanswered 50ms", w)
 	}
-	o := Options{ConnectWait: 40 * time.Millisecond, ProbeTimeout: time.Second}
-	if w := mustNew(t, Domain, o).Waits(t0, p); w != (Waits{Handshake: 40 * time.Millisecond, StaleDial: 40 * time.Millisecond, Budget: 1040 * time.Millisecond}) {
-		t.Errorf("Waits = %+v, want ConnectWait 40ms, budget 1040ms", w)
+	o := Options{ConnectWait: 40 * time.Millisecond, ProbeTimeout: time.Second, UnansweredDial: 20 * time.Millisecond}
+	if w := mustNew(t, Domain, o).Waits(t0, p); w != (Waits{Handshake: 40 * time.Millisecond, StaleDial: 40 * time.Millisecond, Budget: 1040 * time.Millisecond, Silent: time.Second, Unanswered: 20 * time.Millisecond}) {
+		t.Errorf("Waits = %+v, want ConnectWait 40ms, budget 1040ms, silent 1s, unanswered 20ms", w)
 	}
 }
 

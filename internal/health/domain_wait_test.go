@@ -9,7 +9,9 @@ import (
 // gone (its dial refused) is not waited on; every other peer, a dead data
 // path included, gets the full wait.
 
-var waitsNormal = Waits{Handshake: 250 * time.Millisecond, StaleDial: 250 * time.Millisecond, Budget: 500 * time.Millisecond}
+// Silent and Unanswered (issue 24) are the same whatever the peer's past.
+var waitsNormal = Waits{Handshake: 250 * time.Millisecond, StaleDial: 250 * time.Millisecond, Budget: 500 * time.Millisecond,
+	Silent: 250 * time.Millisecond, Unanswered: 50 * time.Millisecond}
 
 func (f *dfix) wantWaits(what string, now time.Time, p Peer, want Waits) {
 	f.t.Helper()

@@ -85,6 +85,23 @@ type Waits struct {
 	// handshake, then a probe), however the sessions it waits on come and
 	// go. It is fixed when the request begins to wait.
 	Budget time.Duration
+	// Silent: a lookup to a peer whose session owes data-path bytes and
+	// has delivered nothing for this long is not answered HIT on that
+	// session (a load put on it would wait behind whatever holds the
+	// rest: a blackholed stream in retransmission backoff, say). It
+	// waits (RETRY) for the session's verdict: bytes again, or the
+	// progress watchdog's end of it, after which the request redials on
+	// demand. Its budget is Budget plus the time left to the watchdog.
+	// Zero: never (vLLM's policies, which have no watchdog).
+	Silent time.Duration
+	// Unanswered: a connect attempt whose first connection the peer's
+	// kernel has not answered (no SYN-ACK, no RST) for this long went into
+	// a partition. A kernel answers within a round trip, however busy or
+	// stopped its process is, so such an attempt is replaced on demand,
+	// and a lookup waits on it no longer: one fresh attempt (within its
+	// budget), then MISS. A request then neither waits out a partition
+	// nor, after it heals, waits on an attempt made into it. Zero: never.
+	Unanswered time.Duration
 }
 
 // End describes one session's end.
@@ -167,6 +184,10 @@ type Options struct {
 	// on its second step, not its third, and is short enough that a rank
 	// that comes back is dialed again at once (never a blacklist).
 	RefusedHold time.Duration
+	// UnansweredDial is the domain policy's Waits.Unanswered; 50 ms: a
+	// hundred round trips within a data centre, where kvp2p's peers are
+	// (a peer further away than that needs it raised).
+	UnansweredDial time.Duration
 	// SilenceWindow is how long a rank whose data path delivered since its
 	// check began may go without a delivery before it counts as dead
 	// (docs/liveness.md); the stall timeout, and never less than

@@ -68,7 +68,16 @@ func (t *Table) lookup(now time.Time, id string, k wire.Key, g health.Gate, aske
 	if c.s.Pending() {
 		// A load is never queued behind a handshake. per-peer and host-group
 		// fall back at once (#64501); a policy may let lookups wait a little.
-		if w := t.waits(now, r); w.Handshake > 0 && t.mayWait(now, r, w) {
+		if w := t.waits(now, r); unanswered(now, c, w) {
+			// The attempt went into a partition: one fresh attempt (the
+			// partition may have healed), then no more waiting on it.
+			if !r.redialed && t.mayWait(now, r, w) {
+				r.redialed = true
+				if t.session(now, r.src.peer, r.src.domain) != nil {
+					return session.Retry
+				}
+			}
+		} else if w.Handshake > 0 && t.mayWait(now, r, w) {
 			if now.Sub(c.s.PendingSince()) < w.Handshake {
 				return session.Retry
 			}
@@ -83,6 +92,16 @@ func (t *Table) lookup(now time.Time, id string, k wire.Key, g health.Gate, aske
 		}
 		t.markFailed(r.src.kvID)
 		return session.Miss
+	}
+	if t.silentPath(now, r, c) {
+		// Evidence of death building up on this session
+		// (health.Waits.Silent): no new load goes into a data path that
+		// owes bytes and is silent; the request waits for its verdict.
+		if !t.mayWait(now, r, t.silentWaits(now, r, c)) {
+			t.markFailed(r.src.kvID)
+			return session.Miss
+		}
+		return session.Retry
 	}
 	if !asked {
 		g = t.policy.Gate(now, t.peerOf(c))
@@ -341,6 +360,29 @@ func (t *Table) mayWait(now time.Time, r *request, w health.Waits) bool {
 		r.budget = w.Budget
 	}
 	return now.Sub(r.waitFrom) < r.budget
+}
+
+// silentPath reports whether r's source's session c owes data-path bytes
+// and has delivered nothing for the policy's Waits.Silent.
+func (t *Table) silentPath(now time.Time, r *request, c *conn) bool {
+	w := t.waits(now, r)
+	if w.Silent <= 0 {
+		return false
+	}
+	silent, _, owed := c.s.DataSilence(now)
+	return owed && silent >= w.Silent
+}
+
+// silentWaits is the policy's waits for a request held by silentPath: its
+// budget, if it begins to wait now, also covers the time left until the
+// progress watchdog's verdict on the silent session.
+func (t *Table) silentWaits(now time.Time, r *request, c *conn) health.Waits {
+	w := t.waits(now, r)
+	if r.waitFrom.IsZero() {
+		_, left, _ := c.s.DataSilence(now)
+		w.Budget += left
+	}
+	return w
 }
 
 // waits is the policy's waits for r's source.

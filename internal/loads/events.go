@@ -28,12 +28,23 @@ func (t *Table) Accept(now time.Time) ConnID {
 	return c.id
 }
 
+// DialAnswered reports that an outbound dial's first connection was
+// answered by the peer's kernel (its TCP connect completed; TLS, the data
+// connection and the handshake may still be to come): the attempt did not
+// go into a partition (health.Waits.Unanswered).
+func (t *Table) DialAnswered(now time.Time, id ConnID) {
+	if c := t.conns[id]; c != nil {
+		c.answered = true
+	}
+}
+
 // Connected reports that an outbound dial succeeded.
 func (t *Table) Connected(now time.Time, id ConnID) {
 	c := t.conns[id]
 	if c == nil {
 		return
 	}
+	c.answered = true
 	c.s.Start(now)
 	t.touch(c)
 	t.settle(now)

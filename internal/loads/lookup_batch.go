@@ -18,7 +18,8 @@ import (
 // for every key, then settles, and at 1024 keys that was most of the
 // sidecar's time in a step.
 //
-// The common case, a ready session whose policy gate is open, runs
+// The common case, a ready session whose policy gate is open and whose
+// data path is not silent while owed (Table.silentPath), runs
 // without those per-key steps (lookupRun); any other key takes Lookup.
 func (t *Table) LookupBatch(now time.Time, id string, keys []wire.Key, out []session.Verdict) {
 	for i := 0; i < len(keys); {
@@ -56,7 +57,7 @@ func (t *Table) lookupRun(now time.Time, id string, keys []wire.Key, out []sessi
 		return 0, 0, false
 	}
 	c := t.byPeer[r.src.peer]
-	if c == nil || c.s.Ended() != health.CauseNone || c.s.Pending() {
+	if c == nil || c.s.Ended() != health.CauseNone || c.s.Pending() || t.silentPath(now, r, c) {
 		return 0, 0, false
 	}
 	if g = t.policy.Gate(now, t.peerOf(c)); g != health.GateOpen {

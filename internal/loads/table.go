@@ -31,6 +31,7 @@ type conn struct {
 	// or ended by an orderly local stop: the policy never hears of it.
 	rejected bool
 	refused  bool    // its dial was refused (DialRefused)
+	answered bool    // its dial reached a listening kernel (DialAnswered, Connected)
 	endedBy  endedBy // why the table ended it, if it did
 	// A newcomer held while the live session it would replace is probed
 	// (hold.go): holdFor is that session, which points back by heldBy.
@@ -233,8 +234,9 @@ func (t *Table) session(now time.Time, peer, domain string) *conn {
 		// Only a dial: once connected, the handshake has its own timeout,
 		// and a peer slow to answer a Hello (starved of CPU) would
 		// otherwise see every attempt replaced before it could finish.
-		stale := t.policy.Waits(now, health.Peer{ID: peer, Domain: domain}).StaleDial
-		if !(stale > 0 && c.s.Outbound() && c.s.Dialing() && now.Sub(c.s.PendingSince()) >= stale) {
+		w := t.policy.Waits(now, health.Peer{ID: peer, Domain: domain})
+		stale := w.StaleDial > 0 && c.s.Outbound() && c.s.Dialing() && now.Sub(c.s.PendingSince()) >= w.StaleDial
+		if !stale && !unanswered(now, c, w) {
 			if domain != "" {
 				c.domain = domain
 			}
@@ -261,6 +263,13 @@ func (t *Table) session(now time.Time, peer, domain string) *conn {
 	t.byPeer[peer] = c
 	t.actions = append(t.actions, Action{Kind: ActDial, Conn: c.id, Peer: peer})
 	return c
+}
+
+// unanswered reports whether c is a connect attempt that no kernel has
+// answered for the policy's Waits.Unanswered: it went into a partition.
+func unanswered(now time.Time, c *conn, w health.Waits) bool {
+	return w.Unanswered > 0 && !c.answered && c.s.Outbound() && c.s.Pending() &&
+		now.Sub(c.s.PendingSince()) >= w.Unanswered
 }
 
 func (t *Table) loadDone(now time.Time, c *conn, r session.LoadResult) {

@@ -113,3 +113,27 @@ func (s *Session) DataEnd(now time.Time, job uint64, ok bool, bytes uint64) {
 	}
 	c.maybeRelease(s, l)
 }
+
+// DataSilence is how long this session's data path has owed bytes and
+// shown no life: the longest any running load has waited on it (the
+// quantity the progress watchdog judges). left is the time until the
+// watchdog ends the session for it, when the watchdog is on. owed is
+// false when no load is waiting on the data path (an idle session is
+// silent too, and that proves nothing).
+func (s *Session) DataSilence(now time.Time) (silent, left time.Duration, owed bool) {
+	if s.phase != ready {
+		return 0, 0, false
+	}
+	c := &s.client
+	for _, l := range c.loads {
+		if l.reported || l.dataEnded {
+			continue
+		}
+		owed = true
+		silent = max(silent, now.Sub(c.silentSince(l)))
+	}
+	if owed && s.cfg.StallTimeout > 0 {
+		left = max(s.cfg.StallTimeout-silent, 0)
+	}
+	return silent, left, owed
+}

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"fmt"
 	"slices"
 	"testing"
 
@@ -32,59 +31,27 @@ func resetOnly(sc *scenario.Scenario) bool {
 	return any
 }
 
-// tthOverExempt are the scenarios where domain's time-to-hit p99 over all
-// hits is more than 50 ms above per-peer's (issue 8 asks for at most 50):
-// the excess is hits to the faulted ranks themselves, requests that waited
-// on a handshake or a probe while the fault lasted and loaded once it
-// healed. Over the hits whose source had no fault while they were alive,
-// domain meets the 50 ms (TestDomainTTHUnaffected), and so it must here
-// too.
-//
-// flapping and pod-partial left this list with issue 24: since the
-// simulator holds a blackholed data path's frames as TCP does (hold.go),
-// per-peer's loads caught in a spell are late hits too (seconds late),
-// and domain's are within 50 ms of them. host-blackhole stays: a full
-// blackhole also silences control, per-peer's sessions die of their
-// heartbeat timeout and its requests into the blackhole fall back at once
-// on a pending dial (#64501), while domain's wait one connect wait and one
-// probe and hit after the heal (sim: 131 ms vs 39.8 ms; the fault lab
-// measured 306 ms vs per-peer's 373 ms, README).
-var tthOverExempt = []string{"host-blackhole"}
-
-// falseAllowed are the built-ins where domain is known to fall back on a
-// source the report counts as healthy (issue 24 asks for none; open).
-//
-// slow-flapping: 1. A request to the flapping rank itself, 50 ms after a
-// heal, hits and loads on the session that carried loads through the
-// spell; those loads' frames are held by the kernel until the next
-// retransmission (1.5 s later: the backoff the spells built up), and the
-// progress watchdog ends the session 1 s after their last data, failing
-// the new load with them. The report counts the fault as over at the heal;
-// the connection is not usable until its retransmission (hold.go).
-var falseAllowed = map[string]int{"slow-flapping": 1}
-
 // domainTargets: in every built-in scenario the domain policy falls back
 // within 1.5 s (p99), leaves nothing stuck, loads nothing corrupt, leaks no
 // slot (after the drain, or while running), never falls back on a healthy
 // source; on reset faults its ttf p99 is within 10 ms of per-peer's; its
-// tth p99 is within 50 ms of per-peer's (but for tthOverExempt); and in
+// tth p99 is within 50 ms of per-peer's (issue 24: host-blackhole, the last
+// exception, met it once a request stopped waiting on a connect attempt no
+// kernel answered, health.Waits.Unanswered); and in
 // flapping it ends with fewer fallbacks than per-peer (ejection and per-use
 // probes must pay for themselves).
 func domainTargets() []target {
 	var ts []target
 	for _, name := range scenario.Builtins() {
-		maxFalse := falseAllowed[name]
-		ts = append(ts, target{name, health.Domain, fmt.Sprintf("ttf p99 <= 1500 ms, stuck 0, corrupt 0, leaked 0, orphans 0, false fallbacks <= %d", maxFalse),
+		ts = append(ts, target{name, health.Domain, "ttf p99 <= 1500 ms, stuck 0, corrupt 0, leaked 0, orphans 0, false fallbacks 0",
 			func(r report.Report, _ map[string]report.Report) bool {
 				return r.TTFms.P99 <= 1500 && r.Stuck == 0 && r.CorruptLoads == 0 && r.LeakedSlots == 0 &&
-					r.OrphanSlots == 0 && r.FalseFallbacks <= maxFalse
+					r.OrphanSlots == 0 && r.FalseFallbacks == 0
 			}})
-		if !slices.Contains(tthOverExempt, name) {
-			ts = append(ts, target{name, health.Domain, "tth p99 within 50 ms of per-peer's",
-				func(r report.Report, by map[string]report.Report) bool {
-					return r.TTHms.P99 <= by[health.PerPeer].TTHms.P99+50
-				}})
-		}
+		ts = append(ts, target{name, health.Domain, "tth p99 within 50 ms of per-peer's",
+			func(r report.Report, by map[string]report.Report) bool {
+				return r.TTHms.P99 <= by[health.PerPeer].TTHms.P99+50
+			}})
 		if name == "flapping" {
 			ts = append(ts, target{name, health.Domain, "fewer fallbacks than per-peer",
 				func(r report.Report, by map[string]report.Report) bool {

@@ -35,12 +35,22 @@ func (n *Net) fire(ev event) {
 		return
 	}
 	if nd.stalled {
+		if ev.kind == evAccept && ev.e.open && !nd.Silent && !ev.e.node.Silent {
+			// The listener's kernel answers the SYN though its process
+			// is stopped (the accept waits in the backlog): the dialer's
+			// connect completes, its handshake waits (DialAnswered).
+			n.schedule(n.now+n.lat(nd, ev.e.node), event{kind: evAnswered, e: ev.e})
+		}
 		nd.held = append(nd.held, ev) // delivered in order on heal
 		return
 	}
 	switch ev.kind {
 	case evAccept:
 		n.accept(nd, ev.e, ev.n)
+	case evAnswered:
+		if ev.e.open {
+			nd.T.DialAnswered(n.Now, ev.e.conn)
+		}
 	case evConnected:
 		if ev.e.open {
 			nd.T.Connected(n.Now, ev.e.conn)

@@ -26,6 +26,7 @@ const (
 	evProbeAck                     // its answer arrives at e (the prober)
 	evRefused                      // e's dial was refused (nobody listens): DialRefused
 	evRetransmit                   // the kernel of e's node sends e's held data frames again (hold.go)
+	evAnswered                     // the dialer e learns a stopped listener's kernel answered its SYN
 )
 
 // event is one entry of the queue. Events are values in one slice: the
