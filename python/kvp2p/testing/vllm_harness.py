@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
+from kvp2p import plugin
+
 
 def manager_lock(mgr: Any) -> Any:
     """The manager's lock where vLLM has one (0.33: the scheduler holds it
@@ -54,7 +56,9 @@ def offload_key(seed: int) -> bytes:
 
 def build_manager(engine_id: str, socket: str, num_chunks: int, row_stride: int,
                   tier_opts: dict[str, Any] | None = None) -> Any:
-    """vLLM's own construction path for a tiering manager with Kvp2pTier."""
+    """vLLM's own construction path for a tiering manager with Kvp2pTier:
+    from {"type": "Kvp2pTier", "module_path": "kvp2p.vllm"}, or from
+    {"type": "kvp2p"} when tier_opts says so (the registered name)."""
     from vllm.v1.kv_offload.config import (
         OffloadingCacheConfig,
         OffloadingConfig,
@@ -64,7 +68,16 @@ def build_manager(engine_id: str, socket: str, num_chunks: int, row_stride: int,
     )
     from vllm.v1.kv_offload.factory import OffloadingSpecFactory
 
-    tier = {"type": "Kvp2pTier", "module_path": "kvp2p.vllm", "socket": socket, **(tier_opts or {})}
+    opts = dict(tier_opts or {})
+    if opts.get("type") == plugin.TIER_TYPE:
+        # By name, as an installed kvp2p is configured: vLLM's general
+        # plugins (our vllm.general_plugins entry point) register the name.
+        # kvp2p may be on the path here without being installed (no entry
+        # point), so call the plugin function as vLLM's loader would.
+        plugin.register()
+        tier = {"socket": socket, **opts}
+    else:
+        tier = {"type": "Kvp2pTier", "module_path": "kvp2p.vllm", "socket": socket, **opts}
     cfg = OffloadingConfig(
         groups=(OffloadingGroupConfig(tokens_per_block=16, layer_names=("layer.0",), group_id=0),),
         worker_kv_bytes_per_block=row_stride,
