@@ -10,6 +10,10 @@
 #    KV kvp2p moves), which must run: KVP2P_REQUIRE_REAL_ENGINES=1 turns a
 #    skip into a failure.
 #
+# Before both: scripts/check-python-package.sh (the generated gRPC code is
+# current; the wheel builds, holds no test harness, and imports in a clean
+# environment without vLLM; about 30-60 s).
+#
 # KVP2P_VLLM=0: .venv without vLLM only (the vLLM tests skip and say why).
 # KVP2P_VLLM_CPU=0: skip step 2. Extra arguments go to both pytest runs.
 # Needs about 16 GB of disk for the two environments (9.5 + 6.3 GB) and
@@ -18,6 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 go build -o kvp2p ./cmd/kvp2p
 export KVP2P_BIN="$PWD/kvp2p"
+scripts/check-python-package.sh "$(scripts/pyenv.sh)"
 
 run() {
   local py=$1
