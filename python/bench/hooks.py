@@ -32,7 +32,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=20000)
     args = ap.parse_args()
     logging.disable(logging.WARNING)
-    from kvp2p.vllm_harness import _Engine
+    from kvp2p.testing.vllm_harness import _Engine
 
     name = f"kvp2p-bench-{os.getpid()}"
     sc = Sidecar(name, 64, 16384, region_dir="/dev/shm").start()

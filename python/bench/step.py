@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from _stats import pct, summary  # noqa: E402
 
 from kvp2p._pb import engine_pb2 as pb  # noqa: E402
-from kvp2p.fake_engine import FakeEngine, key  # noqa: E402
+from kvp2p.testing.fake_engine import FakeEngine, key  # noqa: E402
 from kvp2p.testing import Sidecar  # noqa: E402
 
 

@@ -12,12 +12,21 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from kvp2p.testing import Sidecar, kvp2p_binary  # noqa: E402
 
+# These tests run from a source checkout: kvp2p.testing takes the binary from
+# $KVP2P_BIN or PATH only, so point it at the checkout's `go build -o kvp2p
+# ./cmd/kvp2p` when neither is set (scripts/test-python.sh sets KVP2P_BIN).
+_CHECKOUT_BIN = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "kvp2p")
+if "KVP2P_BIN" not in os.environ and os.access(_CHECKOUT_BIN, os.X_OK):
+    os.environ["KVP2P_BIN"] = _CHECKOUT_BIN
+
 
 @pytest.fixture
 def sidecars() -> Iterator[Callable[..., Sidecar]]:
     """Starts sidecars; stops them (and removes their files) at the end."""
-    if not os.access(kvp2p_binary(), os.X_OK):
-        pytest.fail(f"no kvp2p binary at {kvp2p_binary()}: go build -o kvp2p ./cmd/kvp2p, or set KVP2P_BIN")
+    try:
+        kvp2p_binary()
+    except FileNotFoundError as e:
+        pytest.fail(str(e))
     made: list[Sidecar] = []
 
     def make(name: str, num_chunks: int = 64, row_stride: int = 4096, **kw: object) -> Sidecar:

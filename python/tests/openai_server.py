@@ -14,7 +14,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from kvp2p.real_engine import EngineConfig, kv_transfer_config
+from kvp2p.testing.real_engine import EngineConfig, kv_transfer_config
 
 
 class OpenAIServer:

@@ -60,8 +60,8 @@ pytestmark = pytest.mark.skipif(bool(_WHY), reason=_WHY)
 from flipproxy import FlipProxy  # noqa: E402
 from openai_server import OpenAIServer  # noqa: E402
 
-from kvp2p import tiny_model  # noqa: E402
-from kvp2p.real_engine import EngineConfig, RealEngine, Result  # noqa: E402
+from kvp2p.testing import tiny_model  # noqa: E402
+from kvp2p.testing.real_engine import EngineConfig, RealEngine, Result  # noqa: E402
 from kvp2p.testing import Sidecar, free_port, kvp2p_binary  # noqa: E402
 
 PROMPT = 440  # 13 blocks of 32 tokens and 24 more

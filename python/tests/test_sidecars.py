@@ -14,7 +14,7 @@ import pytest
 
 from kvp2p._pb import engine_pb2 as pb
 from kvp2p.client import StepRefused
-from kvp2p.fake_engine import FakeEngine, block, key
+from kvp2p.testing.fake_engine import FakeEngine, block, key
 from kvp2p.testing import Sidecar
 from kvp2p.tier import Kind, Verdict
 

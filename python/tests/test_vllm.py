@@ -1,6 +1,6 @@
 """Kvp2pTier inside vLLM's real tiering manager (scheduler side, CPU): two
 engines in two processes, each with its /dev/shm CPU region and its own
-`kvp2p serve` sidecar. See kvp2p.vllm_harness for what of vLLM runs for
+`kvp2p serve` sidecar. See kvp2p.testing.vllm_harness for what of vLLM runs for
 real and what is replayed from its scheduler's source."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ if importlib.util.find_spec("vllm") is None:
     pytest.skip("vLLM is not installed in this environment (scripts/pyenv.sh --vllm installs "
                 "vllm==0.33.0; scripts/test-python.sh does unless KVP2P_VLLM=0)", allow_module_level=True)
 
-from kvp2p.vllm_harness import EngineProc, block_bytes  # noqa: E402
+from kvp2p.testing.vllm_harness import EngineProc, block_bytes  # noqa: E402
 
 NUM_CHUNKS, ROW_STRIDE = 64, 16384
 

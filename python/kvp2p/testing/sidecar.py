@@ -5,6 +5,7 @@ directory."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -22,12 +23,21 @@ def free_port() -> int:
 
 
 def kvp2p_binary() -> str:
-    """The kvp2p binary: $KVP2P_BIN, or ./kvp2p at the repo root."""
+    """The kvp2p binary: $KVP2P_BIN, else `kvp2p` on PATH.
+
+    Raises FileNotFoundError, saying how to get one, when neither names an
+    executable: an installed package has no checkout to look in."""
     b = os.environ.get("KVP2P_BIN")
     if b:
+        if not os.access(b, os.X_OK):
+            raise FileNotFoundError(f"KVP2P_BIN={b} is not an executable kvp2p binary")
         return b
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    return os.path.join(root, "kvp2p")
+    found = shutil.which("kvp2p")
+    if found:
+        return found
+    raise FileNotFoundError(
+        "no kvp2p binary: set KVP2P_BIN to one (go build -o kvp2p ./cmd/kvp2p) "
+        "or put kvp2p on PATH (go install github.com/kvp2p/kvp2p/cmd/kvp2p@latest)")
 
 
 @dataclass

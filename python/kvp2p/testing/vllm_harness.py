@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
+from kvp2p import plugin
+
 
 def manager_lock(mgr: Any) -> Any:
     """The manager's lock where vLLM has one (0.33: the scheduler holds it
@@ -54,7 +56,9 @@ def offload_key(seed: int) -> bytes:
 
 def build_manager(engine_id: str, socket: str, num_chunks: int, row_stride: int,
                   tier_opts: dict[str, Any] | None = None) -> Any:
-    """vLLM's own construction path for a tiering manager with Kvp2pTier."""
+    """vLLM's own construction path for a tiering manager with Kvp2pTier:
+    from {"type": "Kvp2pTier", "module_path": "kvp2p.vllm"}, or from
+    {"type": "kvp2p"} when tier_opts says so (the registered name)."""
     from vllm.v1.kv_offload.config import (
         OffloadingCacheConfig,
         OffloadingConfig,
@@ -64,7 +68,16 @@ def build_manager(engine_id: str, socket: str, num_chunks: int, row_stride: int,
     )
     from vllm.v1.kv_offload.factory import OffloadingSpecFactory
 
-    tier = {"type": "Kvp2pTier", "module_path": "kvp2p.vllm", "socket": socket, **(tier_opts or {})}
+    opts = dict(tier_opts or {})
+    if opts.get("type") == plugin.TIER_TYPE:
+        # By name, as an installed kvp2p is configured: vLLM's general
+        # plugins (our vllm.general_plugins entry point) register the name.
+        # kvp2p may be on the path here without being installed (no entry
+        # point), so call the plugin function as vLLM's loader would.
+        plugin.register()
+        tier = {"socket": socket, **opts}
+    else:
+        tier = {"type": "Kvp2pTier", "module_path": "kvp2p.vllm", "socket": socket, **opts}
     cfg = OffloadingConfig(
         groups=(OffloadingGroupConfig(tokens_per_block=16, layer_names=("layer.0",), group_id=0),),
         worker_kv_bytes_per_block=row_stride,
@@ -316,7 +329,7 @@ def serve(conn: Connection, kind: str, engine_id: str, socket: str, num_chunks: 
 
     kind "manager": the tiering manager driven by replayed scheduler calls
     (_Engine); kind "scheduler": vLLM's whole v1 Scheduler with its
-    OffloadingConnector (kvp2p.vllm_scheduler; row_stride is the model's).
+    OffloadingConnector (kvp2p.testing.vllm_scheduler; row_stride is the model's).
 
     Between commands, idle "poll" looks at the engine's work every 2 ms
     and steps while it has some: an engine that is stepping anyway (busy
@@ -328,7 +341,7 @@ def serve(conn: Connection, kind: str, engine_id: str, socket: str, num_chunks: 
     """
     eng: Any
     if kind == "scheduler":
-        from kvp2p.vllm_scheduler import SchedulerEngine
+        from kvp2p.testing.vllm_scheduler import SchedulerEngine
 
         eng = SchedulerEngine(engine_id, socket, num_chunks, tier_opts)
     else:
