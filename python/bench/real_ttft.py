@@ -68,7 +68,7 @@ def ttft(args: argparse.Namespace, root: str) -> None:
     # allow (serve_timeout 500 ms, lookup_timeout 1 s, the plugin's
     # dead_after_s 0.75 s); give them room, or every load falls back.
     sa = Sidecar(f"{tag}-A", 1, 1, region_dir="/dev/shm", extra=["--set", "engine.serve_timeout=5s"]).start()
-    sb = Sidecar(f"{tag}-B", 1, 1, region_dir="/dev/shm", extra=["--set", "timers.lookup_timeout=8s"]).start()
+    sb = Sidecar(f"{tag}-B", 1, 1, region_dir="/dev/shm", extra=["--set", "timers.lookup_timeout=8s", "--set", "timers.stall_timeout=5s"]).start()
     # One OpenMP thread per engine: A serves another request while B asks
     # (vLLM 0.32), and two pools spinning on 2 cores slow both tenfold.
     opts = dict(cpu_bytes=args.cpu_gib << 30, kv_cache_gb=args.kv_gib, max_model_len=tiny_model.BIG.max_len,
