@@ -66,12 +66,17 @@ func (f *fakeBackend) Step(req *pb.StepRequest) (*pb.StepResponse, error) {
 // returns a client; everything stops at the end of the test.
 func serve(t *testing.T, b Backend, opt Options, dial ...grpc.DialOption) pb.EngineClient {
 	t.Helper()
+	return serveServer(t, New(b, opt), dial...)
+}
+
+// serveServer serves s on a Unix socket until the test ends.
+func serveServer(t *testing.T, s *Server, dial ...grpc.DialOption) pb.EngineClient {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "engine.sock")
 	ln, err := ListenUnix(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(b, opt)
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ln) }()
 	cc, err := grpc.NewClient("unix://"+path, append(dial, grpc.WithTransportCredentials(insecure.NewCredentials()))...)

@@ -2,16 +2,12 @@ package engineapi
 
 import (
 	"os"
-	"path/filepath"
 	"runtime"
 	"sync"
 	"testing"
 	"time"
 
-	pb "github.com/kvp2p/kvp2p/internal/engineapi/enginepb"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 )
 
@@ -32,11 +28,6 @@ func TestAttachSilentButRunnableEngine(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFake()
-			path := filepath.Join(t.TempDir(), "engine.sock")
-			ln, err := ListenUnix(path)
-			if err != nil {
-				t.Fatal(err)
-			}
 			s := New(f, Options{EngineTimeout: timeout, PingInterval: time.Hour})
 			var mu sync.Mutex
 			var asked []int
@@ -46,20 +37,7 @@ func TestAttachSilentButRunnableEngine(t *testing.T) {
 				asked = append(asked, pid)
 				return tc.runnable
 			}
-			done := make(chan error, 1)
-			go func() { done <- s.Serve(ln) }()
-			cc, err := grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() {
-				cc.Close()
-				s.Stop()
-				if err := <-done; err != nil {
-					t.Errorf("Serve: %v", err)
-				}
-			}()
-			st, err := pb.NewEngineClient(cc).Attach(t.Context())
+			st, err := serveServer(t, s).Attach(t.Context())
 			if err != nil {
 				t.Fatal(err)
 			}
