@@ -9,50 +9,6 @@ import (
 	"github.com/kvp2p/kvp2p/internal/sim"
 )
 
-// TestStaleDialOnlyBeforeConnect: a connect attempt pending past the
-// policy's StaleDial is replaced on the next request only while its dial
-// is in progress. Once connected, a peer slow to answer the Hello (its
-// process starved of CPU: stalled here) keeps the attempt: replacing it
-// on every request would never let a handshake finish (measured with two
-// real engines on a loaded 2-core machine: every load fell back).
-func TestStaleDialOnlyBeforeConnect(t *testing.T) {
-	f := newFleet(t)
-	f.net.Latency = time.Millisecond
-	const peer = "10.0.0.1:7780"
-	p := f.node(peer, sim.NodeOpts{Policy: health.Domain})
-	c := f.node("10.0.0.2:7777", sim.NodeOpts{Policy: health.Domain})
-	if err := c.T.NewRequest(f.net.Now, "r1", sym("kv1", "10.0.0.1", 7780)); err != nil {
-		t.Fatal(err)
-	}
-	c.T.Lookup(f.net.Now, "r1", key("r1", 0)) // dials
-	// The peer's kernel accepts; then its process stops before the Hello.
-	for i := 0; len(p.T.View(f.net.Now).Sessions) == 0; i++ {
-		if i > 100 {
-			t.Fatal("the peer never accepted")
-		}
-		f.net.Advance(100 * time.Microsecond)
-	}
-	f.net.Stall(peer)
-	f.net.Advance(5 * time.Millisecond) // connected at c; its Hello waits at the peer
-	first := onlySession(t, c, f.net.Now)
-
-	f.net.Advance(300 * time.Millisecond) // past StaleDial (250 ms)
-	if err := c.T.NewRequest(f.net.Now, "r2", sym("kv2", "10.0.0.1", 7780)); err != nil {
-		t.Fatal(err)
-	}
-	c.T.Lookup(f.net.Now, "r2", key("r2", 0))
-	if s := onlySession(t, c, f.net.Now); s.Conn != first.Conn {
-		t.Fatalf("the connected attempt %v was replaced by %v while the peer was slow to answer its Hello", first.Conn, s.Conn)
-	}
-	if _, err := f.net.Heal(peer); err != nil {
-		t.Fatal(err)
-	}
-	f.net.Advance(10 * time.Millisecond)
-	if s := onlySession(t, c, f.net.Now); s.Conn != first.Conn || s.State != loads.SessionReady {
-		t.Fatalf("after the peer resumed: %+v, want the first attempt %v ready", s, first.Conn)
-	}
-}
-
 func onlySession(t *testing.T, nd *sim.Node, now time.Time) loads.SessionView {
 	t.Helper()
 	ss := nd.T.View(now).Sessions

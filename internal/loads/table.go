@@ -228,14 +228,11 @@ func (t *Table) countLive() int {
 // cap allow. nil means the request must fall back.
 func (t *Table) session(now time.Time, peer, domain string) *conn {
 	if c := t.byPeer[peer]; c != nil && c.s.Ended() == health.CauseNone {
-		// One connect attempt in flight per peer; but a dial that outlived
-		// the time a request may wait for it (a SYN into a partition that
-		// has healed since) is replaced on demand rather than waited out.
-		// Only a dial: once connected, the handshake has its own timeout,
-		// and a peer slow to answer a Hello (starved of CPU) would
-		// otherwise see every attempt replaced before it could finish.
+		// One connect attempt in flight per peer; but one that outlived the
+		// time a request may wait for it (a SYN into a partition that has
+		// healed since) is replaced on demand rather than waited out.
 		w := t.policy.Waits(now, health.Peer{ID: peer, Domain: domain})
-		stale := w.StaleDial > 0 && c.s.Outbound() && c.s.Dialing() && now.Sub(c.s.PendingSince()) >= w.StaleDial
+		stale := w.StaleDial > 0 && c.s.Outbound() && c.s.Pending() && now.Sub(c.s.PendingSince()) >= w.StaleDial
 		if !stale && !unanswered(now, c, w) {
 			if domain != "" {
 				c.domain = domain

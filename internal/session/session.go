@@ -125,10 +125,6 @@ func (s *Session) Ready() bool { return s.phase == ready }
 // Pending reports whether the session is still connecting or handshaking.
 func (s *Session) Pending() bool { return s.phase == connecting || s.phase == handshaking }
 
-// Dialing reports whether the session's dial is still in progress (no
-// connection yet to hand a Hello to).
-func (s *Session) Dialing() bool { return s.phase == connecting }
-
 // PendingSince is when the session was created (the handshake clock).
 func (s *Session) PendingSince() time.Time { return s.created }
 
