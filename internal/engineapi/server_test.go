@@ -259,16 +259,7 @@ func TestAttachEngineThatStopsReading(t *testing.T) {
 		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	st, err := c.Attach(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Send(goodRegister()); err != nil {
-		t.Fatal(err)
-	}
-	if m, err := st.Recv(); err != nil || m.GetRegistered() == nil {
-		t.Fatalf("registered: %v %v", m, err)
-	}
+	st := attachRegistered(t, ctx, c)
 	// The engine keeps pinging, so the silence timer never fires: only
 	// the stall timer can end this stream.
 	pinging := make(chan struct{})
@@ -436,4 +427,21 @@ func TestQueueOverflowEndsStream(t *testing.T) {
 	if m, _ := q2.take(); len(m) != 0 {
 		t.Fatal("take twice returned messages twice")
 	}
+}
+
+// attachRegistered opens an Attach stream, registers goodRegister and
+// reads the sidecar's Registered.
+func attachRegistered(t *testing.T, ctx context.Context, c pb.EngineClient) pb.Engine_AttachClient {
+	t.Helper()
+	st, err := c.Attach(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(goodRegister()); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := st.Recv(); err != nil || m.GetRegistered() == nil {
+		t.Fatalf("registered: %v %v", m, err)
+	}
+	return st
 }

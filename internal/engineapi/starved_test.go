@@ -37,17 +37,9 @@ func TestAttachSilentButRunnableEngine(t *testing.T) {
 				asked = append(asked, pid)
 				return tc.runnable
 			}
-			st, err := serveServer(t, s).Attach(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := st.Send(goodRegister()); err != nil {
-				t.Fatal(err)
-			}
-			if m, err := st.Recv(); err != nil || m.GetRegistered() == nil {
-				t.Fatalf("registered: %v %v", m, err)
-			}
+			st := attachRegistered(t, t.Context(), serveServer(t, s))
 			t0 := time.Now()
+			var err error
 			for { // the engine never speaks again
 				if _, err = st.Recv(); err != nil {
 					break

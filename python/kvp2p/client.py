@@ -77,14 +77,20 @@ _LEN = struct.Struct("<I")
 _CRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
 
+def _stat_fields(path: str) -> list[str]:
+    """The fields of a /proc stat file after the command name (field 3
+    on), or [] if it cannot be read."""
+    try:
+        with open(path, encoding="ascii", errors="replace") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
 def _proc_stat(pid: int) -> tuple[str, str] | None:
     """A process's state letter and start time (/proc/pid/stat fields 3
     and 22), or None if there is no such process."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
+    fields = _stat_fields(f"/proc/{pid}/stat")
     return (fields[0], fields[19]) if len(fields) > 19 else None
 
 
@@ -113,14 +119,7 @@ class SidecarProcess:
             tids = os.listdir(f"/proc/{self.pid}/task")
         except OSError:
             return False
-        for tid in tids:
-            try:
-                with open(f"/proc/{self.pid}/task/{tid}/stat", encoding="ascii", errors="replace") as f:
-                    if f.read().rsplit(")", 1)[1].split()[0] == "R":
-                        return True
-            except (OSError, IndexError):
-                continue
-        return False
+        return any(_stat_fields(f"/proc/{self.pid}/task/{tid}/stat")[:1] == ["R"] for tid in tids)
 
     def gone(self) -> bool:
         """True once the process has exited: nothing of it can still read
@@ -201,7 +200,7 @@ class _Session:
         self.heard = now
         self.pinged = now
         self.seq = 0
-        self.slow_step_since: float | None = None  # the first slow step's wait (logged once)
+        self.slow_step_logged = False
         self.starved_logged = False
 
 
@@ -341,8 +340,8 @@ class EngineClient:
         drops a sidecar silent for dead_after), up to step_limit."""
         if self._sess is not s or self._closed.is_set() or waited >= self._step_limit:
             return False
-        if s.slow_step_since is None:
-            s.slow_step_since = waited
+        if not s.slow_step_logged:
+            s.slow_step_logged = True
             log.info("kvp2p: a step unanswered after %.2fs; the sidecar is alive, waiting on", waited)
         return True
 
