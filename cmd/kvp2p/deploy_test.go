@@ -403,8 +403,13 @@ func TestKubernetesManifests(t *testing.T) {
 				t.Fatalf("--kv-transfer-config %+v: want the OffloadingConnector's tiering spec with one secondary tier", kv)
 			}
 			tier := kv.Extra.Tiers[0]
-			if tier.Type != "Kvp2pTier" || tier.ModulePath != "kvp2p.vllm" || tier.Socket != cfg.Engine.Socket {
-				t.Errorf("tier %+v: want Kvp2pTier from kvp2p.vllm on %s", tier, cfg.Engine.Socket)
+			// The image pip-installs python/, whose vllm.general_plugins
+			// entry point registers the tier as "kvp2p": no module_path.
+			if tier.Type != "kvp2p" || tier.ModulePath != "" || tier.Socket != cfg.Engine.Socket {
+				t.Errorf("tier %+v: want type kvp2p (the plugin's entry point, no module_path) on %s", tier, cfg.Engine.Socket)
+			}
+			if !pluginEntryPoint(t) {
+				t.Errorf("python/pyproject.toml declares no vllm.general_plugins entry point kvp2p = \"kvp2p.plugin:register\": type kvp2p would not resolve in the image")
 			}
 			// cpu_bytes_to_use sizes the region alone: the sidecar takes its
 			// geometry from the engine's Register, so a configured one could
@@ -528,4 +533,20 @@ func copyManifests(t *testing.T) string {
 		}
 	}
 	return dir
+}
+
+// pluginEntryPoint reports whether python/pyproject.toml registers the vLLM
+// plugin that makes {"type": "kvp2p"} resolve.
+func pluginEntryPoint(t *testing.T) bool {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "python", "pyproject.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(b), "[project.entry-points.\"vllm.general_plugins\"]")
+	if !ok {
+		return false
+	}
+	section, _, _ := strings.Cut(after, "\n[")
+	return strings.Contains(section, `kvp2p = "kvp2p.plugin:register"`)
 }
