@@ -37,8 +37,11 @@ class OpenAIServer:
                     "kv_connector": ktc.kv_connector, "kv_role": ktc.kv_role, "engine_id": ktc.engine_id,
                     "kv_connector_extra_config": ktc.kv_connector_extra_config})]
         with open(log_path, "ab") as logf:
+            # The engine's niceness (EngineConfig.nice): the sidecars get the
+            # CPU first, as with a CPU of their own in a deployment.
+            nice = cfg.nice
             self.proc = subprocess.Popen(args, stdout=logf, stderr=subprocess.STDOUT, env=env,
-                                         start_new_session=True)
+                                         start_new_session=True, preexec_fn=(lambda: os.nice(nice)) if nice else None)
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"

@@ -75,8 +75,11 @@ class Sidecar:
 
     def start(self, wait: float = 10.0) -> "Sidecar":
         args = [kvp2p_binary(), "serve", "--peer-id", f"127.0.0.1:{self.port}",
-                "--engine-socket", self.socket, "--region-dir", self.region_dir,
-                "--set", f"chunk_bytes={min(self.row_stride, 262144)}", *self.extra]
+                "--engine-socket", self.socket, "--region-dir", self.region_dir, *self.extra]
+        # No chunk_bytes: the node sends min(chunk_bytes, block_bytes) per
+        # frame. Setting it from row_stride set 1-byte frames whenever the
+        # geometry comes from the engine's Register (num_chunks = row_stride
+        # = 1 here), and every real-engine load crawled.
         if self.configure_geometry:
             args += ["--set", f"slots={self.num_chunks}", "--set", f"block_bytes={self.row_stride}"]
         if os.environ.get("KVP2P_TEST_LOG_LEVEL"):  # e.g. debug, to see why a test failed
