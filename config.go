@@ -119,6 +119,8 @@ const (
 	DefaultBlockBytes = 256 << 10
 	DefaultSlots      = 1024
 	DefaultChunkBytes = 256 << 10
+	// MinChunkBytes is the smallest chunk_bytes a node takes.
+	MinChunkBytes = 4 << 10
 
 	DefaultMaxHandshakes          = 128
 	DefaultMaxHandshakesPerSource = 32
@@ -169,8 +171,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("kvp2p: config: block_bytes %d: must be 1..%d", c.BlockBytes, 256<<20)
 	case c.Slots < 0:
 		return fmt.Errorf("kvp2p: config: slots %d: must be positive", c.Slots)
-	case c.ChunkBytes < 0 || c.ChunkBytes > 4<<20:
-		return fmt.Errorf("kvp2p: config: chunk_bytes %d: must be 1..%d", c.ChunkBytes, 4<<20)
+	case c.ChunkBytes != 0 && (c.ChunkBytes < MinChunkBytes || c.ChunkBytes > 4<<20):
+		// A frame per few bytes is no configuration anyone means: a 1-byte
+		// chunk_bytes once made every load of a test harness crawl.
+		return fmt.Errorf("kvp2p: config: chunk_bytes %d: must be %d..%d (blocks smaller than chunk_bytes go in one frame)", c.ChunkBytes, MinChunkBytes, 4<<20)
 	case c.Timers.MaxPeers < 0:
 		return fmt.Errorf("kvp2p: config: timers.max_peers %d: must be positive", c.Timers.MaxPeers)
 	case c.Timers.MaxEjectionPercent < 0 || c.Timers.MaxEjectionPercent > 100:

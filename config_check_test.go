@@ -29,6 +29,8 @@ func TestConfigRefusesNonsense(t *testing.T) {
 		{"lookup under heartbeat interval", func(c *Config) { c.Timers.LookupTimeout = 200 * ms }, "lookup_timeout must be longer than heartbeat_interval"},
 		{"ejection cap under base", func(c *Config) { c.Timers.EjectionCap = 5 * time.Second }, "ejection_cap must not be shorter"},
 		{"load timeout under stall", func(c *Config) { c.Timers.LoadTimeoutSymmetric = 500 * ms }, "longer than stall_timeout"},
+		{"chunk_bytes 1", func(c *Config) { c.ChunkBytes = 1 }, "chunk_bytes 1: must be 4096..4194304"},
+		{"chunk_bytes over 4 MiB", func(c *Config) { c.ChunkBytes = 4<<20 + 1 }, "chunk_bytes 4194305: must be"},
 		{"abort ack 1ms", func(c *Config) { c.Timers.AbortAckTimeout = ms }, "timers.abort_ack_timeout 1ms"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
