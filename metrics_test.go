@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/metrics"
+	"github.com/kvp2p/kvp2p/internal/metrics/prom"
 	"github.com/kvp2p/kvp2p/internal/status"
 )
 
@@ -25,7 +26,7 @@ func serveStatus(t *testing.T, n *Node) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := status.Start(ln, status.NewHandler(n.Status, metrics.NewRegistry(n.Status, nil)))
+	srv := status.Start(ln, status.NewHandler(n.Status, prom.NewRegistry(n.Status, nil)))
 	t.Cleanup(func() {
 		if err := srv.Close(); err != nil {
 			t.Errorf("status server: %v", err)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/kvp2p/kvp2p"
 	"github.com/kvp2p/kvp2p/internal/metrics"
+	"github.com/kvp2p/kvp2p/internal/metrics/prom"
 	"github.com/kvp2p/kvp2p/internal/status"
 )
 
@@ -20,7 +21,7 @@ func startMetrics(cfg kvp2p.Config, src metrics.Source, log *slog.Logger) (func(
 	if err != nil {
 		return func() {}, err // net's message names the address
 	}
-	srv := status.Start(ln, status.NewHandler(src, metrics.NewRegistry(src, nil)))
+	srv := status.Start(ln, status.NewHandler(src, prom.NewRegistry(src, nil)))
 	log.Info("metrics and status", "addr", ln.Addr().String())
 	return func() { _ = srv.Close() }, nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvp2p/kvp2p"
 	"github.com/kvp2p/kvp2p/internal/metrics"
+	"github.com/kvp2p/kvp2p/internal/metrics/prom"
 	"github.com/kvp2p/kvp2p/internal/status"
 )
 
@@ -45,7 +46,7 @@ func ServeStatus(addr string, policies []string, node func(policy string) *kvp2p
 			}
 			return n.Status(ctx)
 		}
-		srvs = append(srvs, status.Start(ln, status.NewHandler(src, metrics.NewRegistry(src, nil))))
+		srvs = append(srvs, status.Start(ln, status.NewHandler(src, prom.NewRegistry(src, nil))))
 		fmt.Fprintf(stdout, "status of %s's first consumer: http://%s/ (kvp2p status --addr %s)\n", pol, ln.Addr(), ln.Addr())
 	}
 	return stop, nil
