@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/identity"
 	"github.com/kvp2p/kvp2p/internal/loads"
 )
 
@@ -279,3 +280,30 @@ func (c Config) timers() loads.Timers {
 	}
 	return t
 }
+
+// TLSConfig turns on mutual TLS (TLS 1.3) on every control and data
+// connection. Either all three files are set or none; without them the
+// node speaks plain TCP (and checks claimed hosts against source
+// addresses instead, see Config.TrustClaimedHost). A peer's certificate
+// must name the whole peer id it claims, as a URI SAN (RankURI) or a
+// SPIFFE id ending in /kvp2p/host/port; internal/identity documents the
+// trust model and what TLS costs (docs/security.md for operators).
+type TLSConfig struct {
+	CertFile string `yaml:"cert_file"` // PEM certificate chain of this node
+	KeyFile  string `yaml:"key_file"`  // PEM private key of CertFile
+	CAFile   string `yaml:"ca_file"`   // PEM CA bundle peers' certificates must chain to
+	// AllowPeers, if not empty, admits only certificates with a SAN (DNS
+	// name, IP or URI, e.g. a SPIFFE id) matching one of these
+	// comma-separated patterns (path.Match syntax:
+	// "*.pod.cluster.local,spiffe://prod/kvp2p/*").
+	AllowPeers string `yaml:"allow_peers"`
+}
+
+// Enabled reports whether TLS is configured.
+func (c TLSConfig) Enabled() bool { return identity.Config(c).Enabled() }
+
+func (c TLSConfig) validate() error { return identity.Config(c).Validate() }
+
+// RankURI is the URI SAN that names a rank in its certificate:
+// kvp2p://host:port, the whole peer id.
+func RankURI(peerID string) string { return identity.RankURI(peerID) }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvp2p/kvp2p/internal/engineapi"
 	pb "github.com/kvp2p/kvp2p/internal/engineapi/enginepb"
+	"github.com/kvp2p/kvp2p/internal/identity"
 	"github.com/kvp2p/kvp2p/internal/region"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -58,7 +59,7 @@ func NewSidecar(cfg Config) (*Sidecar, error) {
 	}
 	if cfg.TLS.Enabled() {
 		// Fail at start, not at the engine's first Register.
-		if _, err := newTLSCreds(cfg.TLS); err != nil {
+		if _, err := identity.NewCreds(identity.Config(cfg.TLS)); err != nil {
 			return nil, err
 		}
 	}

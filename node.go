@@ -15,6 +15,7 @@ import (
 	"github.com/kvp2p/kvp2p/internal/datapath"
 	"github.com/kvp2p/kvp2p/internal/engineapi"
 	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/identity"
 	"github.com/kvp2p/kvp2p/internal/loads"
 	"github.com/kvp2p/kvp2p/internal/ratelog"
 	"github.com/kvp2p/kvp2p/internal/store"
@@ -79,10 +80,10 @@ type Node struct {
 	clk         loopClock            // the decisions' time: wall time less the loop's own lateness
 	waiters     []*lookupWaiter      // LookupWait callers whose verdict is still RETRY
 
-	tls      *tlsCreds // nil: plain TCP
-	gate     *connGate // accepted connections that are not a session yet
-	refused  refusals  // connections refused before they became sessions
-	refusing bool      // RefuseHandshakes: every Hello is refused as incompatible
+	tls      *identity.Creds // nil: plain TCP
+	gate     *connGate       // accepted connections that are not a session yet
+	refused  refusals        // connections refused before they became sessions
+	refusing bool            // RefuseHandshakes: every Hello is refused as incompatible
 
 	finalMu sync.Mutex // serializes PollFinished after the loop exited
 }
@@ -91,7 +92,7 @@ type pendingData struct {
 	nc    net.Conn
 	raw   net.Conn // as accepted (nc may wrap it in TLS): the gate's key
 	rd    *wire.Reader
-	ident peerIdentity
+	ident identity.Peer
 	at    time.Time
 }
 
@@ -103,7 +104,7 @@ type evAccepted struct {
 	raw   net.Conn // as accepted: the gate's key
 	rd    *wire.Reader
 	first wire.Message
-	ident peerIdentity
+	ident identity.Peer
 	at    time.Time // when the loop parked it (heldHellos)
 }
 type evAcceptStopped struct{ err error }
@@ -213,7 +214,7 @@ func NewNode(cfg Config) (*Node, error) {
 		eng: eng, obs: obs, gate: newConnGate(cfg.Limits.MaxHandshakes, cfg.Limits.MaxHandshakesPerSource),
 	}
 	if cfg.TLS.Enabled() {
-		if n.tls, err = newTLSCreds(cfg.TLS); err != nil {
+		if n.tls, err = identity.NewCreds(identity.Config(cfg.TLS)); err != nil {
 			return nil, err
 		}
 	}
@@ -386,7 +387,7 @@ func firstFrameLimits(l wire.Limits) wire.Limits {
 // readFirst runs the TLS handshake if configured and reads the first frame
 // of an accepted connection, all within the handshake timeout: a Hello
 // makes it a control connection, a DataAttach a data connection. The peer
-// id either claims must be one the connection may speak for (checkClaim).
+// id either claims must be one the connection may speak for (identity.CheckClaim).
 func (n *Node) readFirst(raw net.Conn) {
 	defer n.wg.Done()
 	nc := raw
@@ -399,25 +400,25 @@ func (n *Node) readFirst(raw net.Conn) {
 	_ = raw.SetDeadline(deadline)
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	var ident peerIdentity
-	var co *coalescer
+	var ident identity.Peer
+	var co *identity.Coalescer
 	if n.tls != nil {
-		if err := n.tls.maybeReload(time.Now()); err != nil {
+		if err := n.tls.MaybeReload(time.Now()); err != nil {
 			n.log.Warn("tls reload failed, keeping the old certificate", "err", err)
 		}
-		co = &coalescer{Conn: raw}
-		tc := tls.Server(co, n.tls.serverConfig())
+		co = &identity.Coalescer{Conn: raw}
+		tc := tls.Server(co, n.tls.ServerConfig())
 		if err := tc.HandshakeContext(ctx); err != nil {
 			n.refused.tls.Add(1)
 			fail("tls handshake", err)
 			return
 		}
-		ident = identityOf(tc.ConnectionState())
+		ident = identity.Of(tc.ConnectionState())
 		nc = tc
 	}
-	secure := nc // what proves the peer's identity (checkClaim)
+	secure := nc // what proves the peer's identity (identity.CheckClaim)
 	if co != nil {
-		nc = &coalescedTLS{Conn: nc.(*tls.Conn), co: co}
+		nc = &identity.CoalescedTLS{Conn: nc.(*tls.Conn), Co: co}
 	}
 	if n.cfg.WrapAccepted != nil {
 		nc = n.cfg.WrapAccepted(nc)
@@ -448,7 +449,7 @@ func (n *Node) readFirst(raw net.Conn) {
 		fail("first frame", fmt.Errorf("unexpected %v frame", m.Type()))
 		return
 	}
-	if err := checkClaim(ctx, secure, claim, n.cfg.TrustClaimedHost); err != nil {
+	if err := identity.CheckClaim(ctx, secure, claim, n.cfg.TrustClaimedHost); err != nil {
 		n.refused.identity.Add(1)
 		fail("identity", err)
 		return
@@ -473,16 +474,16 @@ func (n *Node) handshakeTLS(ctx context.Context, nc net.Conn, peer string) (net.
 	if n.tls == nil {
 		return nc, nil
 	}
-	if err := n.tls.maybeReload(time.Now()); err != nil {
+	if err := n.tls.MaybeReload(time.Now()); err != nil {
 		n.log.Warn("tls reload failed, keeping the old certificate", "err", err)
 	}
-	co := &coalescer{Conn: nc}
-	tc := tls.Client(co, n.tls.clientConfig(peer))
+	co := &identity.Coalescer{Conn: nc}
+	tc := tls.Client(co, n.tls.ClientConfig(peer))
 	if err := tc.HandshakeContext(ctx); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("tls: %w", err)
 	}
-	return &coalescedTLS{Conn: tc, co: co}, nil
+	return &identity.CoalescedTLS{Conn: tc, Co: co}, nil
 }
 
 func (n *Node) dial(id loads.ConnID, peer string, secret [wire.SecretSize]byte) {

@@ -79,54 +79,6 @@ func TestTLSReloadOnSIGHUP(t *testing.T) {
 	warm(t, c, p)
 }
 
-// TestTLSReloadWhenFilesChange: files are checked (at most once a second)
-// and reloaded when they change; a broken file keeps the old material.
-func TestTLSReloadWhenFilesChange(t *testing.T) {
-	f := newTLSFleet(t)
-	cfg := f.node(t, "127.0.0.1")
-	cr, err := newTLSCreds(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first := cr.cur.Load()
-	t0 := time.Now()
-	if err := cr.maybeReload(t0); err != nil { // nothing changed
-		t.Fatal(err)
-	}
-	if cr.cur.Load() != first {
-		t.Fatal("reloaded unchanged files")
-	}
-	l, err := f.ca.Issue("127.0.0.1", "renewed.test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(cfg.CertFile, l.CertPEM, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(cfg.KeyFile, l.KeyPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := cr.maybeReload(t0.Add(500 * time.Millisecond)); err != nil || cr.cur.Load() != first {
-		t.Fatalf("checked again within a second: err %v", err)
-	}
-	if err := cr.maybeReload(t0.Add(2 * time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	second := cr.cur.Load()
-	if second == first {
-		t.Fatal("changed files not reloaded")
-	}
-	if err := os.WriteFile(cfg.CAFile, []byte("garbage"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := cr.maybeReload(t0.Add(4 * time.Second)); err == nil {
-		t.Fatal("a broken CA file reloaded without error")
-	}
-	if cr.cur.Load() != second {
-		t.Fatal("a broken CA file replaced the working material")
-	}
-}
-
 // TestTLSConfigValidation: all three files or none.
 func TestTLSConfigValidation(t *testing.T) {
 	for _, c := range []TLSConfig{

@@ -1,9 +1,8 @@
-package kvp2p
+package identity
 
 import (
 	"crypto/x509"
 	"encoding/pem"
-	"strings"
 	"testing"
 )
 
@@ -40,30 +39,14 @@ func TestNamesRank(t *testing.T) {
 		{[]string{"10.0.0.1", "spiffe://prod/kvp2p/10.0.0.1/77777"}, false}, // another port
 		{[]string{"10.0.0.1", "spiffe://prod/kvp2p/10.0.0.10/7777"}, false},
 	} {
-		if got := namesRank(cert(tc.names...), id); got != tc.want {
+		if got := NamesRank(cert(tc.names...), id); got != tc.want {
 			t.Errorf("%v names %s: %v, want %v", tc.names, id, got, tc.want)
 		}
 	}
-	if !namesRank(cert("node-a.pod.local", "kvp2p://NODE-A.pod.local:7777"), "node-a.pod.local:7777") {
+	if !NamesRank(cert("node-a.pod.local", "kvp2p://NODE-A.pod.local:7777"), "node-a.pod.local:7777") {
 		t.Error("host names compare without case")
 	}
-	if !namesRank(cert("::1", "kvp2p://[::1]:7777"), "[::1]:7777") {
+	if !NamesRank(cert("::1", "kvp2p://[::1]:7777"), "[::1]:7777") {
 		t.Error("an IPv6 rank")
-	}
-}
-
-// TestTrustModelLogged: the node says at start what proves identity.
-func TestTrustModelLogged(t *testing.T) {
-	f := newTLSFleet(t)
-	plain := startTN(t, nodeOpt{})
-	waitLog(t, plain, "identity: plain TCP: a Hello's peer id must name its source address")
-	trusting := startTN(t, nodeOpt{mut: func(c *Config) { c.TrustClaimedHost = true }})
-	waitLog(t, trusting, "identity: plain TCP with trust_claimed_host")
-	tls := startTN(t, nodeOpt{mut: f.rank(t)})
-	waitLog(t, tls, "identity: mutual TLS, one certificate per rank")
-	hostOnly := startTN(t, nodeOpt{mut: func(c *Config) { c.TLS = f.node(t, "127.0.0.1") }})
-	waitLog(t, hostOnly, "this node's certificate names no rank")
-	if strings.Contains(tls.logs.String(), "names no rank") {
-		t.Error("a rank certificate reported as naming no rank")
 	}
 }

@@ -1,4 +1,4 @@
-package kvp2p
+package identity
 
 import (
 	"bytes"
@@ -27,19 +27,19 @@ func (c *countConn) Write(p []byte) (int, error) {
 // here.
 func TestCoalescedTLSOneWritePerCall(t *testing.T) {
 	f := newTLSFleet(t)
-	sc, err := newTLSCreds(f.node(t, "127.0.0.1", RankURI("127.0.0.1:1")))
+	sc, err := NewCreds(f.node(t, "127.0.0.1", RankURI("127.0.0.1:1")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc, err := newTLSCreds(f.node(t, "127.0.0.1"))
+	cc, err := NewCreds(f.node(t, "127.0.0.1"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	a, b := net.Pipe()
 	cnt := &countConn{Conn: a}
-	co := &coalescer{Conn: cnt}
-	client := tls.Client(co, cc.clientConfig("127.0.0.1:1"))
-	server := tls.Server(b, sc.serverConfig())
+	co := &Coalescer{Conn: cnt}
+	client := tls.Client(co, cc.ClientConfig("127.0.0.1:1"))
+	server := tls.Server(b, sc.ServerConfig())
 	// Closing the pipe, not the TLS ends: a TLS Close would wait to
 	// send close_notify to an end nobody reads any more.
 	defer a.Close()
@@ -75,7 +75,7 @@ func TestCoalescedTLSOneWritePerCall(t *testing.T) {
 	if s := client.ConnectionState().CipherSuite; s != tls.TLS_AES_128_GCM_SHA256 {
 		t.Logf("negotiated %s (not AES-128-GCM: no AES hardware?)", tls.CipherSuiteName(s))
 	}
-	ct := &coalescedTLS{Conn: client, co: co}
+	ct := &CoalescedTLS{Conn: client, Co: co}
 	off := 0
 	for _, n := range sizes {
 		before := cnt.writes.Load()

@@ -1,4 +1,4 @@
-package kvp2p
+package identity
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"time"
 )
 
-// TLSConfig turns on mutual TLS (TLS 1.3) on every control and data
+// Config turns on mutual TLS (TLS 1.3) on every control and data
 // connection. Either all three files are set or none; without them the
 // node speaks plain TCP (and checks claimed hosts against source
 // addresses instead, see Config.TrustClaimedHost).
@@ -54,8 +54,8 @@ import (
 // end pays its own half: the receiver (decrypt, read, copy) managed about
 // 1.6 GB/s per core in a loopback profile, more than a 10 GbE link
 // carries. The record layer around the AEAD is kept thin: a chunk's
-// records reach the socket in one write (tls_coalesce.go).
-type TLSConfig struct {
+// records reach the socket in one write (coalesce.go).
+type Config struct {
 	CertFile string `yaml:"cert_file"` // PEM certificate chain of this node
 	KeyFile  string `yaml:"key_file"`  // PEM private key of CertFile
 	CAFile   string `yaml:"ca_file"`   // PEM CA bundle peers' certificates must chain to
@@ -67,9 +67,9 @@ type TLSConfig struct {
 }
 
 // Enabled reports whether TLS is configured.
-func (c TLSConfig) Enabled() bool { return c.CertFile != "" || c.KeyFile != "" || c.CAFile != "" }
+func (c Config) Enabled() bool { return c.CertFile != "" || c.KeyFile != "" || c.CAFile != "" }
 
-func (c TLSConfig) validate() error {
+func (c Config) Validate() error {
 	if !c.Enabled() {
 		if c.AllowPeers != "" {
 			return errors.New("kvp2p: config: tls.allow_peers needs tls.cert_file, key_file and ca_file")
@@ -88,7 +88,7 @@ func (c TLSConfig) validate() error {
 }
 
 // patterns splits AllowPeers.
-func (c TLSConfig) patterns() []string {
+func (c Config) patterns() []string {
 	var ps []string
 	for _, p := range strings.Split(c.AllowPeers, ",") {
 		if p = strings.TrimSpace(p); p != "" {
@@ -98,12 +98,12 @@ func (c TLSConfig) patterns() []string {
 	return ps
 }
 
-// tlsCreds holds the current certificate and CA pool; they are reloaded
+// Creds holds the current certificate and CA pool; they are reloaded
 // from the files on Reload (SIGHUP) or when a file's modification time or
 // size changes (checked at most once per reloadCheck, on new connections).
 // Safe for concurrent use: the accept and dial goroutines read it.
-type tlsCreds struct {
-	cfg   TLSConfig
+type Creds struct {
+	cfg   Config
 	allow []string // cfg.patterns()
 	cur   atomic.Pointer[tlsMaterial]
 
@@ -125,24 +125,24 @@ type fileStamp struct {
 // reloadCheck bounds how often the files are stat'ed.
 const reloadCheck = time.Second
 
-func newTLSCreds(cfg TLSConfig) (*tlsCreds, error) {
-	c := &tlsCreds{cfg: cfg, allow: cfg.patterns()}
+func NewCreds(cfg Config) (*Creds, error) {
+	c := &Creds{cfg: cfg, allow: cfg.patterns()}
 	if err := c.Reload(); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-func (c *tlsCreds) files() [3]string { return [3]string{c.cfg.CertFile, c.cfg.KeyFile, c.cfg.CAFile} }
+func (c *Creds) files() [3]string { return [3]string{c.cfg.CertFile, c.cfg.KeyFile, c.cfg.CAFile} }
 
 // Reload reads the files again. On error the current material stays.
-func (c *tlsCreds) Reload() error {
+func (c *Creds) Reload() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.reloadLocked()
 }
 
-func (c *tlsCreds) reloadLocked() error {
+func (c *Creds) reloadLocked() error {
 	var stamps [3]fileStamp
 	for i, f := range c.files() {
 		st, err := os.Stat(f)
@@ -168,9 +168,9 @@ func (c *tlsCreds) reloadLocked() error {
 	return nil
 }
 
-// maybeReload reloads if a file changed since the last load; errors keep
+// MaybeReload reloads if a file changed since the last load; errors keep
 // the old material (a half-written file is retried on the next check).
-func (c *tlsCreds) maybeReload(now time.Time) error {
+func (c *Creds) MaybeReload(now time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if now.Sub(c.checked) < reloadCheck {
@@ -189,8 +189,8 @@ func (c *tlsCreds) maybeReload(now time.Time) error {
 	return nil
 }
 
-// serverConfig is the listener side: a client certificate is required.
-func (c *tlsCreds) serverConfig() *tls.Config {
+// ServerConfig is the listener side: a client certificate is required.
+func (c *Creds) ServerConfig() *tls.Config {
 	m := c.cur.Load()
 	return &tls.Config{
 		MinVersion:       tls.VersionTLS13,
@@ -204,9 +204,9 @@ func (c *tlsCreds) serverConfig() *tls.Config {
 	}
 }
 
-// clientConfig dials peerID: the server's certificate must name its host
-// and the rank itself (namesRank).
-func (c *tlsCreds) clientConfig(peerID string) *tls.Config {
+// ClientConfig dials peerID: the server's certificate must name its host
+// and the rank itself (NamesRank).
+func (c *Creds) ClientConfig(peerID string) *tls.Config {
 	m := c.cur.Load()
 	host, _, _ := net.SplitHostPort(peerID)
 	return &tls.Config{
@@ -218,36 +218,36 @@ func (c *tlsCreds) clientConfig(peerID string) *tls.Config {
 			if err := c.allowed(cs); err != nil {
 				return err
 			}
-			if len(cs.PeerCertificates) == 0 || !namesRank(cs.PeerCertificates[0], peerID) {
+			if len(cs.PeerCertificates) == 0 || !NamesRank(cs.PeerCertificates[0], peerID) {
 				return fmt.Errorf("kvp2p: tls: the certificate of %s names no rank %s (want URI SAN %s)", peerID, peerID, RankURI(peerID))
 			}
 			return nil
 		},
-		// As serverConfig.
+		// As ServerConfig.
 		DynamicRecordSizingDisabled: true,
 	}
 }
 
 // allowed applies the allow-list to the verified peer certificate.
-func (c *tlsCreds) allowed(cs tls.ConnectionState) error {
+func (c *Creds) allowed(cs tls.ConnectionState) error {
 	if len(c.allow) == 0 {
 		return nil
 	}
 	if len(cs.PeerCertificates) == 0 {
 		return errors.New("kvp2p: tls: no peer certificate")
 	}
-	for _, san := range sans(cs.PeerCertificates[0]) {
+	for _, san := range SANs(cs.PeerCertificates[0]) {
 		for _, p := range c.allow {
 			if ok, _ := path.Match(p, san); ok {
 				return nil
 			}
 		}
 	}
-	return fmt.Errorf("kvp2p: tls: peer certificate %v not in allow_peers", sans(cs.PeerCertificates[0]))
+	return fmt.Errorf("kvp2p: tls: peer certificate %v not in allow_peers", SANs(cs.PeerCertificates[0]))
 }
 
 // sans lists a certificate's DNS, IP and URI SANs.
-func sans(c *x509.Certificate) []string {
+func SANs(c *x509.Certificate) []string {
 	var out []string
 	out = append(out, c.DNSNames...)
 	for _, ip := range c.IPAddresses {
@@ -259,29 +259,34 @@ func sans(c *x509.Certificate) []string {
 	return out
 }
 
-// peerIdentity is who a connection proved to be: its certificate's SANs
+// Peer is who a connection proved to be: its certificate's SANs
 // (sorted, joined), empty on plain TCP. A renewed certificate for the same
 // names is the same identity, so rotation does not split a session.
-type peerIdentity string
+// Peer is what a verified certificate says of the peer: its SANs, sorted
+// and joined; "" for plain TCP. A data connection must carry the same
+// Peer as the control connection it attaches to.
+type Peer string
 
-func identityOf(cs tls.ConnectionState) peerIdentity {
+// Of is the Peer a TLS handshake proved.
+
+func Of(cs tls.ConnectionState) Peer {
 	if len(cs.PeerCertificates) == 0 {
 		return ""
 	}
-	s := sans(cs.PeerCertificates[0])
+	s := SANs(cs.PeerCertificates[0])
 	slices.Sort(s)
-	return peerIdentity(strings.Join(s, ","))
+	return Peer(strings.Join(s, ","))
 }
 
 // RankURI is the URI SAN that names peer id peerID in a rank's
 // certificate: kvp2p://host:port.
 func RankURI(peerID string) string { return "kvp2p://" + peerID }
 
-// namesRank reports whether cert names the rank peerID, port included: a
+// NamesRank reports whether cert names the rank peerID, port included: a
 // URI SAN kvp2p://host:port equal to the peer id (host compared without
 // case), or a SPIFFE id (any trust domain) whose path ends in
 // /kvp2p/host/port.
-func namesRank(cert *x509.Certificate, peerID string) bool {
+func NamesRank(cert *x509.Certificate, peerID string) bool {
 	host, port, err := net.SplitHostPort(peerID)
 	if err != nil {
 		return false
@@ -302,11 +307,11 @@ func namesRank(cert *x509.Certificate, peerID string) bool {
 	return false
 }
 
-// checkClaim reports why a connection may not claim peerID: with TLS, the
-// certificate must name its host and the rank (namesRank); without, the
+// CheckClaim reports why a connection may not claim peerID: with TLS, the
+// certificate must name its host and the rank (NamesRank); without, the
 // host must be the source address unless trust is set (NAT, or the demo's
 // labelled hosts).
-func checkClaim(ctx context.Context, nc net.Conn, peerID string, trust bool) error {
+func CheckClaim(ctx context.Context, nc net.Conn, peerID string, trust bool) error {
 	host, _, err := net.SplitHostPort(peerID)
 	if err != nil {
 		return fmt.Errorf("peer id %q: %v", peerID, err)
@@ -319,9 +324,9 @@ func checkClaim(ctx context.Context, nc net.Conn, peerID string, trust bool) err
 		if err := cs.PeerCertificates[0].VerifyHostname(host); err != nil {
 			return fmt.Errorf("claims %q: %v", peerID, err)
 		}
-		if !namesRank(cs.PeerCertificates[0], peerID) {
+		if !NamesRank(cs.PeerCertificates[0], peerID) {
 			return fmt.Errorf("claims %q: the certificate %v names no such rank (want URI SAN %s)",
-				peerID, sans(cs.PeerCertificates[0]), RankURI(peerID))
+				peerID, SANs(cs.PeerCertificates[0]), RankURI(peerID))
 		}
 		return nil
 	}
@@ -352,25 +357,8 @@ func checkClaim(ctx context.Context, nc net.Conn, peerID string, trust bool) err
 	return fmt.Errorf("claims host %s (%v) from source %s", host, addrs, src)
 }
 
-// logTrust says at start what proves a peer's identity here, and what it
-// does not (docs/security.md, "Trust model"): the operator sees the choice
-// the config made.
-func (n *Node) logTrust() {
-	switch {
-	case n.tls != nil:
-		n.log.Info("identity: mutual TLS, one certificate per rank: a peer's certificate must name the peer id it claims",
-			"own_rank_uri", RankURI(n.cfg.PeerID))
-		m := n.tls.cur.Load()
-		if leaf, err := x509.ParseCertificate(m.cert.Certificate[0]); err == nil && !namesRank(leaf, n.cfg.PeerID) {
-			n.log.Error("this node's certificate names no rank "+n.cfg.PeerID+": peers will refuse its Hellos",
-				"want_uri_san", RankURI(n.cfg.PeerID), "sans", sans(leaf))
-		}
-	case n.cfg.TrustClaimedHost:
-		n.log.Warn("identity: plain TCP with trust_claimed_host: a Hello's peer id is taken on its word from any source; " +
-			"any process that reaches this port can pose as any peer that has no live session here (docs/security.md)")
-	default:
-		n.log.Warn("identity: plain TCP: a Hello's peer id must name its source address; any process on a peer's host " +
-			"can pose as that peer while it has no live session here. Where ranks share a host, use mutual TLS with " +
-			"a certificate per rank (docs/security.md)")
-	}
+// OwnCert parses the node's current certificate, for the start-up check
+// that it names the node's own rank.
+func (c *Creds) OwnCert() (*x509.Certificate, error) {
+	return x509.ParseCertificate(c.cur.Load().cert.Certificate[0])
 }

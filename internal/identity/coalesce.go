@@ -1,4 +1,4 @@
-package kvp2p
+package identity
 
 import (
 	"crypto/tls"
@@ -6,25 +6,25 @@ import (
 	"sync"
 )
 
-// coalesceMax bounds the ciphertext a coalescer holds before it writes:
+// coalesceMax bounds the ciphertext a Coalescer holds before it writes:
 // one default 256 KiB chunk in 16 KiB records plus their headers and tags.
 const coalesceMax = 272 << 10
 
-// coalescer sits between a tls.Conn and its socket. crypto/tls writes one
-// record (at most 16 KiB) per call to the socket; held, the coalescer
+// Coalescer sits between a tls.Conn and its socket. crypto/tls writes one
+// record (at most 16 KiB) per call to the socket; held, the Coalescer
 // gathers those records so one tls.Conn.Write of a 256 KiB chunk costs one
 // write system call instead of seventeen (the profile of a TLS load showed
 // the socket writes at 2.6x plain TCP's CPU for the same bytes). Not held,
 // it writes through: the handshake and crypto/tls's own messages from the
 // reading goroutine (key update answers, alerts) are never delayed.
-type coalescer struct {
+type Coalescer struct {
 	net.Conn
 	mu   sync.Mutex // tls.Conn serializes its writes; this guards held/buf against hold/flush
 	held bool
 	buf  []byte // grows to at most coalesceMax, once per connection
 }
 
-func (c *coalescer) Write(p []byte) (int, error) {
+func (c *Coalescer) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.held && len(c.buf)+len(p) > coalesceMax {
@@ -42,21 +42,21 @@ func (c *coalescer) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
-func (c *coalescer) hold() {
+func (c *Coalescer) hold() {
 	c.mu.Lock()
 	c.held = true
 	c.mu.Unlock()
 }
 
 // release stops holding and writes what was held.
-func (c *coalescer) release() error {
+func (c *Coalescer) release() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.held = false
 	return c.flushLocked()
 }
 
-func (c *coalescer) flushLocked() error {
+func (c *Coalescer) flushLocked() error {
 	if len(c.buf) == 0 {
 		return nil
 	}
@@ -65,19 +65,19 @@ func (c *coalescer) flushLocked() error {
 	return err
 }
 
-// coalescedTLS is a *tls.Conn over a coalescer: each Write's records reach
+// CoalescedTLS is a *tls.Conn over a Coalescer: each Write's records reach
 // the socket in one write. A Write that fails to flush reports the error
 // (the bytes may be partly sent, as with any failed socket write; the
 // connection is then dead anyway).
-type coalescedTLS struct {
+type CoalescedTLS struct {
 	*tls.Conn
-	co *coalescer
+	Co *Coalescer
 }
 
-func (c *coalescedTLS) Write(p []byte) (int, error) {
-	c.co.hold()
+func (c *CoalescedTLS) Write(p []byte) (int, error) {
+	c.Co.hold()
 	n, err := c.Conn.Write(p)
-	if ferr := c.co.release(); err == nil && ferr != nil {
+	if ferr := c.Co.release(); err == nil && ferr != nil {
 		return 0, ferr
 	}
 	return n, err
@@ -85,15 +85,15 @@ func (c *coalescedTLS) Write(p []byte) (int, error) {
 
 // NetConn is the socket, for socket options (datapath sets
 // TCP_USER_TIMEOUT through it).
-func (c *coalescedTLS) NetConn() net.Conn { return c.co.Conn }
+func (c *CoalescedTLS) NetConn() net.Conn { return c.Co.Conn }
 
 // WriteBuffers writes bufs in order as one unit: their records reach the
 // socket in one write where they fit in coalesceMax. The data path's
 // writer uses it for a chunk header and its payload (datapath.BuffersWriter),
 // which would otherwise be two socket writes, and two wake-ups of the
 // reader, per chunk.
-func (c *coalescedTLS) WriteBuffers(bufs [][]byte) (int64, error) {
-	c.co.hold()
+func (c *CoalescedTLS) WriteBuffers(bufs [][]byte) (int64, error) {
+	c.Co.hold()
 	var n int64
 	var err error
 	for _, b := range bufs {
@@ -104,7 +104,7 @@ func (c *coalescedTLS) WriteBuffers(bufs [][]byte) (int64, error) {
 			break
 		}
 	}
-	if ferr := c.co.release(); err == nil && ferr != nil {
+	if ferr := c.Co.release(); err == nil && ferr != nil {
 		return 0, ferr
 	}
 	return n, err
