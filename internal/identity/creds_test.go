@@ -81,4 +81,3 @@ func TestTLSReloadWhenFilesChange(t *testing.T) {
 		t.Fatal("a broken CA file replaced the working material")
 	}
 }
-
