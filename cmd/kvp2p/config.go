@@ -13,7 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/kvp2p/kvp2p"
+	"github.com/kvp2p/kvp2p/internal/node"
 )
 
 // configError is a configuration refused at start. run exits 2 for it, as for
@@ -50,8 +50,8 @@ type setting struct {
 // loadConfig builds the node's config: defaults < file < env < sets, then
 // validates it. path may be empty (no file). lookupEnv is os.LookupEnv outside
 // tests. Every error is a *configError that names the field.
-func loadConfig(path string, lookupEnv func(string) (string, bool), sets []setting) (kvp2p.Config, error) {
-	var cfg kvp2p.Config
+func loadConfig(path string, lookupEnv func(string) (string, bool), sets []setting) (node.Config, error) {
+	var cfg node.Config
 	fields, groups := fieldsOf(&cfg)
 	if path != "" {
 		f, err := os.Open(path)
@@ -81,7 +81,7 @@ func loadConfig(path string, lookupEnv func(string) (string, bool), sets []setti
 		// Validate speaks for the library ("kvp2p: config: ..."); here the
 		// command's own prefix already says both.
 		msg := errors.New(strings.TrimPrefix(err.Error(), "kvp2p: config: "))
-		if errors.Is(err, kvp2p.ErrMachine) {
+		if errors.Is(err, node.ErrMachine) {
 			return cfg, &machineError{msg}
 		}
 		return cfg, &configError{msg}
@@ -92,8 +92,8 @@ func loadConfig(path string, lookupEnv func(string) (string, bool), sets []setti
 // fieldsOf lists cfg's settable leaves by yaml path ("timers.stall_timeout"),
 // and the paths of nested sections ("timers"). It reads the yaml tags, so the
 // file, the environment and --set share one name per knob, and a field added
-// to kvp2p.Config reaches all three without an edit here.
-func fieldsOf(cfg *kvp2p.Config) (fields map[string]reflect.Value, groups map[string]bool) {
+// to node.Config reaches all three without an edit here.
+func fieldsOf(cfg *node.Config) (fields map[string]reflect.Value, groups map[string]bool) {
 	fields, groups = map[string]reflect.Value{}, map[string]bool{}
 	var walk func(prefix string, v reflect.Value)
 	walk = func(prefix string, v reflect.Value) {

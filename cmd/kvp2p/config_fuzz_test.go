@@ -6,7 +6,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/kvp2p/kvp2p"
+	"github.com/kvp2p/kvp2p/internal/node"
 )
 
 // FuzzConfigYAML: any bytes as a config file give a config or a
@@ -20,7 +20,7 @@ func FuzzConfigYAML(f *testing.F) {
 	f.Add([]byte("a: &a [*a, *a]\n"))
 	f.Add([]byte("tls:\n  cert_file: x\n  allow_peers: '[x'\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var cfg kvp2p.Config
+		var cfg node.Config
 		fields, groups := fieldsOf(&cfg)
 		if err := decodeYAML(bytes.NewReader(b), "fuzz.yaml", fields, groups); err != nil {
 			var ce *configError

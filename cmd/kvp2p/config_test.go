@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvp2p/kvp2p"
+	"github.com/kvp2p/kvp2p/internal/node"
 )
 
 // writeConfig writes a YAML config into the test's temp dir.
@@ -45,12 +45,12 @@ func TestPrecedence(t *testing.T) {
 		file string // "" means no --config
 		env  map[string]string
 		sets []setting
-		want func(*kvp2p.Config)
+		want func(*node.Config)
 	}{
 		{
 			name: "file only",
 			file: baseYAML,
-			want: func(c *kvp2p.Config) {},
+			want: func(c *node.Config) {},
 		},
 		{
 			name: "env over file",
@@ -60,7 +60,7 @@ func TestPrecedence(t *testing.T) {
 				"KVP2P_TIMERS_STALL_TIMEOUT": "1s",
 				"KVP2P_POLICY":               "host-group",
 			},
-			want: func(c *kvp2p.Config) {
+			want: func(c *node.Config) {
 				c.FailureDomain, c.Timers.StallTimeout, c.Policy = "from-env", time.Second, "host-group"
 			},
 		},
@@ -72,7 +72,7 @@ func TestPrecedence(t *testing.T) {
 				{source: "flag --failure-domain", path: "failure_domain", value: "from-flag"},
 				flagSet("timers.stall_timeout", "-1s"),
 			},
-			want: func(c *kvp2p.Config) {
+			want: func(c *node.Config) {
 				c.FailureDomain, c.Timers.StallTimeout = "from-flag", -time.Second
 			},
 		},
@@ -83,27 +83,27 @@ func TestPrecedence(t *testing.T) {
 				{source: "flag --policy", path: "policy", value: "host-group"},
 				flagSet("policy", "per-peer"),
 			},
-			want: func(c *kvp2p.Config) {},
+			want: func(c *node.Config) {},
 		},
 		{
 			name: "empty env value is unset",
 			file: baseYAML,
 			env:  map[string]string{"KVP2P_FAILURE_DOMAIN": "", "KVP2P_TIMERS_STALL_TIMEOUT": ""},
-			want: func(c *kvp2p.Config) {},
+			want: func(c *node.Config) {},
 		},
 		{
 			// Kubernetes injects these for a Service named kvp2p.
 			name: "unknown KVP2P_ variables are ignored",
 			file: baseYAML,
 			env:  map[string]string{"KVP2P_SERVICE_HOST": "10.96.0.1", "KVP2P_PORT": "tcp://10.96.0.1:7600"},
-			want: func(c *kvp2p.Config) {},
+			want: func(c *node.Config) {},
 		},
 		{
 			name: "no file: env and flags give peer_id",
 			env:  map[string]string{"KVP2P_PEER_ID": "10.0.0.2:7600", "KVP2P_SLOTS": "64"},
 			sets: []setting{flagSet("timers.max_peers", "8"), flagSet("incarnation", "0x2a")},
-			want: func(c *kvp2p.Config) {
-				*c = kvp2p.Config{PeerID: "10.0.0.2:7600", Slots: 64, Incarnation: 42}
+			want: func(c *node.Config) {
+				*c = node.Config{PeerID: "10.0.0.2:7600", Slots: 64, Incarnation: 42}
 				c.Timers.MaxPeers = 8
 			},
 		},
@@ -111,7 +111,7 @@ func TestPrecedence(t *testing.T) {
 			name: "empty file",
 			file: "# nothing but a comment\n",
 			sets: []setting{flagSet("peer_id", "h:1")},
-			want: func(c *kvp2p.Config) { *c = kvp2p.Config{PeerID: "h:1"} },
+			want: func(c *node.Config) { *c = node.Config{PeerID: "h:1"} },
 		},
 	}
 	for _, tt := range tests {
@@ -127,7 +127,7 @@ func TestPrecedence(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := kvp2p.Config{PeerID: "10.0.0.1:7600", Policy: "per-peer", FailureDomain: "from-file"}
+			want := node.Config{PeerID: "10.0.0.1:7600", Policy: "per-peer", FailureDomain: "from-file"}
 			want.Timers.StallTimeout, want.Timers.HeartbeatInterval = 3*time.Second, 250*time.Millisecond
 			tt.want(&want)
 			if !reflect.DeepEqual(got, want) {
@@ -201,13 +201,13 @@ func TestConfigErrors(t *testing.T) {
 }
 
 // TestEveryFieldSettable guards fieldsOf and setValue against a new
-// kvp2p.Config field of a type they cannot parse: each leaf must take the
+// node.Config field of a type they cannot parse: each leaf must take the
 // string form of its zero value, from the environment and from --set.
 func TestEveryFieldSettable(t *testing.T) {
-	var cfg kvp2p.Config
+	var cfg node.Config
 	fields, groups := fieldsOf(&cfg)
 	if !groups["timers"] || len(fields) < 20 {
-		t.Fatalf("fieldsOf found %d fields and groups %v; want every yaml field of kvp2p.Config", len(fields), groups)
+		t.Fatalf("fieldsOf found %d fields and groups %v; want every yaml field of node.Config", len(fields), groups)
 	}
 	for path, v := range fields {
 		zero := fmt.Sprint(reflect.Zero(v.Type()).Interface()) // "0s", "0", ""

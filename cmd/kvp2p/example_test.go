@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvp2p/kvp2p"
 	"github.com/kvp2p/kvp2p/internal/health"
 	"github.com/kvp2p/kvp2p/internal/loads"
+	"github.com/kvp2p/kvp2p/internal/node"
 )
 
 const examplePath = "../../examples/kvp2p.yaml"
@@ -25,9 +25,9 @@ func TestExampleConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Non-timer fields are written out at their defaults.
-	want := kvp2p.Config{
-		PeerID: cfg.PeerID, Policy: kvp2p.DefaultPolicy,
-		BlockBytes: kvp2p.DefaultBlockBytes, Slots: kvp2p.DefaultSlots, ChunkBytes: kvp2p.DefaultChunkBytes,
+	want := node.Config{
+		PeerID: cfg.PeerID, Policy: node.DefaultPolicy,
+		BlockBytes: node.DefaultBlockBytes, Slots: node.DefaultSlots, ChunkBytes: node.DefaultChunkBytes,
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("example config\n got  %+v\n want %+v (every field at its default)", cfg, want)
@@ -37,7 +37,7 @@ func TestExampleConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fields, _ := fieldsOf(&kvp2p.Config{})
+	fields, _ := fieldsOf(&node.Config{})
 	for path := range fields {
 		leaf := path[strings.LastIndex(path, ".")+1:]
 		if !regexp.MustCompile(`(?m)^\s*` + leaf + `:`).Match(text) {
@@ -60,7 +60,7 @@ func TestExampleTimerPresets(t *testing.T) {
 		docs[health.PerPeer][string(m[1])] = string(m[3])
 		docs[health.HostGroup][string(m[1])] = string(m[3])
 	}
-	timers := reflect.TypeFor[kvp2p.Timers]()
+	timers := reflect.TypeFor[node.Timers]()
 	for _, policy := range []string{health.Domain, health.PerPeer, health.HostGroup} {
 		documented := docs[policy]
 		preset := reflect.ValueOf(loads.PresetTimers(policy))

@@ -16,8 +16,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kvp2p/kvp2p"
 	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/node"
 )
 
 // shutdownTimeout bounds a graceful stop. Kubernetes sends SIGKILL 30 s after
@@ -30,8 +30,8 @@ var errReported = errors.New("usage error")
 
 // policyHelp names the policies for --policy's help, the default first.
 func policyHelp() string {
-	others := slices.DeleteFunc(slices.Clone(health.Names()), func(p string) bool { return p == kvp2p.DefaultPolicy })
-	return kvp2p.DefaultPolicy + " (default), " + strings.Join(others, " or ")
+	others := slices.DeleteFunc(slices.Clone(health.Names()), func(p string) bool { return p == node.DefaultPolicy })
+	return node.DefaultPolicy + " (default), " + strings.Join(others, " or ")
 }
 
 // serveOptions are serve's flags that are not config fields.
@@ -129,12 +129,12 @@ func newLogger(w io.Writer, format, level string, lookupEnv func(string) (string
 	return nil, configErrorf("log-format: %q: want text or json", format)
 }
 
-// server is what serve runs: a *kvp2p.Node, or a *kvp2p.Sidecar, whose
+// server is what serve runs: a *node.Node, or a *node.Sidecar, whose
 // node may be built only when its engine registers.
 type server interface {
 	Serve(net.Listener) error
 	Shutdown(context.Context) error
-	Status(context.Context) (*kvp2p.Snapshot, error)
+	Status(context.Context) (*node.Snapshot, error)
 	ReloadTLS() error
 	admin
 }
@@ -167,28 +167,28 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// Serve hands ln to the node, which closes it on the way out; this is for
 	// the paths that never reach Serve.
 	defer ln.Close()
-	var node server
+	var srv server
 	if cfg.Engine.Enabled() {
-		// A sidecar: its node is built at the engine's first Register when
+		// A sidecar: its srv is built at the engine's first Register when
 		// the config leaves the geometry (slots, block_bytes) to the engine.
-		sc, err := kvp2p.NewSidecar(cfg)
+		sc, err := node.NewSidecar(cfg)
 		if err != nil {
 			return err
 		}
-		node = sc
+		srv = sc
 		if sc.Node() == nil {
-			log.Info("slots and block_bytes not configured: the node starts at the engine's first Register, with its region's geometry")
+			log.Info("slots and block_bytes not configured: the srv starts at the engine's first Register, with its region's geometry")
 		}
 		closeEngine, err := startEngineAPI(cfg, sc, log)
 		defer closeEngine()
 		if err != nil {
 			return err
 		}
-	} else if node, err = kvp2p.NewNode(cfg); err != nil {
+	} else if srv, err = node.NewNode(cfg); err != nil {
 		return err
 	}
-	// The status server outlives the node's drain: probes see it not ready.
-	closeMetrics, err := startMetrics(cfg, node.Status, log)
+	// The status server outlives the srv's drain: probes see it not ready.
+	closeMetrics, err := startMetrics(cfg, srv.Status, log)
 	defer closeMetrics()
 	if err != nil {
 		return err
@@ -201,9 +201,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
 	defer signal.Stop(sigs)
 	served := make(chan error, 1)
-	go func() { served <- node.Serve(ln) }()
+	go func() { served <- srv.Serve(ln) }()
 	log.Info("serving", "peer_id", cfg.PeerID, "addr", ln.Addr().String(),
-		"failure_domain", cfg.FailureDomain, "policy", cmp.Or(cfg.Policy, kvp2p.DefaultPolicy), "tls", cfg.TLS.Enabled())
+		"failure_domain", cfg.FailureDomain, "policy", cmp.Or(cfg.Policy, node.DefaultPolicy), "tls", cfg.TLS.Enabled())
 
 	refusing := false
 wait:
@@ -217,14 +217,14 @@ wait:
 			return err
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
-				if err := node.ReloadTLS(); err != nil {
+				if err := srv.ReloadTLS(); err != nil {
 					log.Error("tls reload failed, keeping the old certificate", "err", err)
 				} else {
 					log.Info("tls reloaded")
 				}
 				continue
 			}
-			refusing = adminSignal(node, sig, refusing, log)
+			refusing = adminSignal(srv, sig, refusing, log)
 		case <-ctx.Done():
 			break wait
 		}
@@ -235,7 +235,7 @@ wait:
 	log.Info("shutting down", "timeout", timeout)
 	sctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	serr := node.Shutdown(sctx) // closes the node itself if sctx ends first
+	serr := srv.Shutdown(sctx) // closes the node itself if sctx ends first
 	if err := <-served; err != nil {
 		return err
 	}

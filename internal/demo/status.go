@@ -8,9 +8,9 @@ import (
 	"net"
 	"strconv"
 
-	"github.com/kvp2p/kvp2p"
 	"github.com/kvp2p/kvp2p/internal/metrics"
 	"github.com/kvp2p/kvp2p/internal/metrics/prom"
+	"github.com/kvp2p/kvp2p/internal/node"
 	"github.com/kvp2p/kvp2p/internal/status"
 )
 
@@ -18,7 +18,7 @@ import (
 // and /status.json of its first consumer rank: policy i on addr's port + i.
 // node returns a run's consumer node once the run started (nil before).
 // The returned func stops the servers.
-func ServeStatus(addr string, policies []string, node func(policy string) *kvp2p.Node, stdout io.Writer) (func(), error) {
+func ServeStatus(addr string, policies []string, node func(policy string) *node.Node, stdout io.Writer) (func(), error) {
 	host, p, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-addr: %w", err)
