@@ -18,6 +18,7 @@ import (
 
 	"github.com/kvp2p/kvp2p/internal/health"
 	"github.com/kvp2p/kvp2p/internal/node"
+	"github.com/kvp2p/kvp2p/internal/sidecar"
 )
 
 // shutdownTimeout bounds a graceful stop. Kubernetes sends SIGKILL 30 s after
@@ -129,7 +130,7 @@ func newLogger(w io.Writer, format, level string, lookupEnv func(string) (string
 	return nil, configErrorf("log-format: %q: want text or json", format)
 }
 
-// server is what serve runs: a *node.Node, or a *node.Sidecar, whose
+// server is what serve runs: a *node.Node, or a *sidecar.Sidecar, whose
 // node may be built only when its engine registers.
 type server interface {
 	Serve(net.Listener) error
@@ -171,7 +172,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if cfg.Engine.Enabled() {
 		// A sidecar: its srv is built at the engine's first Register when
 		// the config leaves the geometry (slots, block_bytes) to the engine.
-		sc, err := node.NewSidecar(cfg)
+		sc, err := sidecar.New(cfg)
 		if err != nil {
 			return err
 		}

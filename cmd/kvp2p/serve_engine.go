@@ -7,12 +7,13 @@ import (
 
 	"github.com/kvp2p/kvp2p/internal/engineapi"
 	"github.com/kvp2p/kvp2p/internal/node"
+	"github.com/kvp2p/kvp2p/internal/sidecar"
 )
 
 // startEngineAPI serves the engine API on the configured Unix socket and
 // TCP address, if any. The listeners close when the node stops; the
 // returned function closes them on the paths that never reach that.
-func startEngineAPI(cfg node.Config, sc *node.Sidecar, log *slog.Logger) (func(), error) {
+func startEngineAPI(cfg node.Config, sc *sidecar.Sidecar, log *slog.Logger) (func(), error) {
 	var lns []net.Listener // the gRPC ones
 	var steps net.Listener
 	closeAll := func() {

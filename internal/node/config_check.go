@@ -13,9 +13,9 @@ import (
 // its own code for it, since no retry with the same config can succeed.
 var ErrMachine = errors.New("beyond this machine")
 
-// maxSlots bounds slots so that the store's per-slot index stays small
+// MaxSlots bounds slots so that the store's per-slot index stays small
 // (and slots x block_bytes is computed without overflow).
-const maxSlots = 1 << 26
+const MaxSlots = 1 << 26
 
 // checkSizes checks the arena against its bounds and the machine.
 // physMem is the machine's memory in bytes (0: unknown, not checked).
@@ -28,8 +28,8 @@ func (c *Config) checkSizes(physMem uint64) error {
 	if slots == 0 {
 		slots = DefaultSlots
 	}
-	if slots > maxSlots {
-		return fmt.Errorf("kvp2p: config: slots %d: at most %d", slots, maxSlots)
+	if slots > MaxSlots {
+		return fmt.Errorf("kvp2p: config: slots %d: at most %d", slots, MaxSlots)
 	}
 	arena := uint64(slots) * uint64(bb) // < 2^26 * 2^28: no overflow
 	if arena > maxArena {

@@ -29,7 +29,8 @@ type EngineConfig struct {
 // Enabled reports whether the node is a sidecar.
 func (e EngineConfig) Enabled() bool { return e.Socket != "" || e.Addr != "" }
 
-func (e EngineConfig) withDefaults() EngineConfig {
+// WithDefaults returns the config with every zero field filled.
+func (e EngineConfig) WithDefaults() EngineConfig {
 	if e.RegionDir == "" {
 		e.RegionDir = "/dev/shm"
 	}

@@ -38,8 +38,8 @@ func (n *Node) loop() {
 			n.tb.Tick(now)
 			n.expirePending(now)
 			n.expireDataLoss(now)
-			if n.eng != nil {
-				n.eng.tick(n, now)
+			if n.sc != nil {
+				n.sc.Tick(n, now)
 			}
 		case <-stopReq:
 			stopReq = nil // handled once
@@ -51,8 +51,8 @@ func (n *Node) loop() {
 			return
 		}
 		n.perform()
-		if n.eng != nil {
-			n.eng.afterTurn(n, n.clk.now(time.Now()))
+		if n.sc != nil {
+			n.sc.AfterTurn(n, n.clk.now(time.Now()))
 			n.perform()
 		}
 		n.answerWaiters()

@@ -189,7 +189,7 @@ func (m *Manager) ReadBlockInto(dst []byte, k Key) ([]byte, bool) {
 	out := dst
 	var ok bool
 	_ = m.do(func(time.Time) {
-		if m.n.eng != nil {
+		if m.n.sc != nil {
 			return // a sidecar's blocks are in its engine's region
 		}
 		sl, found := m.n.st.Lookup(k)

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/datapath"
-	"github.com/kvp2p/kvp2p/internal/engineapi"
 	"github.com/kvp2p/kvp2p/internal/health"
 	"github.com/kvp2p/kvp2p/internal/identity"
 	"github.com/kvp2p/kvp2p/internal/loads"
@@ -39,7 +38,7 @@ type Node struct {
 	tb     *loads.Table
 	dpCfg  datapath.Config
 	lim    wire.Limits
-	eng    *engine   // a sidecar's engine state (EngineConfig); nil otherwise
+	sc     Sidecar   // an engine sidecar's hooks (internal/sidecar); nil: the node's own arena
 	obs    *observer // counts for metrics and status; owned by the loop
 
 	// lim bounds control connections' frames, dataLim a data connection's,
@@ -131,8 +130,27 @@ type evData struct {
 	ev datapath.Event
 }
 
-// NewNode validates cfg and builds a node; Serve runs it.
+// NewNode validates cfg and builds a node with its own arena; Serve runs
+// it. A config with an engine is refused: an engine sidecar's node is built
+// by the sidecar (NewWithSidecar).
 func NewNode(cfg Config) (*Node, error) {
+	if cfg.Engine.Enabled() {
+		return nil, errors.New("kvp2p: config: engine: build an engine sidecar's node with internal/sidecar")
+	}
+	return newNode(cfg, nil)
+}
+
+// NewWithSidecar validates cfg and builds a node whose slots are sc's (an
+// engine's region): the store only indexes them, and peers' lookups of
+// keys it does not hold go to sc (loads.Resolver).
+func NewWithSidecar(cfg Config, sc Sidecar) (*Node, error) {
+	if sc == nil {
+		return nil, errors.New("kvp2p: NewWithSidecar without a sidecar")
+	}
+	return newNode(cfg, sc)
+}
+
+func newNode(cfg Config, sc Sidecar) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -147,14 +165,9 @@ func NewNode(cfg Config) (*Node, error) {
 	}
 	var arena []byte
 	var st *store.Store
-	var eng *engine
-	if cfg.Engine.Enabled() {
+	if sc != nil {
 		// The engine owns the memory: slots are its region's chunks.
-		eng = newEngine(cfg.Engine, cfg.Slots, cfg.BlockBytes)
 		st, err = store.NewIndex(cfg.Slots, cfg.BlockBytes)
-		if err == nil {
-			eng.contains = st.Contains
-		}
 	} else {
 		arena = make([]byte, cfg.Slots*cfg.BlockBytes)
 		st, err = store.NewOn(arena, cfg.BlockBytes)
@@ -174,8 +187,8 @@ func NewNode(cfg Config) (*Node, error) {
 	// What peers can make the node log repeats at most a few times per
 	// window, then as a count.
 	lc.Log = slog.New(ratelog.New(cfg.Log.Handler(), 0, 0)).With("node", cfg.PeerID)
-	if eng != nil {
-		lc.ExternalSlots, lc.Resolver = true, eng
+	if sc != nil {
+		lc.ExternalSlots, lc.Resolver = true, sc
 	}
 	obs := newObserver(time.Now())
 	lc.Observer = obs
@@ -211,26 +224,20 @@ func NewNode(cfg Config) (*Node, error) {
 		settled: make(chan struct{}, 1),
 		conns:   map[loads.ConnID]*ctlConn{}, heldHellos: map[pairKey]evAccepted{},
 		pendingData: map[pairKey]pendingData{}, open: map[uint64]JobResult{},
-		eng: eng, obs: obs, gate: newConnGate(cfg.Limits.MaxHandshakes, cfg.Limits.MaxHandshakesPerSource),
+		sc: sc, obs: obs, gate: newConnGate(cfg.Limits.MaxHandshakes, cfg.Limits.MaxHandshakesPerSource),
 	}
 	if cfg.TLS.Enabled() {
 		if n.tls, err = identity.NewCreds(identity.Config(cfg.TLS)); err != nil {
 			return nil, err
 		}
 	}
-	if eng != nil {
-		eng.srv = engineapi.New(engineBackend{n}, engineapi.Options{Log: n.log})
-	}
 	return n, nil
 }
 
 // Slot implements datapath.Memory over the arena; safe from any goroutine.
 func (n *Node) Slot(i uint32) []byte {
-	if n.eng != nil {
-		if r := n.eng.mem.Load(); r != nil {
-			return r.Chunk(i)
-		}
-		return nil
+	if n.sc != nil {
+		return n.sc.Slot(i)
 	}
 	off := int(i) * n.cfg.BlockBytes
 	end := off + n.cfg.BlockBytes
@@ -242,7 +249,7 @@ func (n *Node) Slot(i uint32) []byte {
 // engine's region, which the engine may rewrite after the load (its blocks
 // are summed as they are sent).
 func (n *Node) SlotSums(i uint32) []uint32 {
-	if n.eng != nil {
+	if n.sc != nil {
 		return nil
 	}
 	return n.st.SlotSums(store.Slot(i))
@@ -268,9 +275,8 @@ func (n *Node) Serve(ln net.Listener) error {
 		}
 	}
 	n.wg.Wait()
-	if n.eng != nil {
-		n.eng.srv.Stop()
-		n.eng.close()
+	if n.sc != nil {
+		n.sc.Stop()
 	}
 	// Nobody posts any more. Events queued before the loop exited may carry
 	// sockets nobody owns yet: close them, or the peer waits on them.

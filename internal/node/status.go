@@ -41,8 +41,8 @@ func (n *Node) snapshot(now time.Time) *Snapshot {
 		Node: metrics.Node{
 			PeerID: n.cfg.PeerID, FailureDomain: n.cfg.FailureDomain, Policy: cmp.Or(n.cfg.Policy, DefaultPolicy),
 			Taken: now, UptimeSec: now.Sub(n.obs.started).Seconds(), MaxPeers: n.timers.MaxPeers,
-			Listening: n.ln != nil && !n.stopping(), EngineExpected: n.eng != nil,
-			EngineAttached: n.eng != nil && n.eng.reg != 0,
+			Listening: n.ln != nil && !n.stopping(), EngineExpected: n.sc != nil,
+			EngineAttached: n.sc != nil && n.sc.Attached(),
 		},
 		Requests: v.Requests,
 		Counters: n.obs.c.Clone(),

@@ -1,11 +1,11 @@
-package node
+package sidecar
 
 import (
 	"crypto/rand"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"net"
+	"github.com/kvp2p/kvp2p/internal/node"
+	"github.com/kvp2p/kvp2p/internal/session"
 	"sync/atomic"
 	"time"
 
@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// The sidecar side of the engine API (EngineConfig). Everything here runs
+// The sidecar side of the engine API (node.EngineConfig). Everything here runs
 // in the node's loop, except the region pointer, which data-path goroutines
 // read through Node.Slot.
 //
@@ -34,10 +34,10 @@ import (
 
 // engine is the sidecar's state for its one engine.
 type engine struct {
-	cfg EngineConfig
+	cfg node.EngineConfig
 	geo region.Geometry
 	// geoFrom says where geo came from, for a refusal's message: the
-	// config, or the first engine's Register (NewSidecar).
+	// config, or the first engine's Register (New).
 	geoFrom string
 	srv     *engineapi.Server
 	mem     atomic.Pointer[region.Region] // read by data-path goroutines
@@ -70,7 +70,7 @@ type engine struct {
 
 	// A step's lookups, reused from step to step (the loop's only).
 	lookKeys []wire.Key
-	lookOut  []Verdict
+	lookOut  []session.Verdict
 }
 
 type jobKey struct{ reg, id uint64 }
@@ -103,9 +103,9 @@ const (
 	missMemory   = 100 * time.Millisecond // a key the engine just did not have is not asked again
 )
 
-func newEngine(cfg EngineConfig, slots, blockBytes int) *engine {
+func newEngine(cfg node.EngineConfig, slots, blockBytes int) *engine {
 	return &engine{
-		cfg: cfg.withDefaults(), geo: region.Geometry{NumChunks: uint64(slots), RowStride: uint64(blockBytes)},
+		cfg: cfg.WithDefaults(), geo: region.Geometry{NumChunks: uint64(slots), RowStride: uint64(blockBytes)},
 		geoFrom: "slots, block_bytes",
 		jobs:    map[jobKey]*engJob{}, byCore: map[uint64]*engJob{}, reqs: map[string]bool{},
 		asked: map[wire.Key]uint64{}, askedBy: map[uint64]int{}, asks: map[uint64]*ask{}, missed: map[wire.Key]time.Time{},
@@ -115,31 +115,25 @@ func newEngine(cfg EngineConfig, slots, blockBytes int) *engine {
 
 // engineBackend implements engineapi.Backend by running each call in the
 // node's loop.
-type engineBackend struct{ n *Node }
+type engineBackend struct {
+	n *node.Node
+	e *engine
+}
 
 var _ engineapi.Backend = engineBackend{}
 
 // errNodeClosed is what the engine hears once the node stopped.
 var errNodeClosed = status.Error(codes.Unavailable, "kvp2p: node stopped")
 
-// ServeEngine serves the engine API on ln until the node stops. Only a
-// node configured as a sidecar (EngineConfig) has one.
-func (n *Node) ServeEngine(ln net.Listener) error {
-	if n.eng == nil {
-		return errors.New("kvp2p: the node is not configured as a sidecar (engine.socket)")
-	}
-	return n.eng.srv.Serve(ln)
-}
-
 func (b engineBackend) Attach(reg *pb.Register, out engineapi.Outbox) (*pb.Registered, error) {
-	e := b.n.eng
+	e := b.e
 	geo := region.Geometry{NumChunks: reg.NumChunks, RowStride: reg.RowStride}
 	if geo != e.geo {
 		return nil, status.Errorf(codes.FailedPrecondition,
 			"region of %d chunks of %d bytes; this sidecar's geometry is %d of %d (%s)",
 			reg.NumChunks, reg.RowStride, e.geo.NumChunks, e.geo.RowStride, e.geoFrom)
 	}
-	if err := checkIdentity(reg, b.n.cfg); err != nil {
+	if err := checkIdentity(reg, b.n.Config()); err != nil {
 		return nil, err
 	}
 	// Map outside the loop: the loop does no file I/O.
@@ -152,7 +146,7 @@ func (b engineBackend) Attach(reg *pb.Register, out engineapi.Outbox) (*pb.Regis
 
 // checkIdentity refuses an engine whose layout fingerprint or block-hash
 // seed differs from the sidecar's (when both are set).
-func checkIdentity(reg *pb.Register, cfg Config) error {
+func checkIdentity(reg *pb.Register, cfg node.Config) error {
 	if fp := cfg.Fingerprint; fp != "" && len(reg.Fingerprint) > 0 && string(reg.Fingerprint) != fp {
 		return status.Errorf(codes.FailedPrecondition, "layout fingerprint %q, the sidecar's is %q", reg.Fingerprint, fp)
 	}
@@ -168,7 +162,7 @@ func (b engineBackend) attachRegion(r *region.Region, out engineapi.Outbox) (*pb
 	var ok *pb.Registered
 	var refuse error
 	var old *region.Region
-	err := b.n.Manager().do(func(now time.Time) { ok, old, refuse = b.n.attach(r, out) })
+	err := b.n.Do(func(now time.Time) { ok, old, refuse = b.e.attach(b.n, r, out) })
 	if err == nil && refuse == nil {
 		if old != nil {
 			old.Close() // nothing touches it (attach checked); unmapping can take long: not in the loop
@@ -185,12 +179,11 @@ func (b engineBackend) attachRegion(r *region.Region, out engineapi.Outbox) (*pb
 // attach registers an engine, in the loop, and posts Registered to it
 // before anything else can be. It returns the previous engine's region for
 // the caller to close outside the loop.
-func (n *Node) attach(r *region.Region, out engineapi.Outbox) (*pb.Registered, *region.Region, error) {
-	e := n.eng
+func (e *engine) attach(n *node.Node, r *region.Region, out engineapi.Outbox) (*pb.Registered, *region.Region, error) {
 	if e.reg != 0 {
 		return nil, nil, status.Error(codes.AlreadyExists, "an engine is attached to this sidecar")
 	}
-	if st := n.st.Stats(); st.Filling > 0 || st.Pinned > 0 {
+	if st := n.Store().Stats(); st.Filling > 0 || st.Pinned > 0 {
 		// The previous engine's loads or serves still touch its region.
 		return nil, nil, status.Errorf(codes.Unavailable, "the previous engine's chunks are still in use (%d filling, %d pinned): retry", st.Filling, st.Pinned)
 	}
@@ -201,11 +194,11 @@ func (n *Node) attach(r *region.Region, out engineapi.Outbox) (*pb.Registered, *
 	e.reg = randomRegistration(e.last)
 	e.last = e.reg
 	e.orphans = false
-	n.tb.ProducerBack() // fetches for requests it has not registered yet wait for it again
+	n.Table().ProducerBack() // fetches for requests it has not registered yet wait for it again
 	e.memReg.Store(e.reg)
 	ok := &pb.Registered{
 		Registration: e.reg, ApiVersion: pb.ApiVersion_API_VERSION_1,
-		PeerId: n.cfg.PeerID, FailureDomain: n.cfg.FailureDomain,
+		PeerId: n.Config().PeerID, FailureDomain: n.Config().FailureDomain,
 		MaxKeysPerStep: uint32(engineapi.DefaultLimits().MaxKeysPerStep), MaxJobsInFlight: uint32(e.cfg.MaxJobs),
 	}
 	out.Post(&pb.SidecarMessage{Msg: &pb.SidecarMessage_Registered{Registered: ok}})
@@ -227,18 +220,18 @@ func randomRegistration(prev uint64) uint64 {
 }
 
 func (b engineBackend) Detach(id uint64) {
-	e := b.n.eng
+	e := b.e
 	if e.memReg.Load() == id {
 		// The engine reuses the chunks of failed loads as soon as it
 		// decides we are gone: from now on no peer write reaches its
 		// memory, even one already on its way into a chunk.
 		if r := e.mem.Load(); r != nil {
 			if err := r.Revoke(); err != nil {
-				b.n.log.Error("revoking a gone engine's region failed", "err", err)
+				b.n.Log().Error("revoking a gone engine's region failed", "err", err)
 			}
 		}
 	}
-	_ = b.n.Manager().do(func(now time.Time) { b.n.detach(now, id) })
+	_ = b.n.Do(func(now time.Time) { b.e.detach(b.n, now, id) })
 }
 
 // detach forgets an engine that is gone: peers' PD fetches waiting on it
@@ -246,27 +239,26 @@ func (b engineBackend) Detach(id uint64) {
 // fenced until no write can land), what it pinned for peers is retired,
 // and nothing more is reported to it. Peers' lookups waiting on its asks
 // answer MISS at the next tick (the asks are forgotten: engine.Pending).
-func (n *Node) detach(now time.Time, id uint64) {
-	e := n.eng
+func (e *engine) detach(n *node.Node, now time.Time, id uint64) {
 	if id == 0 || e.reg != id {
 		return
 	}
-	n.log.Warn("engine gone: aborting its jobs", "jobs", len(e.jobs), "requests", len(e.reqs))
+	n.Log().Warn("engine gone: aborting its jobs", "jobs", len(e.jobs), "requests", len(e.reqs))
 	e.reg, e.out, e.orphans = 0, nil, true
 	// First, while the table still knows the engine's requests: peers'
 	// PD fetches waiting here, for requests it registered or not, fail
 	// now and their decoders fall back (issue 23: they waited for their
 	// PD load timeout), and none waits for this engine's ids afterwards.
-	if fetches := n.tb.ProducerGone(now); fetches > 0 {
-		n.log.Info("engine gone: peers' PD fetches failed", "requests", fetches)
+	if fetches := n.Table().ProducerGone(now); fetches > 0 {
+		n.Log().Info("engine gone: peers' PD fetches failed", "requests", fetches)
 	}
 	for req := range e.reqs {
-		n.tb.RequestFinished(now, req)
+		n.Table().RequestFinished(now, req)
 	}
 	clear(e.reqs)
 	for _, g := range e.grants {
 		for _, sl := range g.slots {
-			_ = n.st.Retire(sl)
+			_ = n.Store().Retire(sl)
 		}
 		e.release(n, g, false)
 	}
@@ -274,11 +266,11 @@ func (n *Node) detach(now time.Time, id uint64) {
 	// restarted engine rewrites them); parked ones fail at once.
 	for _, j := range e.jobs {
 		for _, sl := range j.slots {
-			_ = n.st.Retire(sl)
+			_ = n.Store().Retire(sl)
 		}
 	}
-	if failed := n.tb.FailUnboundStores(now, "engine gone"); failed > 0 {
-		n.log.Info("engine gone: parked stores failed", "jobs", failed)
+	if failed := n.Table().FailUnboundStores(now, "engine gone"); failed > 0 {
+		n.Log().Info("engine gone: parked stores failed", "jobs", failed)
 	}
 	clear(e.asks)
 	clear(e.asked)
@@ -290,11 +282,11 @@ func (n *Node) detach(now time.Time, id uint64) {
 }
 
 func (b engineBackend) Grant(id uint64, g *pb.ServeGrant) {
-	_ = b.n.Manager().do(func(now time.Time) { b.n.eng.grant(b.n, now, id, g) })
+	_ = b.n.Do(func(now time.Time) { b.e.grant(b.n, now, id, g) })
 }
 
 // grant adopts the chunks the engine pinned for an ask.
-func (e *engine) grant(n *Node, now time.Time, id uint64, g *pb.ServeGrant) {
+func (e *engine) grant(n *node.Node, now time.Time, id uint64, g *pb.ServeGrant) {
 	if id != e.reg {
 		return
 	}
@@ -310,7 +302,7 @@ func (e *engine) grant(n *Node, now time.Time, id uint64, g *pb.ServeGrant) {
 	held := make(map[wire.Key]bool, len(g.Keys))
 	if g.PinId == 0 && len(g.Keys) > 0 {
 		// No pin to give back: kvp2p could never say when it is done.
-		n.log.Warn("engine granted chunks without a pin id: not served", "ask", g.AskId)
+		n.Log().Warn("engine granted chunks without a pin id: not served", "ask", g.AskId)
 		g.Keys, g.ChunkIds = nil, nil
 	}
 	gr := e.grants[g.PinId] // a pin id granted twice is one pin: one release covers both
@@ -323,8 +315,8 @@ func (e *engine) grant(n *Node, now time.Time, id uint64, g *pb.ServeGrant) {
 			continue
 		}
 		k := wire.Key(kb)
-		if err := n.st.Adopt(store.Slot(c), k); err != nil {
-			n.log.Warn("engine granted a chunk kvp2p cannot serve", "chunk", c, "err", err)
+		if err := n.Store().Adopt(store.Slot(c), k); err != nil {
+			n.Log().Warn("engine granted a chunk kvp2p cannot serve", "chunk", c, "err", err)
 			continue
 		}
 		e.grantPins[store.Slot(c)]++
@@ -345,13 +337,13 @@ func (e *engine) grant(n *Node, now time.Time, id uint64, g *pb.ServeGrant) {
 }
 
 // release gives a grant's chunks back to the engine.
-func (e *engine) release(n *Node, g *grant, tell bool) {
+func (e *engine) release(n *node.Node, g *grant, tell bool) {
 	for _, sl := range g.slots {
 		if e.grantPins[sl]--; e.grantPins[sl] <= 0 {
 			delete(e.grantPins, sl)
 		}
-		if err := n.st.Drop(sl); err != nil {
-			n.log.Error("drop of a granted chunk failed", "chunk", sl, "err", err)
+		if err := n.Store().Drop(sl); err != nil {
+			n.Log().Error("drop of a granted chunk failed", "chunk", sl, "err", err)
 		}
 	}
 	delete(e.grants, g.pin)
@@ -387,9 +379,9 @@ func (e *engine) Pending(asker uint64, k wire.Key) bool {
 	return true
 }
 
-// afterTurn runs after every loop turn: it sends this turn's asks and
-// collects finished jobs.
-func (e *engine) afterTurn(n *Node, now time.Time) {
+// AfterTurn (node.Sidecar) runs after every loop turn: it sends this
+// turn's asks and collects finished jobs.
+func (e *engine) AfterTurn(n *node.Node, now time.Time) {
 	if len(e.batch) > 0 && e.reg != 0 {
 		e.nextAsk++
 		keys := append([]wire.Key(nil), e.batch...)
@@ -404,13 +396,13 @@ func (e *engine) afterTurn(n *Node, now time.Time) {
 	e.collect(n, now)
 }
 
-// tick expires asks and remembered misses, and releases grants no peer
+// Tick (node.Sidecar) expires asks and remembered misses, and releases grants no peer
 // reads any more. It runs after the table's own tick, so a lookup waiting
 // for a grant has pinned it by then.
-func (e *engine) tick(n *Node, now time.Time) {
+func (e *engine) Tick(n *node.Node, now time.Time) {
 	if e.orphans {
-		if ended := n.tb.EndOutboundIdle(now); ended > 0 {
-			n.log.Info("engine gone: ended the sessions it dialed", "sessions", ended)
+		if ended := n.Table().EndOutboundIdle(now); ended > 0 {
+			n.Log().Info("engine gone: ended the sessions it dialed", "sessions", ended)
 		}
 	}
 	for id, a := range e.asks {
@@ -435,9 +427,9 @@ func (e *engine) tick(n *Node, now time.Time) {
 }
 
 // unread reports whether only grants pin the grant's chunks.
-func (e *engine) unread(n *Node, g *grant) bool {
+func (e *engine) unread(n *node.Node, g *grant) bool {
 	for _, sl := range g.slots {
-		if n.st.Pins(sl) > e.grantPins[sl] {
+		if n.Store().Pins(sl) > e.grantPins[sl] {
 			return false
 		}
 	}
@@ -445,8 +437,8 @@ func (e *engine) unread(n *Node, g *grant) bool {
 }
 
 // collect turns the table's results into the engine's.
-func (e *engine) collect(n *Node, now time.Time) {
-	for _, r := range n.takeResults() {
+func (e *engine) collect(n *node.Node, now time.Time) {
+	for _, r := range n.TakeResults() {
 		j := e.byCore[r.Job]
 		if j == nil {
 			continue
@@ -461,15 +453,15 @@ func (e *engine) collect(n *Node, now time.Time) {
 		if j.kind == pb.JobKind_JOB_KIND_STORE {
 			read := false
 			for _, sl := range j.slots {
-				if n.st.Pins(sl)-1 > e.grantPins[sl] {
+				if n.Store().Pins(sl)-1 > e.grantPins[sl] {
 					// A peer still reads it (a lookup's pin): no new reader
 					// finds it, and the engine hears of the store only
 					// when the last one is done.
-					_ = n.st.Retire(sl)
+					_ = n.Store().Retire(sl)
 					read = true
 				}
-				if err := n.st.Drop(sl); err != nil {
-					n.log.Error("drop of a stored chunk failed", "chunk", sl, "err", err)
+				if err := n.Store().Drop(sl); err != nil {
+					n.Log().Error("drop of a stored chunk failed", "chunk", sl, "err", err)
 				}
 			}
 			if read {
@@ -482,7 +474,7 @@ func (e *engine) collect(n *Node, now time.Time) {
 			if j.reg == e.reg {
 				e.failed = append(e.failed, j.req)
 			}
-			if n.tb.Holds(j.core) {
+			if n.Table().Holds(j.core) {
 				j.result = d
 				e.waiting = append(e.waiting, j)
 				continue
@@ -507,12 +499,12 @@ func (e *engine) collect(n *Node, now time.Time) {
 // stillHeld reports whether a finished job's chunks are not the engine's
 // yet: a failed load's until no peer write can land, a store's until no
 // peer reads them (grants aside: the engine pinned those itself).
-func (e *engine) stillHeld(n *Node, j *engJob) bool {
+func (e *engine) stillHeld(n *node.Node, j *engJob) bool {
 	if j.kind == pb.JobKind_JOB_KIND_LOAD {
-		return n.tb.Holds(j.core)
+		return n.Table().Holds(j.core)
 	}
 	for _, sl := range j.slots {
-		if n.st.Pins(sl) > e.grantPins[sl] {
+		if n.Store().Pins(sl) > e.grantPins[sl] {
 			return true
 		}
 	}
@@ -529,7 +521,28 @@ func (e *engine) finish(j *engJob, d *pb.JobDone, now time.Time) {
 	e.done = append(e.done, d)
 }
 
-// close unmaps the region once the node stopped.
+// Slot (node.Sidecar) is the engine region's chunk i; nil while no
+// region is mapped. Data-path goroutines call it.
+func (e *engine) Slot(i uint32) []byte {
+	if r := e.mem.Load(); r != nil {
+		return r.Chunk(i)
+	}
+	return nil
+}
+
+// Attached (node.Sidecar) reports whether an engine is registered.
+func (e *engine) Attached() bool { return e.reg != 0 }
+
+// Stop (node.Sidecar) stops the engine API and unmaps the region once
+// the node stopped.
+func (e *engine) Stop() {
+	e.srv.Stop()
+	e.close()
+}
+
+var _ node.Sidecar = (*engine)(nil)
+
+// close unmaps the region.
 func (e *engine) close() {
 	if r := e.mem.Swap(nil); r != nil {
 		r.Close()

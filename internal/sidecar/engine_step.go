@@ -1,6 +1,8 @@
-package node
+package sidecar
 
 import (
+	"github.com/kvp2p/kvp2p/internal/node"
+	"github.com/kvp2p/kvp2p/internal/session"
 	"slices"
 	"time"
 
@@ -16,7 +18,7 @@ import (
 func (b engineBackend) Step(req *pb.StepRequest) (*pb.StepResponse, error) {
 	var resp *pb.StepResponse
 	var bad error
-	if err := b.n.Manager().do(func(now time.Time) { resp, bad = b.n.step(now, req) }); err != nil {
+	if err := b.n.Do(func(now time.Time) { resp, bad = b.e.step(b.n, now, req) }); err != nil {
 		return nil, errNodeClosed
 	}
 	return resp, bad
@@ -24,8 +26,7 @@ func (b engineBackend) Step(req *pb.StepRequest) (*pb.StepResponse, error) {
 
 // step checks a shape-checked step against the node's state, then applies
 // it: all of it, or nothing.
-func (n *Node) step(now time.Time, req *pb.StepRequest) (*pb.StepResponse, error) {
-	e := n.eng
+func (e *engine) step(n *node.Node, now time.Time, req *pb.StepRequest) (*pb.StepResponse, error) {
 	if err := e.checkStep(n, req); err != nil {
 		return nil, err
 	}
@@ -34,14 +35,14 @@ func (n *Node) step(now time.Time, req *pb.StepRequest) (*pb.StepResponse, error
 	for _, id := range append(req.Finished, req.Preempted...) {
 		if e.reqs[id] {
 			delete(e.reqs, id)
-			n.tb.RequestFinished(now, id)
+			n.Table().RequestFinished(now, id)
 		}
 	}
 	for _, r := range req.NewRequests {
-		if err := n.tb.NewRequest(now, r.ReqId, transferParams(r.Params)); err != nil {
+		if err := n.Table().NewRequest(now, r.ReqId, transferParams(r.Params)); err != nil {
 			// Registered without a P2P role (its lookups MISS); the engine
 			// learns why from the log, and its request goes on locally.
-			n.log.Info("request without a P2P role", "req", r.ReqId, "err", err)
+			n.Log().Info("request without a P2P role", "req", r.ReqId, "err", err)
 		}
 		e.reqs[r.ReqId] = true
 	}
@@ -64,26 +65,26 @@ func (n *Node) step(now time.Time, req *pb.StepRequest) (*pb.StepResponse, error
 	}
 	for _, j := range req.Loads {
 		keys, slots := jobKeys(j)
-		core := n.tb.SubmitLoadInto(now, j.ReqId, keys, slots)
+		core := n.Table().SubmitLoadInto(now, j.ReqId, keys, slots)
 		e.add(&engJob{id: j.JobId, core: core, kind: pb.JobKind_JOB_KIND_LOAD, req: j.ReqId, keys: len(keys), reg: e.reg, start: now})
 	}
 	for _, j := range req.Stores {
 		keys, slots := jobKeys(j)
 		adopted := slots[:0:0]
 		for i, sl := range slots {
-			if err := n.st.Adopt(sl, keys[i]); err != nil {
+			if err := n.Store().Adopt(sl, keys[i]); err != nil {
 				// Only a store naming one key twice gets here (the first
 				// Adopt took the key's index entry): the chunk is not served.
-				n.log.Error("adopting a stored chunk failed", "chunk", sl, "err", err)
+				n.Log().Error("adopting a stored chunk failed", "chunk", sl, "err", err)
 				continue
 			}
 			adopted = append(adopted, sl)
 		}
-		core := n.tb.SubmitStore(now, j.ReqId, keys)
+		core := n.Table().SubmitStore(now, j.ReqId, keys)
 		e.add(&engJob{id: j.JobId, core: core, kind: pb.JobKind_JOB_KIND_STORE, req: j.ReqId, keys: len(keys), slots: adopted, reg: e.reg, start: now})
 	}
 	if req.EndStep {
-		n.tb.EndStep(now)
+		n.Table().EndStep(now)
 	}
 	e.collect(n, now)
 	resp.Finished, e.done = e.done, nil
@@ -94,11 +95,11 @@ func (n *Node) step(now time.Time, req *pb.StepRequest) (*pb.StepResponse, error
 
 // lookup answers one batch's keys, in order, in one call to the table
 // (loads.Table.LookupBatch); the slice is e's, valid until the next call.
-func (e *engine) lookup(n *Node, now time.Time, b *pb.LookupBatch) []Verdict {
+func (e *engine) lookup(n *node.Node, now time.Time, b *pb.LookupBatch) []session.Verdict {
 	e.lookKeys = e.lookKeys[:0]
 	engineapi.LookupKeys(b, func(k []byte) { e.lookKeys = append(e.lookKeys, wire.Key(k)) })
 	e.lookOut = slices.Grow(e.lookOut[:0], len(e.lookKeys))[:len(e.lookKeys)]
-	n.tb.LookupBatch(now, b.ReqId, e.lookKeys, e.lookOut)
+	n.Table().LookupBatch(now, b.ReqId, e.lookKeys, e.lookOut)
 	return e.lookOut
 }
 
@@ -109,7 +110,7 @@ func (e *engine) add(j *engJob) {
 
 // checkStep is the state half of a step's validation (engineapi.CheckStep
 // did the shape): nothing is applied if it fails.
-func (e *engine) checkStep(n *Node, req *pb.StepRequest) error {
+func (e *engine) checkStep(n *node.Node, req *pb.StepRequest) error {
 	if e.reg == 0 || req.Registration != e.reg {
 		return status.Errorf(codes.FailedPrecondition, "registration %d is not the attached engine's (%d): attach first", req.Registration, e.reg)
 	}
@@ -148,13 +149,13 @@ func (e *engine) checkStep(n *Node, req *pb.StepRequest) error {
 					return status.Errorf(codes.InvalidArgument, "%s[%d]: chunk %d out of range [0,%d)", jobWhat[what], i, c, e.geo.NumChunks)
 				}
 				sl := store.Slot(c)
-				switch st := n.st.State(sl); {
+				switch st := n.Store().State(sl); {
 				case what == 0 && st != store.StateFree:
 					return status.Errorf(codes.FailedPrecondition, "loads[%d]: chunk %d is in use (%v)", i, c, st)
 				case what == 1 && st == store.StateFilling:
 					return status.Errorf(codes.FailedPrecondition, "stores[%d]: chunk %d is being loaded", i, c)
 				case what == 1 && st == store.StateReady:
-					if k, _ := n.st.Key(sl); k != wire.Key(j.Keys[ci]) || n.st.Orphaned(sl) {
+					if k, _ := n.Store().Key(sl); k != wire.Key(j.Keys[ci]) || n.Store().Orphaned(sl) {
 						return status.Errorf(codes.FailedPrecondition, "stores[%d]: chunk %d holds another block for kvp2p", i, c)
 					}
 				}
@@ -186,11 +187,11 @@ func jobKeys(j *pb.Job) ([]wire.Key, []store.Slot) {
 	return keys, slots
 }
 
-func verdict(v Verdict) pb.Verdict {
+func verdict(v session.Verdict) pb.Verdict {
 	switch v {
-	case Hit:
+	case session.Hit:
 		return pb.Verdict_VERDICT_HIT
-	case Retry:
+	case session.Retry:
 		return pb.Verdict_VERDICT_RETRY
 	}
 	return pb.Verdict_VERDICT_MISS

@@ -1,9 +1,10 @@
-package node
+package sidecar
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kvp2p/kvp2p/internal/node"
 	"log/slog"
 	"net"
 	"sync"
@@ -30,13 +31,14 @@ import (
 // with the geometry the node was built with: changing it takes a restart
 // of the sidecar.
 type Sidecar struct {
-	cfg   Config
+	cfg   node.Config
 	srv   *engineapi.Server
 	built chan struct{} // closed once node is set
 	stop  chan struct{} // closed when stopped before the node exists
 
 	mu      sync.Mutex // guards node and stopped; never held across I/O
-	node    *Node
+	node    *node.Node
+	eng     *engine // node's sidecar hooks, set with it
 	stopped bool
 }
 
@@ -47,10 +49,10 @@ const maxBlockBytes = 256 << 20
 // registered and so given it its geometry.
 var ErrNoEngineYet = errors.New("kvp2p: waiting for the engine's first Register (it gives the sidecar its geometry)")
 
-// NewSidecar validates cfg, which must enable the engine API, and builds
+// New validates cfg, which must enable the engine API, and builds
 // a sidecar. With slots and block_bytes both set the node is built now,
-// as NewNode would; otherwise at the first Register.
-func NewSidecar(cfg Config) (*Sidecar, error) {
+// as newEngineNode does at a Register; otherwise at the first Register.
+func New(cfg node.Config) (*Sidecar, error) {
 	if !cfg.Engine.Enabled() {
 		return nil, errors.New("kvp2p: a sidecar needs engine.socket or engine.addr")
 	}
@@ -70,29 +72,48 @@ func NewSidecar(cfg Config) (*Sidecar, error) {
 	s := &Sidecar{cfg: cfg, built: make(chan struct{}), stop: make(chan struct{})}
 	s.srv = engineapi.New(sidecarBackend{s}, engineapi.Options{Log: log.With("node", cfg.PeerID)})
 	if cfg.Slots != 0 && cfg.BlockBytes != 0 {
-		n, err := NewNode(cfg)
+		n, e, err := newEngineNode(cfg)
 		if err != nil {
 			return nil, err
 		}
-		s.adoptLocked(n, "slots, block_bytes")
+		s.adoptLocked(n, e, "slots, block_bytes")
 	}
 	return s, nil
 }
 
 // adoptLocked makes n the sidecar's node. The engine API is the sidecar's,
 // so the node stops it when it stops, as it stops its own.
-func (s *Sidecar) adoptLocked(n *Node, from string) {
-	n.eng.srv = s.srv
-	n.eng.geoFrom = from
-	s.node = n
+func (s *Sidecar) adoptLocked(n *node.Node, e *engine, from string) {
+	e.srv = s.srv
+	e.geoFrom = from
+	s.node, s.eng = n, e
 	close(s.built)
 }
 
 // Node is the sidecar's node, or nil before the first Register.
-func (s *Sidecar) Node() *Node {
+func (s *Sidecar) Node() *node.Node {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.node
+}
+
+// backend is the node's engine backend, once the node exists.
+func (s *Sidecar) backend() (engineBackend, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return engineBackend{s.node, s.eng}, s.node != nil
+}
+
+// newEngineNode builds a node whose slots are an engine's region, and its
+// engine state (the node's Sidecar hooks).
+func newEngineNode(cfg node.Config) (*node.Node, *engine, error) {
+	e := newEngine(cfg.Engine, cfg.Slots, cfg.BlockBytes)
+	n, err := node.NewWithSidecar(cfg, e)
+	if err != nil {
+		return nil, nil, err
+	}
+	e.contains = n.Store().Contains // the store's index: what kvp2p holds already
+	return n, e, nil
 }
 
 // Built is closed once the node exists.
@@ -123,7 +144,7 @@ func (s *Sidecar) Serve(ln net.Listener) error {
 
 // stopEarly stops a sidecar that has no node yet and reports true; false
 // means the node exists and the caller stops it.
-func (s *Sidecar) stopEarly() (*Node, bool) {
+func (s *Sidecar) stopEarly() (*node.Node, bool) {
 	s.mu.Lock()
 	n := s.node
 	if n == nil && !s.stopped {
@@ -156,7 +177,7 @@ func (s *Sidecar) Close() error {
 }
 
 // Status is Node.Status, or ErrNoEngineYet.
-func (s *Sidecar) Status(ctx context.Context) (*Snapshot, error) {
+func (s *Sidecar) Status(ctx context.Context) (*node.Snapshot, error) {
 	if n := s.Node(); n != nil {
 		return n.Status(ctx)
 	}
@@ -191,10 +212,10 @@ func (s *Sidecar) RefuseHandshakes(on bool) error {
 // geometry is the node's geometry for reg: the configured fields, which
 // reg must agree with, and reg's for the others.
 func (s *Sidecar) geometry(reg *pb.Register) (region.Geometry, error) {
-	if reg.NumChunks > maxSlots || reg.RowStride > maxBlockBytes {
+	if reg.NumChunks > node.MaxSlots || reg.RowStride > maxBlockBytes {
 		return region.Geometry{}, status.Errorf(codes.InvalidArgument,
 			"region of %d chunks of %d bytes: a sidecar takes at most %d chunks of at most %d bytes",
-			reg.NumChunks, reg.RowStride, maxSlots, maxBlockBytes)
+			reg.NumChunks, reg.RowStride, node.MaxSlots, maxBlockBytes)
 	}
 	if c := s.cfg.Slots; c != 0 && uint64(c) != reg.NumChunks {
 		return region.Geometry{}, status.Errorf(codes.FailedPrecondition,
@@ -210,45 +231,45 @@ func (s *Sidecar) geometry(reg *pb.Register) (region.Geometry, error) {
 // nodeFor returns the node reg attaches to, building it from reg if there
 // is none yet; then it also returns reg's region, mapped (the Register's
 // checks are done), for the caller to attach.
-func (s *Sidecar) nodeFor(reg *pb.Register) (*Node, *region.Region, error) {
-	if n := s.Node(); n != nil {
-		return n, nil, nil
+func (s *Sidecar) nodeFor(reg *pb.Register) (engineBackend, *region.Region, error) {
+	if b, ok := s.backend(); ok {
+		return b, nil, nil
 	}
 	geo, err := s.geometry(reg)
 	if err != nil {
-		return nil, nil, err
+		return engineBackend{}, nil, err
 	}
 	if err := checkIdentity(reg, s.cfg); err != nil {
-		return nil, nil, err
+		return engineBackend{}, nil, err
 	}
 	// The region is checked before the geometry is taken: a Register that
 	// names no file of that size fixes nothing.
-	r, err := region.Open(reg.RegionPath, s.cfg.Engine.withDefaults().RegionDir, geo)
+	r, err := region.Open(reg.RegionPath, s.cfg.Engine.WithDefaults().RegionDir, geo)
 	if err != nil {
-		return nil, nil, status.Errorf(codes.FailedPrecondition, "%v", err)
+		return engineBackend{}, nil, status.Errorf(codes.FailedPrecondition, "%v", err)
 	}
 	cfg := s.cfg
 	cfg.Slots, cfg.BlockBytes = int(geo.NumChunks), int(geo.RowStride)
-	n, err := NewNode(cfg)
+	n, e, err := newEngineNode(cfg)
 	if err != nil {
 		r.Close()
-		return nil, nil, status.Errorf(codes.InvalidArgument, "the region's geometry: %v", err)
+		return engineBackend{}, nil, status.Errorf(codes.InvalidArgument, "the region's geometry: %v", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
 	case s.stopped:
 		r.Close()
-		return nil, nil, status.Error(codes.Unavailable, "kvp2p: sidecar stopping")
+		return engineBackend{}, nil, status.Error(codes.Unavailable, "kvp2p: sidecar stopping")
 	case s.node != nil:
 		// Another engine's Register built it first: attach as to any node
 		// (its geometry is checked there).
 		r.Close()
-		return s.node, nil, nil
+		return engineBackend{s.node, s.eng}, nil, nil
 	}
-	s.adoptLocked(n, fmt.Sprintf("taken from the first engine's Register (engine_id %q); restart the sidecar to change it", reg.EngineId))
-	n.log.Info("geometry from the engine's Register", "num_chunks", geo.NumChunks, "row_stride", geo.RowStride)
-	return n, r, nil
+	s.adoptLocked(n, e, fmt.Sprintf("taken from the first engine's Register (engine_id %q); restart the sidecar to change it", reg.EngineId))
+	n.Log().Info("geometry from the engine's Register", "num_chunks", geo.NumChunks, "row_stride", geo.RowStride)
+	return engineBackend{n, e}, r, nil
 }
 
 // sidecarBackend is the engine API's backend before and after the node
@@ -258,31 +279,31 @@ type sidecarBackend struct{ s *Sidecar }
 var _ engineapi.Backend = sidecarBackend{}
 
 func (b sidecarBackend) Attach(reg *pb.Register, out engineapi.Outbox) (*pb.Registered, error) {
-	n, r, err := b.s.nodeFor(reg)
+	eb, r, err := b.s.nodeFor(reg)
 	if err != nil {
 		return nil, err
 	}
 	if r != nil {
-		return engineBackend{n}.attachRegion(r, out)
+		return eb.attachRegion(r, out)
 	}
-	return engineBackend{n}.Attach(reg, out)
+	return eb.Attach(reg, out)
 }
 
 func (b sidecarBackend) Detach(id uint64) {
-	if n := b.s.Node(); n != nil {
-		engineBackend{n}.Detach(id)
+	if eb, ok := b.s.backend(); ok {
+		eb.Detach(id)
 	}
 }
 
 func (b sidecarBackend) Grant(id uint64, g *pb.ServeGrant) {
-	if n := b.s.Node(); n != nil {
-		engineBackend{n}.Grant(id, g)
+	if eb, ok := b.s.backend(); ok {
+		eb.Grant(id, g)
 	}
 }
 
 func (b sidecarBackend) Step(req *pb.StepRequest) (*pb.StepResponse, error) {
-	if n := b.s.Node(); n != nil {
-		return engineBackend{n}.Step(req)
+	if eb, ok := b.s.backend(); ok {
+		return eb.Step(req)
 	}
 	return nil, status.Errorf(codes.FailedPrecondition, "registration %d: no engine is attached: attach first", req.Registration)
 }

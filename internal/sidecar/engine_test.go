@@ -1,4 +1,4 @@
-package node
+package sidecar
 
 import (
 	"bytes"
@@ -257,7 +257,7 @@ func TestEngineDeathAbortsAndReregisters(t *testing.T) {
 	// The session the dead engine's request opened ends too: nobody uses it.
 	waitFor(t, func() bool {
 		var conns int
-		_ = s.node.Manager().do(func(time.Time) { conns = len(s.node.conns) })
+		_ = s.node.Do(func(time.Time) { conns = s.node.Conns() })
 		return conns == 0
 	})
 	var e2 *fakeEngine

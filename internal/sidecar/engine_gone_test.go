@@ -1,4 +1,4 @@
-package node
+package sidecar
 
 import (
 	"bytes"
@@ -29,7 +29,7 @@ func patientDecoder(c *Config) {
 func fetchesAt(t *testing.T, s *sidecar) int {
 	t.Helper()
 	var n int
-	if err := s.node.Manager().do(func(now time.Time) { n = s.node.tb.View(now).Fetches }); err != nil {
+	if err := s.node.Do(func(now time.Time) { n = s.node.Table().View(now).Fetches }); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -107,7 +107,7 @@ func TestEngineGoneFailsPeersPDFetch(t *testing.T) {
 					// The detach is the loop's before the fetch is.
 					waitFor(t, func() bool {
 						var attached bool
-						_ = a.node.Manager().do(func(time.Time) { attached = a.node.eng.reg != 0 })
+						_ = a.node.Do(func(time.Time) { attached = a.sc.eng.Attached() })
 						return !attached
 					})
 				}

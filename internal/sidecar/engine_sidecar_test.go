@@ -1,8 +1,9 @@
-package node
+package sidecar
 
 import (
 	"bytes"
 	"errors"
+	"github.com/kvp2p/kvp2p/internal/node"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,7 +46,7 @@ func TestSidecarGeometryFromRegister(t *testing.T) {
 	}{
 		{"region outside region_dir", engChunks, testBlock, outside, codes.FailedPrecondition},
 		{"region file shorter than the geometry", engChunks * 2, testBlock, b.region, codes.FailedPrecondition},
-		{"more chunks than any sidecar takes", maxSlots + 1, 1, b.region, codes.InvalidArgument},
+		{"more chunks than any sidecar takes", node.MaxSlots + 1, 1, b.region, codes.InvalidArgument},
 		{"row_stride over block_bytes' bound", 1, maxBlockBytes + 1, b.region, codes.InvalidArgument},
 	}
 	for _, c := range refused {
@@ -58,7 +59,7 @@ func TestSidecarGeometryFromRegister(t *testing.T) {
 	}
 
 	ea, eb := attach(t, a), attach(t, b)
-	if b.node == nil || b.node.cfg.Slots != engChunks || b.node.cfg.BlockBytes != testBlock {
+	if b.node == nil || b.node.Config().Slots != engChunks || b.node.Config().BlockBytes != testBlock {
 		t.Fatalf("node after the Register: %+v", b.node)
 	}
 	if _, err := b.sc.Status(t.Context()); err != nil {
@@ -117,8 +118,8 @@ func TestSidecarConfiguredFieldMustAgree(t *testing.T) {
 		t.Fatal("a refused Register built the node")
 	}
 	attach(t, s)
-	if s.node.cfg.Slots != engChunks {
-		t.Fatalf("slots %d, want the Register's %d", s.node.cfg.Slots, engChunks)
+	if s.node.Config().Slots != engChunks {
+		t.Fatalf("slots %d, want the Register's %d", s.node.Config().Slots, engChunks)
 	}
 
 	idle := startSidecar(t, noGeometry)

@@ -1,8 +1,9 @@
-package node
+package sidecar
 
 import (
 	"bytes"
 	"context"
+	"github.com/kvp2p/kvp2p/internal/node"
 	"net"
 	"os"
 	"path/filepath"
@@ -26,8 +27,8 @@ const engChunks = 16
 
 type sidecar struct {
 	sc     *Sidecar
-	node   *Node  // nil until the first Register if the config has no geometry
-	chunks uint64 // region geometry
+	node   *node.Node // nil until the first Register if the config has no geometry
+	chunks uint64     // region geometry
 	block  int
 	dir    string // the region directory
 	socket string
@@ -71,7 +72,7 @@ func startSidecarIn(t testing.TB, dir string, chunks, block int, mut func(*Confi
 	}
 	// As `kvp2p serve` does: with slots and block_bytes unset the node
 	// is built at the first Register (attach sets s.node then).
-	sc, err := NewSidecar(cfg)
+	sc, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +347,7 @@ func (e *fakeEngine) lookUntil(req string, k Key) []pb.Verdict {
 }
 
 func remoteOf(t testing.TB, s *sidecar) *pb.Remote {
-	h, p, err := net.SplitHostPort(s.node.cfg.PeerID)
+	h, p, err := net.SplitHostPort(s.node.Config().PeerID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +359,7 @@ func remoteOf(t testing.TB, s *sidecar) *pb.Remote {
 func chunkState(t testing.TB, s *sidecar, c store.Slot) store.State {
 	t.Helper()
 	var st store.State
-	if err := s.node.Manager().do(func(time.Time) { st = s.node.st.State(c) }); err != nil {
+	if err := s.node.Do(func(time.Time) { st = s.node.Store().State(c) }); err != nil {
 		t.Fatal(err)
 	}
 	return st
@@ -367,7 +368,7 @@ func chunkState(t testing.TB, s *sidecar, c store.Slot) store.State {
 func storeStats(t testing.TB, s *sidecar) store.Stats {
 	t.Helper()
 	var st store.Stats
-	if err := s.node.Manager().do(func(time.Time) { st = s.node.st.Stats() }); err != nil {
+	if err := s.node.Do(func(time.Time) { st = s.node.Store().Stats() }); err != nil {
 		t.Fatal(err)
 	}
 	return st

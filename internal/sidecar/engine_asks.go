@@ -1,4 +1,4 @@
-package node
+package sidecar
 
 import "github.com/kvp2p/kvp2p/internal/wire"
 
