@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/config"
 	"github.com/kvp2p/kvp2p/internal/health"
 	"github.com/kvp2p/kvp2p/internal/node"
 	"github.com/kvp2p/kvp2p/internal/sidecar"
@@ -40,7 +41,7 @@ type serveOptions struct {
 	configPath string
 	logFormat  string // text or json
 	logLevel   string
-	sets       []setting // config overrides, in command-line order
+	sets       []config.Setting // config overrides, in command-line order
 }
 
 // settingFlag is a flag that overrides one config field; --set names the
@@ -49,7 +50,7 @@ type serveOptions struct {
 type settingFlag struct {
 	name string // flag name, for error messages
 	path string // config field; empty for --set
-	list *[]setting
+	list *[]config.Setting
 }
 
 func (f settingFlag) String() string { return "" }
@@ -62,7 +63,7 @@ func (f settingFlag) Set(s string) error {
 			return fmt.Errorf("want field=value, e.g. timers.stall_timeout=1s")
 		}
 	}
-	*f.list = append(*f.list, setting{source: "flag --" + f.name, path: path, value: value})
+	*f.list = append(*f.list, config.Setting{Source: "flag --" + f.name, Path: path, Value: value})
 	return nil
 }
 
@@ -108,16 +109,16 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 
 // newLogger builds the slog logger; flags win over KVP2P_LOG_*.
 func newLogger(w io.Writer, format, level string, lookupEnv func(string) (string, bool)) (*slog.Logger, error) {
-	if v, ok := lookupEnv(envPrefix + "LOG_FORMAT"); ok && format == "" {
+	if v, ok := lookupEnv(config.EnvPrefix + "LOG_FORMAT"); ok && format == "" {
 		format = v
 	}
-	if v, ok := lookupEnv(envPrefix + "LOG_LEVEL"); ok && level == "" {
+	if v, ok := lookupEnv(config.EnvPrefix + "LOG_LEVEL"); ok && level == "" {
 		level = v
 	}
 	var lvl slog.Level
 	if level != "" {
 		if err := lvl.UnmarshalText([]byte(level)); err != nil {
-			return nil, configErrorf("log-level: %q: want debug, info, warn or error", level)
+			return nil, config.Errorf("log-level: %q: want debug, info, warn or error", level)
 		}
 	}
 	opts := &slog.HandlerOptions{Level: lvl}
@@ -127,7 +128,7 @@ func newLogger(w io.Writer, format, level string, lookupEnv func(string) (string
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
-	return nil, configErrorf("log-format: %q: want text or json", format)
+	return nil, config.Errorf("log-format: %q: want text or json", format)
 }
 
 // server is what serve runs: a *node.Node, or a *sidecar.Sidecar, whose
@@ -141,13 +142,13 @@ type server interface {
 }
 
 // runServe runs one node until ctx ends (SIGTERM or SIGINT), then shuts it
-// down gracefully. Config errors are *configError (exit 2).
+// down gracefully. Config errors are *config.Error (exit 2).
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parseServeFlags(args, stderr)
 	if err != nil {
 		return err
 	}
-	cfg, err := loadConfig(o.configPath, os.LookupEnv, o.sets)
+	cfg, err := config.Load(o.configPath, os.LookupEnv, o.sets)
 	if err != nil {
 		return err
 	}

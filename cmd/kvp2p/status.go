@@ -12,6 +12,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/config"
 	"github.com/kvp2p/kvp2p/internal/status"
 )
 
@@ -45,9 +46,9 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return errReported
 	}
 	if *every <= 0 {
-		return configErrorf("--interval must be positive")
+		return config.Errorf("--interval must be positive")
 	}
-	target := cmp.Or(*addr, os.Getenv(envPrefix+"METRICS_ADDR"), defaultMetricsAddr)
+	target := cmp.Or(*addr, os.Getenv(config.EnvPrefix+"METRICS_ADDR"), defaultMetricsAddr)
 	client := &http.Client{Timeout: *timeout}
 	once := func() error {
 		s, err := status.Fetch(ctx, client, target)

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"errors"
@@ -25,8 +25,8 @@ func writeConfig(t *testing.T, yaml string) string {
 
 func noEnv(string) (string, bool) { return "", false }
 
-func flagSet(path, value string) setting {
-	return setting{source: "flag --set", path: path, value: value}
+func flagSet(path, value string) Setting {
+	return Setting{Source: "flag --set", Path: path, Value: value}
 }
 
 const baseYAML = `
@@ -44,7 +44,7 @@ func TestPrecedence(t *testing.T) {
 		name string
 		file string // "" means no --config
 		env  map[string]string
-		sets []setting
+		sets []Setting
 		want func(*node.Config)
 	}{
 		{
@@ -68,8 +68,8 @@ func TestPrecedence(t *testing.T) {
 			name: "flags over env over file",
 			file: baseYAML,
 			env:  map[string]string{"KVP2P_FAILURE_DOMAIN": "from-env", "KVP2P_TIMERS_STALL_TIMEOUT": "1s"},
-			sets: []setting{
-				{source: "flag --failure-domain", path: "failure_domain", value: "from-flag"},
+			sets: []Setting{
+				{Source: "flag --failure-domain", Path: "failure_domain", Value: "from-flag"},
 				flagSet("timers.stall_timeout", "-1s"),
 			},
 			want: func(c *node.Config) {
@@ -79,8 +79,8 @@ func TestPrecedence(t *testing.T) {
 		{
 			name: "last flag wins",
 			file: baseYAML,
-			sets: []setting{
-				{source: "flag --policy", path: "policy", value: "host-group"},
+			sets: []Setting{
+				{Source: "flag --policy", Path: "policy", Value: "host-group"},
 				flagSet("policy", "per-peer"),
 			},
 			want: func(c *node.Config) {},
@@ -101,7 +101,7 @@ func TestPrecedence(t *testing.T) {
 		{
 			name: "no file: env and flags give peer_id",
 			env:  map[string]string{"KVP2P_PEER_ID": "10.0.0.2:7600", "KVP2P_SLOTS": "64"},
-			sets: []setting{flagSet("timers.max_peers", "8"), flagSet("incarnation", "0x2a")},
+			sets: []Setting{flagSet("timers.max_peers", "8"), flagSet("incarnation", "0x2a")},
 			want: func(c *node.Config) {
 				*c = node.Config{PeerID: "10.0.0.2:7600", Slots: 64, Incarnation: 42}
 				c.Timers.MaxPeers = 8
@@ -110,7 +110,7 @@ func TestPrecedence(t *testing.T) {
 		{
 			name: "empty file",
 			file: "# nothing but a comment\n",
-			sets: []setting{flagSet("peer_id", "h:1")},
+			sets: []Setting{flagSet("peer_id", "h:1")},
 			want: func(c *node.Config) { *c = node.Config{PeerID: "h:1"} },
 		},
 	}
@@ -123,7 +123,7 @@ func TestPrecedence(t *testing.T) {
 			if tt.file != "" {
 				path = writeConfig(t, tt.file)
 			}
-			got, err := loadConfig(path, os.LookupEnv, tt.sets)
+			got, err := Load(path, os.LookupEnv, tt.sets)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -137,7 +137,7 @@ func TestPrecedence(t *testing.T) {
 	}
 }
 
-// TestConfigErrors checks that every refusal is a *configError whose message
+// TestConfigErrors checks that every refusal is a *Error whose message
 // names the field (or, for YAML syntax, the file) and the problem.
 func TestConfigErrors(t *testing.T) {
 	const peer = "peer_id: \"10.0.0.1:7600\"\n"
@@ -145,7 +145,7 @@ func TestConfigErrors(t *testing.T) {
 		name string
 		file string
 		env  map[string]string
-		sets []setting
+		sets []Setting
 		want string // the message after "config: "
 	}{
 		{"missing peer_id", "policy: per-peer\n", nil, nil, "peer_id is required"},
@@ -171,11 +171,11 @@ func TestConfigErrors(t *testing.T) {
 		{"two documents", peer + "---\n" + peer, nil, nil, "kvp2p.yaml: want one YAML document"},
 		{"bad duration from env", peer, map[string]string{"KVP2P_TIMERS_STALL_TIMEOUT": "abc"}, nil,
 			`timers.stall_timeout: "abc": invalid duration, want e.g. 500ms or 2s (env KVP2P_TIMERS_STALL_TIMEOUT)`},
-		{"bad duration from flag", peer, nil, []setting{flagSet("timers.stall_timeout", "1")},
+		{"bad duration from flag", peer, nil, []Setting{flagSet("timers.stall_timeout", "1")},
 			`timers.stall_timeout: "1": invalid duration, want e.g. 500ms or 2s (flag --set)`},
-		{"unknown field from flag", peer, nil, []setting{flagSet("timers.stall", "1s")},
+		{"unknown field from flag", peer, nil, []Setting{flagSet("timers.stall", "1s")},
 			"timers.stall: unknown field (flag --set)"},
-		{"bad port from flag", "", nil, []setting{{source: "flag --peer-id", path: "peer_id", value: "h:70000"}},
+		{"bad port from flag", "", nil, []Setting{{Source: "flag --peer-id", Path: "peer_id", Value: "h:70000"}},
 			`peer_id "h:70000": port must be 1-65535`},
 	}
 	for _, tt := range tests {
@@ -187,10 +187,10 @@ func TestConfigErrors(t *testing.T) {
 			if tt.file != "" {
 				path = writeConfig(t, tt.file)
 			}
-			_, err := loadConfig(path, os.LookupEnv, tt.sets)
-			var ce *configError
+			_, err := Load(path, os.LookupEnv, tt.sets)
+			var ce *Error
 			if !errors.As(err, &ce) {
-				t.Fatalf("err = %v (%T), want a *configError", err, err)
+				t.Fatalf("err = %v (%T), want a *Error", err, err)
 			}
 			msg := strings.ReplaceAll(err.Error(), filepath.Dir(path)+string(filepath.Separator), "")
 			if !strings.HasPrefix(msg, "config: "+tt.want) {
@@ -200,22 +200,22 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
-// TestEveryFieldSettable guards fieldsOf and setValue against a new
+// TestEveryFieldSettable guards Fields and setValue against a new
 // node.Config field of a type they cannot parse: each leaf must take the
 // string form of its zero value, from the environment and from --set.
 func TestEveryFieldSettable(t *testing.T) {
 	var cfg node.Config
-	fields, groups := fieldsOf(&cfg)
+	fields, groups := Fields(&cfg)
 	if !groups["timers"] || len(fields) < 20 {
-		t.Fatalf("fieldsOf found %d fields and groups %v; want every yaml field of node.Config", len(fields), groups)
+		t.Fatalf("Fields found %d fields and groups %v; want every yaml field of node.Config", len(fields), groups)
 	}
 	for path, v := range fields {
 		zero := fmt.Sprint(reflect.Zero(v.Type()).Interface()) // "0s", "0", ""
 		if err := setValue(v, zero); err != nil {
-			t.Errorf("%s (%s): %v", path, envName(path), err)
+			t.Errorf("%s (%s): %v", path, EnvName(path), err)
 		}
 	}
-	if got := envName("timers.stall_timeout"); got != "KVP2P_TIMERS_STALL_TIMEOUT" {
-		t.Errorf("envName = %s", got)
+	if got := EnvName("timers.stall_timeout"); got != "KVP2P_TIMERS_STALL_TIMEOUT" {
+		t.Errorf("EnvName = %s", got)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 )
 
 // FuzzConfigYAML: any bytes as a config file give a config or a
-// *configError, never a panic; a decoded config validates without panic.
+// *Error, never a panic; a decoded config validates without panic.
 func FuzzConfigYAML(f *testing.F) {
 	if b, err := os.ReadFile("../../examples/kvp2p.yaml"); err == nil {
 		f.Add(b)
@@ -21,11 +21,11 @@ func FuzzConfigYAML(f *testing.F) {
 	f.Add([]byte("tls:\n  cert_file: x\n  allow_peers: '[x'\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var cfg node.Config
-		fields, groups := fieldsOf(&cfg)
-		if err := decodeYAML(bytes.NewReader(b), "fuzz.yaml", fields, groups); err != nil {
-			var ce *configError
+		fields, groups := Fields(&cfg)
+		if err := DecodeYAML(bytes.NewReader(b), "fuzz.yaml", fields, groups); err != nil {
+			var ce *Error
 			if !errors.As(err, &ce) {
-				t.Fatalf("error %v (%T) is not a *configError", err, err)
+				t.Fatalf("error %v (%T) is not a *Error", err, err)
 			}
 			return
 		}

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"fmt"
@@ -20,7 +20,7 @@ const examplePath = "../../examples/kvp2p.yaml"
 // validates, it sets every field, and the defaults it documents are the
 // real ones.
 func TestExampleConfig(t *testing.T) {
-	cfg, err := loadConfig(examplePath, noEnv, nil)
+	cfg, err := Load(examplePath, noEnv, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func TestExampleConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fields, _ := fieldsOf(&node.Config{})
+	fields, _ := Fields(&node.Config{})
 	for path := range fields {
 		leaf := path[strings.LastIndex(path, ".")+1:]
 		if !regexp.MustCompile(`(?m)^\s*` + leaf + `:`).Match(text) {

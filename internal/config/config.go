@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"errors"
@@ -16,84 +16,85 @@ import (
 	"github.com/kvp2p/kvp2p/internal/node"
 )
 
-// configError is a configuration refused at start. run exits 2 for it, as for
+// Error is a configuration refused at start. The kvp2p command exits 2 for it, as for
 // a usage error: retrying with the same input cannot succeed.
-type configError struct{ err error }
+type Error struct{ err error }
 
-func (e *configError) Error() string { return "config: " + e.err.Error() }
-func (e *configError) Unwrap() error { return e.err }
+func (e *Error) Error() string { return "config: " + e.err.Error() }
+func (e *Error) Unwrap() error { return e.err }
 
-// machineError is a config that asks for more than the machine has (an
-// arena over its memory). run exits 3 for it: distinct from a typo (2),
+// MachineError is a config that asks for more than the machine has (an
+// arena over its memory). The kvp2p command exits 3 for it: distinct from a typo (2),
 // so that an orchestrator can tell "fix the config" from "wrong node size".
-type machineError struct{ err error }
+type MachineError struct{ err error }
 
-func (e *machineError) Error() string { return "config: " + e.err.Error() }
-func (e *machineError) Unwrap() error { return e.err }
+func (e *MachineError) Error() string { return "config: " + e.err.Error() }
+func (e *MachineError) Unwrap() error { return e.err }
 
-func configErrorf(format string, args ...any) error {
-	return &configError{fmt.Errorf(format, args...)}
+// Errorf is an Error of a formatted message.
+func Errorf(format string, args ...any) error {
+	return &Error{fmt.Errorf(format, args...)}
 }
 
-// envPrefix starts every environment override: KVP2P_PEER_ID,
+// EnvPrefix starts every environment override: KVP2P_PEER_ID,
 // KVP2P_TIMERS_STALL_TIMEOUT.
-const envPrefix = "KVP2P_"
+const EnvPrefix = "KVP2P_"
 
-// setting is one override from the environment or a flag, kept with its
+// Setting is one override from the environment or a flag, kept with its
 // source so that an error can say where the bad value came from.
-type setting struct {
-	source string // "env KVP2P_POLICY", "flag --set"
-	path   string // yaml path: "policy", "timers.stall_timeout"
-	value  string
+type Setting struct {
+	Source string // "env KVP2P_POLICY", "flag --set"
+	Path   string // yaml path: "policy", "timers.stall_timeout"
+	Value  string
 }
 
-// loadConfig builds the node's config: defaults < file < env < sets, then
+// Load builds the node's config: defaults < file < env < sets, then
 // validates it. path may be empty (no file). lookupEnv is os.LookupEnv outside
-// tests. Every error is a *configError that names the field.
-func loadConfig(path string, lookupEnv func(string) (string, bool), sets []setting) (node.Config, error) {
+// tests. Every error is a *Error that names the field.
+func Load(path string, lookupEnv func(string) (string, bool), sets []Setting) (node.Config, error) {
 	var cfg node.Config
-	fields, groups := fieldsOf(&cfg)
+	fields, groups := Fields(&cfg)
 	if path != "" {
 		f, err := os.Open(path)
 		if err != nil {
-			return cfg, &configError{err}
+			return cfg, &Error{err}
 		}
-		err = decodeYAML(f, path, fields, groups)
+		err = DecodeYAML(f, path, fields, groups)
 		f.Close()
 		if err != nil {
 			return cfg, err
 		}
 	}
 	for _, s := range envSettings(fields, lookupEnv) {
-		if err := apply(fields, s); err != nil {
+		if err := Apply(fields, s); err != nil {
 			return cfg, err
 		}
 	}
 	for _, s := range sets {
-		if err := apply(fields, s); err != nil {
+		if err := Apply(fields, s); err != nil {
 			return cfg, err
 		}
 	}
 	if cfg.PeerID == "" {
-		return cfg, configErrorf("peer_id is required (host:port): set it in the --config file, %sPEER_ID or --peer-id", envPrefix)
+		return cfg, Errorf("peer_id is required (host:port): set it in the --config file, %sPEER_ID or --peer-id", EnvPrefix)
 	}
 	if err := cfg.Validate(); err != nil {
 		// Validate speaks for the library ("kvp2p: config: ..."); here the
 		// command's own prefix already says both.
 		msg := errors.New(strings.TrimPrefix(err.Error(), "kvp2p: config: "))
 		if errors.Is(err, node.ErrMachine) {
-			return cfg, &machineError{msg}
+			return cfg, &MachineError{msg}
 		}
-		return cfg, &configError{msg}
+		return cfg, &Error{msg}
 	}
 	return cfg, nil
 }
 
-// fieldsOf lists cfg's settable leaves by yaml path ("timers.stall_timeout"),
+// Fields lists cfg's settable leaves by yaml path ("timers.stall_timeout"),
 // and the paths of nested sections ("timers"). It reads the yaml tags, so the
 // file, the environment and --set share one name per knob, and a field added
 // to node.Config reaches all three without an edit here.
-func fieldsOf(cfg *node.Config) (fields map[string]reflect.Value, groups map[string]bool) {
+func Fields(cfg *node.Config) (fields map[string]reflect.Value, groups map[string]bool) {
 	fields, groups = map[string]reflect.Value{}, map[string]bool{}
 	var walk func(prefix string, v reflect.Value)
 	walk = func(prefix string, v reflect.Value) {
@@ -165,21 +166,21 @@ func numError(s string, err error) error {
 	return fmt.Errorf("%q: invalid integer", s)
 }
 
-// apply sets one override.
-func apply(fields map[string]reflect.Value, s setting) error {
-	v, ok := fields[s.path]
+// Apply sets one override.
+func Apply(fields map[string]reflect.Value, s Setting) error {
+	v, ok := fields[s.Path]
 	if !ok {
-		return configErrorf("%s: unknown field (%s)", s.path, s.source)
+		return Errorf("%s: unknown field (%s)", s.Path, s.Source)
 	}
-	if err := setValue(v, s.value); err != nil {
-		return configErrorf("%s: %v (%s)", s.path, err, s.source)
+	if err := setValue(v, s.Value); err != nil {
+		return Errorf("%s: %v (%s)", s.Path, err, s.Source)
 	}
 	return nil
 }
 
-// envName is a field's environment variable: KVP2P_TIMERS_STALL_TIMEOUT.
-func envName(path string) string {
-	return envPrefix + strings.ToUpper(strings.ReplaceAll(path, ".", "_"))
+// EnvName is a field's environment variable: KVP2P_TIMERS_STALL_TIMEOUT.
+func EnvName(path string) string {
+	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(path, ".", "_"))
 }
 
 // envSettings reads the KVP2P_<FIELD> variables, in a fixed order. An empty
@@ -188,38 +189,38 @@ func envName(path string) string {
 // Unknown KVP2P_* variables are ignored, not refused: Kubernetes injects
 // KVP2P_SERVICE_HOST, KVP2P_PORT, ... into every pod when a Service is
 // named kvp2p.
-func envSettings(fields map[string]reflect.Value, lookupEnv func(string) (string, bool)) []setting {
+func envSettings(fields map[string]reflect.Value, lookupEnv func(string) (string, bool)) []Setting {
 	paths := make([]string, 0, len(fields))
 	for p := range fields {
 		paths = append(paths, p)
 	}
 	sort.Strings(paths)
-	var out []setting
+	var out []Setting
 	for _, p := range paths {
-		name := envName(p)
+		name := EnvName(p)
 		if v, ok := lookupEnv(name); ok && v != "" {
-			out = append(out, setting{source: "env " + name, path: p, value: v})
+			out = append(out, Setting{Source: "env " + name, Path: p, Value: v})
 		}
 	}
 	return out
 }
 
-// decodeYAML reads one YAML document into fields. It walks the node tree
+// DecodeYAML reads one YAML document into fields. It walks the node tree
 // instead of calling Decode with KnownFields(true), which would be as strict
 // but reports neither the full path of a bad field ("timers.stall_timeout")
 // nor which knob a bad duration belongs to.
-func decodeYAML(r io.Reader, name string, fields map[string]reflect.Value, groups map[string]bool) error {
+func DecodeYAML(r io.Reader, name string, fields map[string]reflect.Value, groups map[string]bool) error {
 	dec := yaml.NewDecoder(r)
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil // an empty file is an empty config
 		}
-		return configErrorf("%s: %v", name, err)
+		return Errorf("%s: %v", name, err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return configErrorf("%s: want one YAML document, found more", name)
+		return Errorf("%s: want one YAML document, found more", name)
 	}
 	root := deref(&doc)
 	if root.Kind == yaml.DocumentNode {
@@ -239,16 +240,16 @@ func decodeMapping(n *yaml.Node, prefix, name string, fields map[string]reflect.
 	if n.Kind != yaml.MappingNode {
 		field := strings.TrimSuffix(prefix, ".")
 		if field == "" {
-			return configErrorf("%s: want a mapping of fields at the top level", where(n))
+			return Errorf("%s: want a mapping of fields at the top level", where(n))
 		}
-		return configErrorf("%s: want a mapping of fields (%s)", field, where(n))
+		return Errorf("%s: want a mapping of fields (%s)", field, where(n))
 	}
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := deref(n.Content[i]), deref(n.Content[i+1])
 		p := prefix + k.Value
 		if seen[p] {
-			return configErrorf("%s: set twice (%s)", p, where(k))
+			return Errorf("%s: set twice (%s)", p, where(k))
 		}
 		seen[p] = true
 		switch {
@@ -264,13 +265,13 @@ func decodeMapping(n *yaml.Node, prefix, name string, fields map[string]reflect.
 				continue // "listen:" with no value keeps the default
 			}
 			if v.Kind != yaml.ScalarNode {
-				return configErrorf("%s: want a single value (%s)", p, where(v))
+				return Errorf("%s: want a single value (%s)", p, where(v))
 			}
 			if err := setValue(fields[p], v.Value); err != nil {
-				return configErrorf("%s: %v (%s)", p, err, where(v))
+				return Errorf("%s: %v (%s)", p, err, where(v))
 			}
 		default:
-			return configErrorf("%s: unknown field (%s)", p, where(k))
+			return Errorf("%s: unknown field (%s)", p, where(k))
 		}
 	}
 	return nil
