@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/chart"
 	"github.com/kvp2p/kvp2p/internal/demo"
 	"github.com/kvp2p/kvp2p/internal/health"
 	"github.com/kvp2p/kvp2p/internal/scenario"
@@ -88,5 +89,5 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (retE
 	if err != nil {
 		return err
 	}
-	return writeSVG(common.svg, scs[0], runs)
+	return chart.WriteFile(common.svg, scs[0], runs)
 }

@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"os/signal"
@@ -107,30 +106,6 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	return o, nil
 }
 
-// newLogger builds the slog logger; flags win over KVP2P_LOG_*.
-func newLogger(w io.Writer, format, level string, lookupEnv func(string) (string, bool)) (*slog.Logger, error) {
-	if v, ok := lookupEnv(config.EnvPrefix + "LOG_FORMAT"); ok && format == "" {
-		format = v
-	}
-	if v, ok := lookupEnv(config.EnvPrefix + "LOG_LEVEL"); ok && level == "" {
-		level = v
-	}
-	var lvl slog.Level
-	if level != "" {
-		if err := lvl.UnmarshalText([]byte(level)); err != nil {
-			return nil, config.Errorf("log-level: %q: want debug, info, warn or error", level)
-		}
-	}
-	opts := &slog.HandlerOptions{Level: lvl}
-	switch format {
-	case "", "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	}
-	return nil, config.Errorf("log-format: %q: want text or json", format)
-}
-
 // server is what serve runs: a *node.Node, or a *sidecar.Sidecar, whose
 // node may be built only when its engine registers.
 type server interface {
@@ -152,7 +127,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	log, err := newLogger(stderr, o.logFormat, o.logLevel, os.LookupEnv)
+	log, err := config.NewLogger(stderr, o.logFormat, o.logLevel, os.LookupEnv)
 	if err != nil {
 		return err
 	}
@@ -181,7 +156,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if sc.Node() == nil {
 			log.Info("slots and block_bytes not configured: the srv starts at the engine's first Register, with its region's geometry")
 		}
-		closeEngine, err := startEngineAPI(cfg, sc, log)
+		closeEngine, err := sc.Listen(cfg.Engine, log)
 		defer closeEngine()
 		if err != nil {
 			return err

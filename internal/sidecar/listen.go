@@ -1,4 +1,4 @@
-package main
+package sidecar
 
 import (
 	"fmt"
@@ -7,13 +7,13 @@ import (
 
 	"github.com/kvp2p/kvp2p/internal/engineapi"
 	"github.com/kvp2p/kvp2p/internal/node"
-	"github.com/kvp2p/kvp2p/internal/sidecar"
 )
 
-// startEngineAPI serves the engine API on the configured Unix socket and
-// TCP address, if any. The listeners close when the node stops; the
-// returned function closes them on the paths that never reach that.
-func startEngineAPI(cfg node.Config, sc *sidecar.Sidecar, log *slog.Logger) (func(), error) {
+// Listen serves the engine API on the configured Unix socket and TCP
+// address, if any, and the step socket next to the Unix socket. The
+// listeners close when the sidecar stops; the returned function closes
+// them on the paths that never reach that (it is never nil).
+func (sc *Sidecar) Listen(cfg node.EngineConfig, log *slog.Logger) (func(), error) {
 	var lns []net.Listener // the gRPC ones
 	var steps net.Listener
 	closeAll := func() {
@@ -24,26 +24,26 @@ func startEngineAPI(cfg node.Config, sc *sidecar.Sidecar, log *slog.Logger) (fun
 			steps.Close()
 		}
 	}
-	if cfg.Engine.Socket != "" {
-		ln, err := engineapi.ListenUnix(cfg.Engine.Socket)
+	if cfg.Socket != "" {
+		ln, err := engineapi.ListenUnix(cfg.Socket)
 		if err != nil {
 			return closeAll, fmt.Errorf("engine socket: %w", err)
 		}
 		lns = append(lns, ln)
 	}
-	if cfg.Engine.Addr != "" {
-		ln, err := net.Listen("tcp", cfg.Engine.Addr)
+	if cfg.Addr != "" {
+		ln, err := net.Listen("tcp", cfg.Addr)
 		if err != nil {
 			closeAll()
 			return closeAll, fmt.Errorf("engine addr: %w", err)
 		}
 		lns = append(lns, ln)
 	}
-	if cfg.Engine.Socket != "" {
+	if cfg.Socket != "" {
 		// The step socket: Step without gRPC for the engine on this host.
 		// Without it engines step over gRPC, slower: not fatal. Advertised
 		// before the engine API serves, so every engine hears of it.
-		path := engineapi.StepSocketPath(cfg.Engine.Socket)
+		path := engineapi.StepSocketPath(cfg.Socket)
 		ln, err := engineapi.ListenUnix(path)
 		if err != nil {
 			log.Warn("no step socket: engines step over gRPC", "path", path, "err", err)
