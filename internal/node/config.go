@@ -38,7 +38,8 @@ type Config struct {
 	// Timers; zero means the policy preset's value (docs/design.md §5).
 	Timers Timers `yaml:"timers"`
 
-	// Engine makes the node an engine's sidecar (engine_config.go).
+	// Engine makes the node an engine's sidecar (engine_config.go; the
+	// sidecar itself is internal/sidecar).
 	Engine EngineConfig `yaml:"engine"`
 
 	// MetricsAddr is where `kvp2p serve` serves /metrics, /status.json,
@@ -46,7 +47,7 @@ type Config struct {
 	// Empty: off. The library itself opens no listener for it (see
 	// Node.Status).
 	MetricsAddr string `yaml:"metrics_addr"`
-	// TLS turns on mutual TLS for every connection (tls.go).
+	// TLS turns on mutual TLS for every connection (internal/identity).
 	TLS TLSConfig `yaml:"tls"`
 	// TrustClaimedHost accepts, on plain TCP, a Hello or DataAttach whose
 	// peer id names a host other than the connection's source address
