@@ -19,6 +19,7 @@ import (
 	"github.com/kvp2p/kvp2p/internal/health"
 	"github.com/kvp2p/kvp2p/internal/node"
 	"github.com/kvp2p/kvp2p/internal/sidecar"
+	"github.com/kvp2p/kvp2p/internal/status"
 )
 
 // shutdownTimeout bounds a graceful stop. Kubernetes sends SIGKILL 30 s after
@@ -165,7 +166,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	// The status server outlives the srv's drain: probes see it not ready.
-	closeMetrics, err := startMetrics(cfg, srv.Status, log)
+	closeMetrics, err := status.Listen(cfg.MetricsAddr, srv.Status, log)
 	defer closeMetrics()
 	if err != nil {
 		return err

@@ -1,29 +1,18 @@
-package main
+package demo
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"runtime/pprof"
 	"runtime/trace"
 )
 
-// profileFlags are the demo's and bench's --cpuprofile and --trace: what
-// issue 14 asks to look at (go tool pprof, go tool trace) to tell the
-// nodes' time from the harness's.
-type profileFlags struct {
-	cpu, trace string
-}
-
-func (p *profileFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&p.cpu, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
-	fs.StringVar(&p.trace, "trace", "", "write an execution trace of the run to this file (go tool trace)")
-}
-
-// start starts what was asked for; the returned stop ends it and reports
-// the first error.
-func (p *profileFlags) start() (stop func() error, err error) {
+// StartProfiles starts what the demo's --cpuprofile and --trace ask for
+// (empty: not asked): what issue 14 asks to look at (go tool pprof, go
+// tool trace) to tell the nodes' time from the harness's. The returned
+// stop ends them and reports the first error.
+func StartProfiles(cpu, traceFile string) (stop func() error, err error) {
 	var files []*os.File
 	var ends []func()
 	stop = func() error {
@@ -44,8 +33,8 @@ func (p *profileFlags) start() (stop func() error, err error) {
 		files = append(files, f)
 		return f, nil
 	}
-	if p.cpu != "" {
-		f, err := open(p.cpu)
+	if cpu != "" {
+		f, err := open(cpu)
 		if err != nil {
 			return nil, errors.Join(err, stop())
 		}
@@ -54,8 +43,8 @@ func (p *profileFlags) start() (stop func() error, err error) {
 		}
 		ends = append(ends, pprof.StopCPUProfile)
 	}
-	if p.trace != "" {
-		f, err := open(p.trace)
+	if traceFile != "" {
+		f, err := open(traceFile)
 		if err != nil {
 			return nil, errors.Join(err, stop())
 		}
