@@ -11,9 +11,6 @@ import (
 // metrics endpoint (internal/metrics/prom, internal/status) bring those,
 // and only the kvp2p command wires them.
 func TestNoHeavyDeps(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the go tool")
-	}
 	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list -deps: %v\n%s", err, out)
