@@ -7,9 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/bench"
@@ -23,7 +20,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Func("bytes", "`size` of one load, e.g. 256MiB, 64MB, 1048576 (default 256MiB)", func(s string) error {
-		n, err := parseSize(s)
+		n, err := bench.ParseSize(s)
 		o.Bytes = n
 		return err
 	})
@@ -79,7 +76,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *fleetMode {
 		fo.Block = o.Block
-		if fo.Rates, err = parseRates(*rates); err != nil {
+		if fo.Rates, err = bench.ParseRates(*rates); err != nil {
 			return bad("--rates: %v", err)
 		}
 		if fo.Sources < 1 || fo.Blocks < 1 || fo.Duration <= 0 {
@@ -104,38 +101,4 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	bench.Print(stdout, rep)
 	return nil
-}
-
-// parseRates reads positive request rates separated by commas.
-func parseRates(s string) ([]float64, error) {
-	var out []float64
-	for _, f := range strings.Split(s, ",") {
-		r, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
-		if err != nil || r <= 0 || r > 10000 {
-			return nil, fmt.Errorf("%q: want rates in (0, 10000]", f)
-		}
-		out = append(out, r)
-	}
-	return out, nil
-}
-
-// parseSize reads a byte count: digits with an optional B, KiB, MiB, GiB,
-// KB, MB or GB suffix.
-func parseSize(s string) (int64, error) {
-	t := strings.TrimSpace(s)
-	mult := int64(1)
-	for _, u := range []struct {
-		suffix string
-		mult   int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1}} {
-		if strings.HasSuffix(t, u.suffix) {
-			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseInt(t, 10, 64)
-	if err != nil || n < 0 || n > math.MaxInt64/mult {
-		return 0, fmt.Errorf("%q: want a size such as 256MiB", s)
-	}
-	return n * mult, nil
 }

@@ -96,11 +96,11 @@ func TestBenchFlags(t *testing.T) {
 			t.Errorf("%v: stderr lacks %q:\n%s", tt.args, tt.stderr, &errb)
 		}
 	}
-	if n, err := parseSize("256MiB"); err != nil || n != 256<<20 {
-		t.Errorf("parseSize(256MiB) = %d, %v", n, err)
+	if n, err := bench.ParseSize("256MiB"); err != nil || n != 256<<20 {
+		t.Errorf("bench.ParseSize(256MiB) = %d, %v", n, err)
 	}
-	if n, err := parseSize("64MB"); err != nil || n != 64e6 {
-		t.Errorf("parseSize(64MB) = %d, %v", n, err)
+	if n, err := bench.ParseSize("64MB"); err != nil || n != 64e6 {
+		t.Errorf("bench.ParseSize(64MB) = %d, %v", n, err)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/chart"
 	"github.com/kvp2p/kvp2p/internal/demo"
 	"github.com/kvp2p/kvp2p/internal/health"
 	"github.com/kvp2p/kvp2p/internal/scenario"
@@ -41,8 +42,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (retE
 	fs.DurationVar(&o.Settle, "settle", 32*time.Second, "built-in demo: time after the workload for requests to resolve")
 	fs.IntVar(&o.Blocks, "blocks", 4, "built-in demo: blocks per request")
 	fs.StringVar(&o.StatusAddr, "metrics-addr", "", "serve each policy's first consumer's /metrics, status page and /status.json on `host:port` (policy i on port + i) while it runs")
-	var prof profileFlags
-	prof.register(fs)
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
+	traceFile := fs.String("trace", "", "write an execution trace of the run to this file (go tool trace)")
 	fs.BoolVar(&o.Wide, "wide", false, "print every column of the report, and the harness's own figures (time to hit, cpu wait, loop lateness, read-back)")
 	fs.BoolVar(&o.TLS, "tls", false, "mutual TLS between the ranks (a throwaway CA and certificates made in process)")
 	if err := parseRunArgs(fs, args); err != nil {
@@ -75,7 +76,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (retE
 	if os.Getenv("GOGC") == "" {
 		defer debug.SetGCPercent(debug.SetGCPercent(25))
 	}
-	stopProf, err := prof.start()
+	stopProf, err := demo.StartProfiles(*cpuProfile, *traceFile)
 	if err != nil {
 		return err
 	}
@@ -88,5 +89,5 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (retE
 	if err != nil {
 		return err
 	}
-	return writeSVG(common.svg, scs[0], runs)
+	return chart.WriteFile(common.svg, scs[0], runs)
 }

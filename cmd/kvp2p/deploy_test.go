@@ -24,6 +24,7 @@ import (
 	kjson "sigs.k8s.io/json"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/kvp2p/kvp2p/internal/config"
 	"github.com/kvp2p/kvp2p/internal/status"
 )
 
@@ -303,7 +304,7 @@ func TestKubernetesManifests(t *testing.T) {
 				t.Fatalf("--config %s is not in the kvp2p-config mount (%q)", file, dir)
 			}
 			env := containerEnv(t, sc, downward)
-			cfg, err := loadConfig(filepath.Join(confDir, filepath.Base(file)), func(k string) (string, bool) {
+			cfg, err := config.Load(filepath.Join(confDir, filepath.Base(file)), func(k string) (string, bool) {
 				v, ok := env[k]
 				return v, ok
 			}, nil)

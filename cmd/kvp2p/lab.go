@@ -5,11 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"time"
 
+	"github.com/kvp2p/kvp2p/internal/chart"
 	"github.com/kvp2p/kvp2p/internal/health"
 	"github.com/kvp2p/kvp2p/internal/lab"
-	"github.com/kvp2p/kvp2p/internal/report"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 )
 
@@ -72,7 +71,7 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return nil
 	}
 	if *soak > 0 {
-		return runSoak(ctx, *soak, *seed, common.policy, soakOut{*logLevel, *reqPath, *keep}, stdout)
+		return lab.RunSoak(ctx, *soak, *seed, common.policy, lab.SoakFlags{LogLevel: *logLevel, ReqPath: *reqPath, Keep: *keep}, stdout)
 	}
 	scs, err := scenario.Select(common.scenario)
 	if err != nil {
@@ -111,62 +110,5 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	return writeSVG(common.svg, runnable[0], runs)
-}
-
-// soakOut are the flags a soak shares with a scenario run: --requests and
-// --keep are how a person finds out which requests made a figure (the
-// soak's false fallbacks are judged from them).
-type soakOut struct {
-	logLevel, reqPath string
-	keep              bool
-}
-
-// runSoak is `kvp2p lab --soak D`: under one policy (domain for "all").
-func runSoak(ctx context.Context, d time.Duration, seed int64, policy string, o soakOut, stdout io.Writer) error {
-	policy, err := lab.SoakPolicy(policy)
-	if err != nil {
-		return err
-	}
-	sc, err := lab.SoakScenario(d, seed)
-	if err != nil {
-		return err
-	}
-	bin, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	l, err := lab.Acquire()
-	if err != nil {
-		return err
-	}
-	defer l.Release()
-	fmt.Fprintf(stdout, "soak: %v under %s, %d faults (seed %d), mixed workload until %v...\n", d, policy, len(sc.Faults), seed, sc.Workload.Stop)
-	res, err := lab.Soak(ctx, sc, policy, lab.Options{Bin: bin, Progress: stdout, LogLevel: o.logLevel, Keep: o.keep})
-	if err != nil {
-		return err
-	}
-	if o.reqPath != "" {
-		if err := writeRequests(o.reqPath, sc.Name, policy, res.Run.Requests); err != nil {
-			return err
-		}
-	}
-	if o.keep {
-		fmt.Fprintf(stdout, "--keep: the soak's hosts are up (logs in %s); clean up: sudo %s lab --clean\n", lab.StateDir, bin)
-	}
-	return lab.PrintSoak(stdout, res)
-}
-
-// writeRequests writes a soak's request records to path, as --requests
-// does for scenario runs.
-func writeRequests(path, scName, policy string, reqs []report.Request) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := lab.WriteRequests(f, scName, policy, reqs); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return chart.WriteFile(common.svg, runnable[0], runs)
 }

@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/kvp2p/kvp2p/internal/config"
 )
 
 func main() {
@@ -63,8 +65,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kvp2p: unknown command %q\n\n%s", args[0], usage)
 		return 2
 	}
-	var cfgErr *configError
-	var machErr *machineError
+	var cfgErr *config.Error
+	var machErr *config.MachineError
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0

@@ -5,13 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 
-	"github.com/kvp2p/kvp2p/internal/chart"
 	"github.com/kvp2p/kvp2p/internal/health"
-	"github.com/kvp2p/kvp2p/internal/report"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 )
 
@@ -76,20 +73,4 @@ func (f *runFlags) checkSVG(scs []*scenario.Scenario) error {
 		return fmt.Errorf("--svg draws one scenario; name it with --scenario")
 	}
 	return nil
-}
-
-// writeSVG draws the runs of sc to path, if path is set.
-func writeSVG(path string, sc *scenario.Scenario, runs []report.Run) error {
-	if path == "" {
-		return nil
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := chart.SVG(f, sc, runs); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }

@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"os/signal"
@@ -16,8 +15,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kvp2p/kvp2p"
+	"github.com/kvp2p/kvp2p/internal/config"
 	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/node"
+	"github.com/kvp2p/kvp2p/internal/sidecar"
+	"github.com/kvp2p/kvp2p/internal/status"
 )
 
 // shutdownTimeout bounds a graceful stop. Kubernetes sends SIGKILL 30 s after
@@ -30,8 +32,8 @@ var errReported = errors.New("usage error")
 
 // policyHelp names the policies for --policy's help, the default first.
 func policyHelp() string {
-	others := slices.DeleteFunc(slices.Clone(health.Names()), func(p string) bool { return p == kvp2p.DefaultPolicy })
-	return kvp2p.DefaultPolicy + " (default), " + strings.Join(others, " or ")
+	others := slices.DeleteFunc(slices.Clone(health.Names()), func(p string) bool { return p == node.DefaultPolicy })
+	return node.DefaultPolicy + " (default), " + strings.Join(others, " or ")
 }
 
 // serveOptions are serve's flags that are not config fields.
@@ -39,7 +41,7 @@ type serveOptions struct {
 	configPath string
 	logFormat  string // text or json
 	logLevel   string
-	sets       []setting // config overrides, in command-line order
+	sets       []config.Setting // config overrides, in command-line order
 }
 
 // settingFlag is a flag that overrides one config field; --set names the
@@ -48,7 +50,7 @@ type serveOptions struct {
 type settingFlag struct {
 	name string // flag name, for error messages
 	path string // config field; empty for --set
-	list *[]setting
+	list *[]config.Setting
 }
 
 func (f settingFlag) String() string { return "" }
@@ -61,7 +63,7 @@ func (f settingFlag) Set(s string) error {
 			return fmt.Errorf("want field=value, e.g. timers.stall_timeout=1s")
 		}
 	}
-	*f.list = append(*f.list, setting{source: "flag --" + f.name, path: path, value: value})
+	*f.list = append(*f.list, config.Setting{Source: "flag --" + f.name, Path: path, Value: value})
 	return nil
 }
 
@@ -105,52 +107,28 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 	return o, nil
 }
 
-// newLogger builds the slog logger; flags win over KVP2P_LOG_*.
-func newLogger(w io.Writer, format, level string, lookupEnv func(string) (string, bool)) (*slog.Logger, error) {
-	if v, ok := lookupEnv(envPrefix + "LOG_FORMAT"); ok && format == "" {
-		format = v
-	}
-	if v, ok := lookupEnv(envPrefix + "LOG_LEVEL"); ok && level == "" {
-		level = v
-	}
-	var lvl slog.Level
-	if level != "" {
-		if err := lvl.UnmarshalText([]byte(level)); err != nil {
-			return nil, configErrorf("log-level: %q: want debug, info, warn or error", level)
-		}
-	}
-	opts := &slog.HandlerOptions{Level: lvl}
-	switch format {
-	case "", "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	}
-	return nil, configErrorf("log-format: %q: want text or json", format)
-}
-
-// server is what serve runs: a *kvp2p.Node, or a *kvp2p.Sidecar, whose
+// server is what serve runs: a *node.Node, or a *sidecar.Sidecar, whose
 // node may be built only when its engine registers.
 type server interface {
 	Serve(net.Listener) error
 	Shutdown(context.Context) error
-	Status(context.Context) (*kvp2p.Snapshot, error)
+	Status(context.Context) (*node.Snapshot, error)
 	ReloadTLS() error
 	admin
 }
 
 // runServe runs one node until ctx ends (SIGTERM or SIGINT), then shuts it
-// down gracefully. Config errors are *configError (exit 2).
+// down gracefully. Config errors are *config.Error (exit 2).
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parseServeFlags(args, stderr)
 	if err != nil {
 		return err
 	}
-	cfg, err := loadConfig(o.configPath, os.LookupEnv, o.sets)
+	cfg, err := config.Load(o.configPath, os.LookupEnv, o.sets)
 	if err != nil {
 		return err
 	}
-	log, err := newLogger(stderr, o.logFormat, o.logLevel, os.LookupEnv)
+	log, err := config.NewLogger(stderr, o.logFormat, o.logLevel, os.LookupEnv)
 	if err != nil {
 		return err
 	}
@@ -167,28 +145,28 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// Serve hands ln to the node, which closes it on the way out; this is for
 	// the paths that never reach Serve.
 	defer ln.Close()
-	var node server
+	var srv server
 	if cfg.Engine.Enabled() {
-		// A sidecar: its node is built at the engine's first Register when
+		// A sidecar: its srv is built at the engine's first Register when
 		// the config leaves the geometry (slots, block_bytes) to the engine.
-		sc, err := kvp2p.NewSidecar(cfg)
+		sc, err := sidecar.New(cfg)
 		if err != nil {
 			return err
 		}
-		node = sc
+		srv = sc
 		if sc.Node() == nil {
-			log.Info("slots and block_bytes not configured: the node starts at the engine's first Register, with its region's geometry")
+			log.Info("slots and block_bytes not configured: the srv starts at the engine's first Register, with its region's geometry")
 		}
-		closeEngine, err := startEngineAPI(cfg, sc, log)
+		closeEngine, err := sc.Listen(cfg.Engine, log)
 		defer closeEngine()
 		if err != nil {
 			return err
 		}
-	} else if node, err = kvp2p.NewNode(cfg); err != nil {
+	} else if srv, err = node.NewNode(cfg); err != nil {
 		return err
 	}
-	// The status server outlives the node's drain: probes see it not ready.
-	closeMetrics, err := startMetrics(cfg, node.Status, log)
+	// The status server outlives the srv's drain: probes see it not ready.
+	closeMetrics, err := status.Listen(cfg.MetricsAddr, srv.Status, log)
 	defer closeMetrics()
 	if err != nil {
 		return err
@@ -201,9 +179,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
 	defer signal.Stop(sigs)
 	served := make(chan error, 1)
-	go func() { served <- node.Serve(ln) }()
+	go func() { served <- srv.Serve(ln) }()
 	log.Info("serving", "peer_id", cfg.PeerID, "addr", ln.Addr().String(),
-		"failure_domain", cfg.FailureDomain, "policy", cmp.Or(cfg.Policy, kvp2p.DefaultPolicy), "tls", cfg.TLS.Enabled())
+		"failure_domain", cfg.FailureDomain, "policy", cmp.Or(cfg.Policy, node.DefaultPolicy), "tls", cfg.TLS.Enabled())
 
 	refusing := false
 wait:
@@ -217,14 +195,14 @@ wait:
 			return err
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
-				if err := node.ReloadTLS(); err != nil {
+				if err := srv.ReloadTLS(); err != nil {
 					log.Error("tls reload failed, keeping the old certificate", "err", err)
 				} else {
 					log.Info("tls reloaded")
 				}
 				continue
 			}
-			refusing = adminSignal(node, sig, refusing, log)
+			refusing = adminSignal(srv, sig, refusing, log)
 		case <-ctx.Done():
 			break wait
 		}
@@ -235,7 +213,7 @@ wait:
 	log.Info("shutting down", "timeout", timeout)
 	sctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	serr := node.Shutdown(sctx) // closes the node itself if sctx ends first
+	serr := srv.Shutdown(sctx) // closes the node itself if sctx ends first
 	if err := <-served; err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/kvp2p/kvp2p/internal/chart"
 	"github.com/kvp2p/kvp2p/internal/health"
 	"github.com/kvp2p/kvp2p/internal/report"
 	"github.com/kvp2p/kvp2p/internal/scenario"
@@ -67,5 +68,5 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	default:
 		rep.Table()
 	}
-	return writeSVG(common.svg, scs[0], rep.Runs())
+	return chart.WriteFile(common.svg, scs[0], rep.Runs())
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/config"
 	"github.com/kvp2p/kvp2p/internal/status"
 )
 
@@ -45,43 +45,8 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return errReported
 	}
 	if *every <= 0 {
-		return configErrorf("--interval must be positive")
+		return config.Errorf("--interval must be positive")
 	}
-	target := cmp.Or(*addr, os.Getenv(envPrefix+"METRICS_ADDR"), defaultMetricsAddr)
-	client := &http.Client{Timeout: *timeout}
-	once := func() error {
-		s, err := status.Fetch(ctx, client, target)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			enc := json.NewEncoder(stdout)
-			if !*watch {
-				enc.SetIndent("", "  ")
-			}
-			return enc.Encode(s) // with --watch: one object per line
-		}
-		if *watch {
-			fmt.Fprint(stdout, "\033[H\033[2J") // clear the terminal
-		}
-		return status.WriteText(stdout, s)
-	}
-	if !*watch {
-		return once()
-	}
-	tick := time.NewTicker(*every)
-	defer tick.Stop()
-	for {
-		if err := once(); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			fmt.Fprintf(stderr, "kvp2p status: %v\n", err) // a node restarting: keep asking
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
-	}
+	target := cmp.Or(*addr, os.Getenv(config.EnvPrefix+"METRICS_ADDR"), defaultMetricsAddr)
+	return status.Watch(ctx, &http.Client{Timeout: *timeout}, target, status.WatchOptions{JSON: *asJSON, Watch: *watch, Every: *every}, stdout, stderr)
 }

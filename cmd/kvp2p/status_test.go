@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvp2p/kvp2p"
 	"github.com/kvp2p/kvp2p/internal/metrics"
+	"github.com/kvp2p/kvp2p/internal/node"
 )
 
 // TestStatusAgainstServe runs `kvp2p serve --metrics-addr`, opens a
@@ -46,7 +46,7 @@ func TestStatusAgainstServe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := kvp2p.NewNode(kvp2p.Config{PeerID: ln.Addr().String(), FailureDomain: "pod-consumer", Slots: 16,
+	c, err := node.NewNode(node.Config{PeerID: ln.Addr().String(), FailureDomain: "pod-consumer", Slots: 16,
 		BlockBytes: 65536, HashSeed: "s", Dial: func(string) string { return rec.Addr }})
 	if err != nil {
 		t.Fatal(err)
@@ -55,13 +55,13 @@ func TestStatusAgainstServe(t *testing.T) {
 	go func() { served <- c.Serve(ln) }()
 	defer func() { c.Close(); <-served }()
 	m := c.Manager()
-	params := kvp2p.TransferParams{RemotePrefiller: &kvp2p.Remote{KVRequestID: "kv", RemoteHost: "127.0.0.1", RemotePort: 7600}}
+	params := node.TransferParams{RemotePrefiller: &node.Remote{KVRequestID: "kv", RemoteHost: "127.0.0.1", RemotePort: 7600}}
 	deadline := time.Now().Add(5 * time.Second)
 	for i := 0; ; i++ {
 		m.NewRequest("r", params)
-		v := m.Lookup("r", kvp2p.Key{1})
+		v := m.Lookup("r", node.Key{1})
 		m.RequestFinished("r")
-		if v == kvp2p.Hit {
+		if v == node.Hit {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kvp2p/kvp2p"
+	"github.com/kvp2p/kvp2p/internal/node"
 	"github.com/kvp2p/kvp2p/internal/percentile"
 	"github.com/kvp2p/kvp2p/internal/proccpu"
 	"github.com/kvp2p/kvp2p/internal/report"
@@ -114,26 +114,26 @@ func (c *cpuMeter) perGB(bytes int64, calls int) float64 {
 }
 
 type benchNode struct {
-	n      *kvp2p.Node
-	m      *kvp2p.Manager
+	n      *node.Node
+	m      *node.Manager
 	served chan error
 }
 
 // startBenchNode starts a node on a loopback port; mkTLS, if set, makes
 // its TLS config for its peer id (a rank's certificate names its port).
-func startBenchNode(block, slots int, mkTLS func(peerID string) (kvp2p.TLSConfig, error)) (*benchNode, error) {
+func startBenchNode(block, slots int, mkTLS func(peerID string) (node.TLSConfig, error)) (*benchNode, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	var tc kvp2p.TLSConfig
+	var tc node.TLSConfig
 	if mkTLS != nil {
 		if tc, err = mkTLS(ln.Addr().String()); err != nil {
 			ln.Close()
 			return nil, err
 		}
 	}
-	n, err := kvp2p.NewNode(kvp2p.Config{PeerID: ln.Addr().String(), BlockBytes: block, Slots: slots, HashSeed: "bench", TLS: tc})
+	n, err := node.NewNode(node.Config{PeerID: ln.Addr().String(), BlockBytes: block, Slots: slots, HashSeed: "bench", TLS: tc})
 	if err != nil {
 		ln.Close()
 		return nil, err
@@ -148,7 +148,7 @@ func (b *benchNode) stop() error {
 	return <-b.served
 }
 
-func benchBlock(k kvp2p.Key, n int) []byte {
+func benchBlock(k node.Key, n int) []byte {
 	b := make([]byte, n)
 	for i := range b {
 		b[i] = k[i%len(k)] ^ byte(i>>8)
@@ -156,16 +156,16 @@ func benchBlock(k kvp2p.Key, n int) []byte {
 	return b
 }
 
-func benchKey(prefix string, i int) kvp2p.Key {
-	var k kvp2p.Key
+func benchKey(prefix string, i int) node.Key {
+	var k node.Key
 	copy(k[:], fmt.Sprintf("%s/%d", prefix, i))
 	return k
 }
 
-func remoteOf(n *benchNode, kv string) *kvp2p.Remote {
+func remoteOf(n *benchNode, kv string) *node.Remote {
 	host, port, _ := net.SplitHostPort(n.n.PeerID())
 	p, _ := strconv.Atoi(port)
-	return &kvp2p.Remote{KVRequestID: kv, RemoteHost: host, RemotePort: p}
+	return &node.Remote{KVRequestID: kv, RemoteHost: host, RemotePort: p}
 }
 
 // Run runs the interleaved measurements.
@@ -182,7 +182,7 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (*Report, error) {
 		return nil, err
 	}
 	defer cons.stop()
-	keys := make([]kvp2p.Key, blocks)
+	keys := make([]node.Key, blocks)
 	for i := range keys {
 		keys[i] = benchKey("bench", i)
 		if err := prod.m.PutBlock(keys[i], benchBlock(keys[i], o.Block)); err != nil {
@@ -322,7 +322,7 @@ func Run(ctx context.Context, o Options, stderr io.Writer) (*Report, error) {
 		}
 	}
 	// The bytes of the last load are the blocks' own.
-	for _, k := range []kvp2p.Key{keys[0], keys[len(keys)-1]} {
+	for _, k := range []node.Key{keys[0], keys[len(keys)-1]} {
 		if got, ok := cons.m.ReadBlock(k); !ok || !bytes.Equal(got, benchBlock(k, o.Block)) {
 			return nil, fmt.Errorf("block %x was not loaded intact", k[:4])
 		}
@@ -341,12 +341,12 @@ func warmSession(ctx context.Context, cons, prod *benchNode) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for i := 0; ; i++ {
 		id := fmt.Sprintf("warm-%d", i)
-		if err := cons.m.NewRequest(id, kvp2p.TransferParams{RemotePrefiller: remoteOf(prod, id)}); err != nil {
+		if err := cons.m.NewRequest(id, node.TransferParams{RemotePrefiller: remoteOf(prod, id)}); err != nil {
 			return err
 		}
 		v := cons.m.Lookup(id, benchKey("warm", 0))
 		cons.m.RequestFinished(id)
-		if v == kvp2p.Hit {
+		if v == node.Hit {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -362,7 +362,7 @@ func warmSession(ctx context.Context, cons, prod *benchNode) error {
 
 // waitJob waits on m until job's result (Manager.WaitFinished: no polls,
 // so the load is timed to the loop turn that settled it).
-func waitJob(ctx context.Context, m *kvp2p.Manager, job uint64) (kvp2p.JobResult, error) {
+func waitJob(ctx context.Context, m *node.Manager, job uint64) (node.JobResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	for {
@@ -372,21 +372,21 @@ func waitJob(ctx context.Context, m *kvp2p.Manager, job uint64) (kvp2p.JobResult
 			}
 		}
 		if err := ctx.Err(); err != nil {
-			return kvp2p.JobResult{}, fmt.Errorf("job %d: no result: %w", job, err)
+			return node.JobResult{}, fmt.Errorf("job %d: no result: %w", job, err)
 		}
 	}
 }
 
 // loadOnce times one PD load of keys: SubmitStore and SubmitLoad to both
 // results.
-func loadOnce(ctx context.Context, prod, cons *benchNode, keys []kvp2p.Key, kv string) (time.Duration, error) {
+func loadOnce(ctx context.Context, prod, cons *benchNode, keys []node.Key, kv string) (time.Duration, error) {
 	start := time.Now()
-	prod.m.NewRequest("p"+kv, kvp2p.TransferParams{RemoteDecoder: &kvp2p.Remote{KVRequestID: kv}})
+	prod.m.NewRequest("p"+kv, node.TransferParams{RemoteDecoder: &node.Remote{KVRequestID: kv}})
 	sj, err := prod.m.SubmitStore("p"+kv, keys)
 	if err != nil {
 		return 0, err
 	}
-	cons.m.NewRequest("d"+kv, kvp2p.TransferParams{RemotePrefiller: remoteOf(prod, kv)})
+	cons.m.NewRequest("d"+kv, node.TransferParams{RemotePrefiller: remoteOf(prod, kv)})
 	lj, err := cons.m.SubmitLoad("d"+kv, keys)
 	if err != nil {
 		return 0, err
@@ -414,7 +414,7 @@ func loadOnce(ctx context.Context, prod, cons *benchNode, keys []kvp2p.Key, kv s
 // way an engine that has nothing else to do waits; polling Lookup instead
 // queues a hop into the loop ahead of the reply). It returns each round trip
 // in µs and the time for all n, request setup and teardown included.
-func lookupRuns(ctx context.Context, prod, cons *benchNode, keys []kvp2p.Key, n, run int, rate float64) ([]float64, time.Duration, error) {
+func lookupRuns(ctx context.Context, prod, cons *benchNode, keys []node.Key, n, run int, rate float64) ([]float64, time.Duration, error) {
 	rtts := make([]float64, 0, n)
 	start := time.Now()
 	for i := range n {
@@ -428,24 +428,24 @@ func lookupRuns(ctx context.Context, prod, cons *benchNode, keys []kvp2p.Key, n,
 		}
 		id := fmt.Sprintf("l%d-%d", run, i)
 		k := keys[i%len(keys)]
-		if err := cons.m.NewRequest(id, kvp2p.TransferParams{RemoteKVSource: remoteOf(prod, id)}); err != nil {
+		if err := cons.m.NewRequest(id, node.TransferParams{RemoteKVSource: remoteOf(prod, id)}); err != nil {
 			return nil, 0, err
 		}
 		t0 := time.Now()
 		v := cons.m.Lookup(id, k)
 		cons.m.EndStep()
-		if v == kvp2p.Retry {
+		if v == node.Retry {
 			wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			v = cons.m.LookupWait(wctx, id, k)
 			cancel()
-			if v == kvp2p.Retry {
+			if v == node.Retry {
 				if ctx.Err() != nil {
 					return nil, 0, ctx.Err()
 				}
 				return nil, 0, errors.New("lookup still RETRY after 10 s")
 			}
 		}
-		if v != kvp2p.Hit {
+		if v != node.Hit {
 			return nil, 0, fmt.Errorf("lookup of a held block: %v", v)
 		}
 		rtts = append(rtts, float64(time.Since(t0).Nanoseconds())/1e3)

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kvp2p/kvp2p"
+	"github.com/kvp2p/kvp2p/internal/node"
 )
 
 // bench --fanin N: one consumer node loading from N producer nodes at once
@@ -20,7 +20,7 @@ import (
 type fanIn struct {
 	cons  *benchNode
 	prods []*benchNode
-	keys  [][]kvp2p.Key // keys[i]: the blocks producer i holds
+	keys  [][]node.Key // keys[i]: the blocks producer i holds
 	n     int
 }
 
@@ -41,7 +41,7 @@ func newFanIn(ctx context.Context, sources, blocks, block int) (f *fanIn, err er
 			return nil, err
 		}
 		f.prods = append(f.prods, p)
-		keys := make([]kvp2p.Key, per)
+		keys := make([]node.Key, per)
 		for j := range keys {
 			keys[j] = benchKey(fmt.Sprintf("fan%d", i), j)
 			if err := p.m.PutBlock(keys[j], benchBlock(keys[j], block)); err != nil {
@@ -65,12 +65,12 @@ func (f *fanIn) once(ctx context.Context) (time.Duration, error) {
 	stores := make([]uint64, len(f.prods))
 	for i, p := range f.prods {
 		kv := fmt.Sprintf("fan%d-%d", f.n, i)
-		p.m.NewRequest("p"+kv, kvp2p.TransferParams{RemoteDecoder: &kvp2p.Remote{KVRequestID: kv}})
+		p.m.NewRequest("p"+kv, node.TransferParams{RemoteDecoder: &node.Remote{KVRequestID: kv}})
 		var err error
 		if stores[i], err = p.m.SubmitStore("p"+kv, f.keys[i]); err != nil {
 			return 0, err
 		}
-		f.cons.m.NewRequest("d"+kv, kvp2p.TransferParams{RemotePrefiller: remoteOf(p, kv)})
+		f.cons.m.NewRequest("d"+kv, node.TransferParams{RemotePrefiller: remoteOf(p, kv)})
 		lj, err := f.cons.m.SubmitLoad("d"+kv, f.keys[i])
 		if err != nil {
 			return 0, err
@@ -111,7 +111,7 @@ func (f *fanIn) once(ctx context.Context) (time.Duration, error) {
 // check: the first and last block from every producer arrived intact.
 func (f *fanIn) check(block int) error {
 	for _, keys := range f.keys {
-		for _, k := range []kvp2p.Key{keys[0], keys[len(keys)-1]} {
+		for _, k := range []node.Key{keys[0], keys[len(keys)-1]} {
 			if got, ok := f.cons.m.ReadBlock(k); !ok || string(got) != string(benchBlock(k, block)) {
 				return fmt.Errorf("fan-in: block %x was not loaded intact", k[:4])
 			}

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kvp2p/kvp2p"
 	"github.com/kvp2p/kvp2p/internal/cpuwait"
+	"github.com/kvp2p/kvp2p/internal/node"
 )
 
 // kvp2p bench --fleet: the saturation curve of issue 14. N source nodes
@@ -62,18 +62,18 @@ type fleet struct {
 	o       FleetOptions
 	cons    *benchNode
 	srcs    []*benchNode
-	keys    [][]kvp2p.Key // per source: the pool every request loads
+	keys    [][]node.Key // per source: the pool every request loads
 	mu      sync.Mutex
-	wait    map[uint64]chan kvp2p.JobResult
-	early   map[uint64]kvp2p.JobResult // results polled before their waiter registered
-	stopped context.Context            // done once the fleet closes: the pollers return
+	wait    map[uint64]chan node.JobResult
+	early   map[uint64]node.JobResult // results polled before their waiter registered
+	stopped context.Context           // done once the fleet closes: the pollers return
 	stop    context.CancelFunc
 	polled  sync.WaitGroup
 	seq     int
 }
 
 func startFleet(o FleetOptions) (*fleet, error) {
-	f := &fleet{o: o, wait: map[uint64]chan kvp2p.JobResult{}, early: map[uint64]kvp2p.JobResult{}}
+	f := &fleet{o: o, wait: map[uint64]chan node.JobResult{}, early: map[uint64]node.JobResult{}}
 	f.stopped, f.stop = context.WithCancel(context.Background())
 	// Room for a second of the highest rate in flight, and warm: the first
 	// loads touch every slot before the clock starts.
@@ -89,7 +89,7 @@ func startFleet(o FleetOptions) (*fleet, error) {
 			return nil, err
 		}
 		f.srcs = append(f.srcs, s)
-		var ks []kvp2p.Key
+		var ks []node.Key
 		for b := range o.Blocks {
 			k := benchKey(fmt.Sprintf("fleet%d", i), b)
 			if err := s.m.PutBlock(k, benchBlock(k, o.Block)); err != nil {
@@ -144,23 +144,23 @@ func (f *fleet) poll(n *benchNode, consumer bool) {
 
 // load runs one PD request from source s: the source registers and
 // stores, the consumer loads. It returns the load's result.
-func (f *fleet) load(ctx context.Context, s int, id string) (kvp2p.JobResult, error) {
+func (f *fleet) load(ctx context.Context, s int, id string) (node.JobResult, error) {
 	src := f.srcs[s]
-	if err := src.m.NewRequest("p"+id, kvp2p.TransferParams{RemoteDecoder: &kvp2p.Remote{KVRequestID: id}}); err != nil {
-		return kvp2p.JobResult{}, err
+	if err := src.m.NewRequest("p"+id, node.TransferParams{RemoteDecoder: &node.Remote{KVRequestID: id}}); err != nil {
+		return node.JobResult{}, err
 	}
 	defer src.m.RequestFinished("p" + id)
 	if _, err := src.m.SubmitStore("p"+id, f.keys[s]); err != nil {
-		return kvp2p.JobResult{}, err
+		return node.JobResult{}, err
 	}
-	if err := f.cons.m.NewRequest("d"+id, kvp2p.TransferParams{RemotePrefiller: remoteOf(src, id)}); err != nil {
-		return kvp2p.JobResult{}, err
+	if err := f.cons.m.NewRequest("d"+id, node.TransferParams{RemotePrefiller: remoteOf(src, id)}); err != nil {
+		return node.JobResult{}, err
 	}
 	defer f.cons.m.RequestFinished("d" + id)
-	ch := make(chan kvp2p.JobResult, 1)
+	ch := make(chan node.JobResult, 1)
 	j, err := f.cons.m.SubmitLoad("d"+id, f.keys[s])
 	if err != nil {
-		return kvp2p.JobResult{}, err
+		return node.JobResult{}, err
 	}
 	f.mu.Lock() // the poller may have taken the result already: see early
 	if r, ok := f.early[j]; ok {
@@ -174,9 +174,9 @@ func (f *fleet) load(ctx context.Context, s int, id string) (kvp2p.JobResult, er
 	case r := <-ch:
 		return r, nil
 	case <-ctx.Done():
-		return kvp2p.JobResult{}, ctx.Err()
+		return node.JobResult{}, ctx.Err()
 	case <-time.After(time.Minute):
-		return kvp2p.JobResult{}, errors.New("no load result within a minute")
+		return node.JobResult{}, errors.New("no load result within a minute")
 	}
 }
 

@@ -8,7 +8,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/kvp2p/kvp2p"
+	"github.com/kvp2p/kvp2p/internal/node"
 	"github.com/kvp2p/kvp2p/internal/testpki"
 )
 
@@ -20,7 +20,7 @@ type tlsPair struct {
 	dir        string
 }
 
-func newTLSPair(ctx context.Context, block int, keys []kvp2p.Key) (p *tlsPair, err error) {
+func newTLSPair(ctx context.Context, block int, keys []node.Key) (p *tlsPair, err error) {
 	dir, err := os.MkdirTemp("", "kvp2p-bench-tls-")
 	if err != nil {
 		return nil, err
@@ -36,9 +36,9 @@ func newTLSPair(ctx context.Context, block int, keys []kvp2p.Key) (p *tlsPair, e
 		return nil, err
 	}
 	for i, dst := range []**benchNode{&p.prod, &p.cons} {
-		n, err := startBenchNode(block, max(len(keys), 16), func(id string) (kvp2p.TLSConfig, error) {
-			f, err := ca.WriteFiles(dir, []string{"prod", "cons"}[i], "127.0.0.1", kvp2p.RankURI(id))
-			return kvp2p.TLSConfig{CertFile: f.Cert, KeyFile: f.Key, CAFile: f.CA}, err
+		n, err := startBenchNode(block, max(len(keys), 16), func(id string) (node.TLSConfig, error) {
+			f, err := ca.WriteFiles(dir, []string{"prod", "cons"}[i], "127.0.0.1", node.RankURI(id))
+			return node.TLSConfig{CertFile: f.Cert, KeyFile: f.Key, CAFile: f.CA}, err
 		})
 		if err != nil {
 			return nil, err

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kvp2p/kvp2p"
 	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/node"
 	"github.com/kvp2p/kvp2p/internal/report"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 )
@@ -166,7 +166,7 @@ func runPolicies(ctx context.Context, sc *scenario.Scenario, policies []string, 
 	errs := make([]error, len(policies))
 	var mu sync.Mutex
 	live := map[string]*Run{}
-	consumer := map[string]*kvp2p.Node{} // each run's first consumer, for --metrics-addr
+	consumer := map[string]*node.Node{} // each run's first consumer, for --metrics-addr
 	track := func(p string) func(*Run) {
 		return func(r *Run) {
 			mu.Lock()
@@ -180,7 +180,7 @@ func runPolicies(ctx context.Context, sc *scenario.Scenario, policies []string, 
 		}
 	}
 	if o.StatusAddr != "" {
-		stop, err := ServeStatus(o.StatusAddr, policies, func(p string) *kvp2p.Node {
+		stop, err := ServeStatus(o.StatusAddr, policies, func(p string) *node.Node {
 			mu.Lock()
 			defer mu.Unlock()
 			return consumer[p]

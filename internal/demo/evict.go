@@ -1,6 +1,6 @@
 package demo
 
-import "github.com/kvp2p/kvp2p"
+import "github.com/kvp2p/kvp2p/internal/node"
 
 // A loaded block the read-back does not find was either evicted (its slot
 // reused by a later load or put: an engine, which reads a load into its
@@ -23,7 +23,7 @@ import "github.com/kvp2p/kvp2p"
 
 // evictWitness is one consumer incarnation's eviction count around polls.
 type evictWitness struct {
-	node       *kvp2p.Node
+	node       *node.Node
 	prev, last uint64 // the count before the previous poll, before the last one
 }
 

@@ -13,12 +13,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/kvp2p/kvp2p"
 	"github.com/kvp2p/kvp2p/internal/faultnet"
+	"github.com/kvp2p/kvp2p/internal/node"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 )
 
-// A fleet is one kvp2p.Node per rank of every pod of a scenario, on
+// A fleet is one node.Node per rank of every pod of a scenario, on
 // 127.0.0.1 with real TCP, under one policy. Peer ids are the scenario's
 // host:port labels; Config.Dial maps them to the real listen addresses.
 
@@ -32,8 +32,8 @@ type demoRank struct {
 	slots  int
 	touch  int // slots to prefault before its first node serves (prefault.go)
 
-	node    *kvp2p.Node // nil while crashed
-	m       *kvp2p.Manager
+	node    *node.Node // nil while crashed
+	m       *node.Manager
 	serve   chan error
 	inc     uint64
 	stalled bool
@@ -137,7 +137,7 @@ func (f *demoFleet) start(rk *demoRank, ln net.Listener) error {
 	if err != nil {
 		return err
 	}
-	n, err := kvp2p.NewNode(kvp2p.Config{
+	n, err := node.NewNode(node.Config{
 		PeerID: rk.label, Listen: rk.addr, FailureDomain: rk.pod.Domain, Policy: f.policy,
 		BlockBytes: f.blockBytes, Slots: rk.slots, HashSeed: "demo", Incarnation: rk.inc,
 		Dial: f.dial, Log: f.log.With("rank", rk.id),
@@ -156,7 +156,7 @@ func (f *demoFleet) start(rk *demoRank, ln net.Listener) error {
 	if f.tls == nil {
 		sl = faultnet.NewListener(ln, f.inj, rk.label) // else wrapped after TLS: wrapAccepted
 	}
-	go func(n *kvp2p.Node, ch chan error) { ch <- n.Serve(sl) }(n, rk.serve)
+	go func(n *node.Node, ch chan error) { ch <- n.Serve(sl) }(n, rk.serve)
 	return nil
 }
 

@@ -3,7 +3,7 @@ package demo
 import (
 	"os"
 
-	"github.com/kvp2p/kvp2p"
+	"github.com/kvp2p/kvp2p/internal/node"
 )
 
 // The fleet touches every page of as many slots of each store as the run
@@ -44,7 +44,7 @@ func (f *demoFleet) planPrefault() {
 
 // prefault touches every page of the first n slots of a node that does
 // not serve yet.
-func prefault(n *kvp2p.Node, slots int) {
+func prefault(n *node.Node, slots int) {
 	page := os.Getpagesize()
 	for i := range slots {
 		b := n.Slot(uint32(i))

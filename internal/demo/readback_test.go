@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvp2p/kvp2p"
 	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/node"
 	"github.com/kvp2p/kvp2p/internal/report"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 	"github.com/kvp2p/kvp2p/internal/workload"
@@ -44,14 +44,14 @@ func TestReadBackClassifies(t *testing.T) {
 	}
 	r := &Run{f: f, sc: sc, want: make([]byte, bb)}
 	d := demoNode{r: r, rk: rk, node: rk.node, m: rk.m}
-	put := func(k kvp2p.Key, b []byte) {
+	put := func(k node.Key, b []byte) {
 		t.Helper()
 		if err := d.m.PutBlock(k, b); err != nil {
 			t.Fatal(err)
 		}
 	}
 
-	key := func(i int) kvp2p.Key { return workload.Key(1, 0, 1, i) }
+	key := func(i int) node.Key { return workload.Key(1, 0, 1, i) }
 	evicted, intact, wrong, never := key(0), key(1), key(2), key(3)
 	d.Poll() // the engine polls every step: the witness starts counting
 	put(evicted, r.content(evicted))
@@ -62,7 +62,7 @@ func TestReadBackClassifies(t *testing.T) {
 	d.Poll()
 	for _, c := range []struct {
 		name string
-		k    kvp2p.Key
+		k    node.Key
 		want blockCheck
 	}{{"intact", intact, blockIntact}, {"wrong", wrong, blockWrong}, {"never stored, nothing evicted", never, blockVanished}} {
 		if got := d.check(c.k); got != c.want {
@@ -76,15 +76,15 @@ func TestReadBackClassifies(t *testing.T) {
 	}
 
 	r.stats.check = readBack{}
-	if !d.Verify([]kvp2p.Key{intact, evicted}) {
+	if !d.Verify([]node.Key{intact, evicted}) {
 		t.Error("a load with an evicted block failed the read-back: it is missing, not corrupt")
 	}
-	if d.Verify([]kvp2p.Key{intact, wrong}) {
+	if d.Verify([]node.Key{intact, wrong}) {
 		t.Error("a load with a wrong block passed the read-back")
 	}
 	d.Poll()
 	d.Poll() // the eviction is now before the previous poll
-	if d.Verify([]kvp2p.Key{intact, never}) {
+	if d.Verify([]node.Key{intact, never}) {
 		t.Error("a load with a block gone while nothing was evicted passed the read-back")
 	}
 	if got, want := r.stats.check, (readBack{intact: 3, missing: 1, wrong: 1, vanished: 1}); got != want {

@@ -7,15 +7,15 @@ import (
 	"time"
 	"weak"
 
-	"github.com/kvp2p/kvp2p"
 	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/node"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 )
 
 // TestRunFreesFleet checks that a run's fleet is garbage once RunScenario
 // returned, even while the caller keeps the *Run (as kvp2p demo's progress
 // lines do): one collection frees every node of it. Issue 14: each run's
-// fleet outlived it by a collection (a sync.Pool in kvp2p.Node), which at
+// fleet outlived it by a collection (a sync.Pool in node.Node), which at
 // the scenario's 40 requests/s is 7 GiB that the next run in the same
 // process added to, until five runs were OOM-killed.
 func TestRunFreesFleet(t *testing.T) {
@@ -25,7 +25,7 @@ func TestRunFreesFleet(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var nodes []weak.Pointer[kvp2p.Node]
+	var nodes []weak.Pointer[node.Node]
 	var kept *Run
 	if _, err := RunScenario(ctx, sc, health.Domain, 0, false, func(r *Run) {
 		kept = r

@@ -10,10 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/kvp2p/kvp2p"
 	"github.com/kvp2p/kvp2p/internal/cpuwait"
 	"github.com/kvp2p/kvp2p/internal/drive"
 	"github.com/kvp2p/kvp2p/internal/faultnet"
+	"github.com/kvp2p/kvp2p/internal/node"
 	"github.com/kvp2p/kvp2p/internal/report"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 	"github.com/kvp2p/kvp2p/internal/session"
@@ -26,7 +26,7 @@ import (
 // by one loop that steps every demoStep of wall time and applies the
 // scenario's faults when they are due. The arrival times, sources and
 // modes come from the same random streams as the simulator's, so both
-// runs make the same requests. demoNode adapts a rank's kvp2p.Manager.
+// runs make the same requests. demoNode adapts a rank's node.Manager.
 
 const (
 	demoStep         = 5 * time.Millisecond
@@ -239,8 +239,8 @@ func (r *Run) nodeOf(rk *demoRank) workload.Node {
 type demoNode struct {
 	r    *Run
 	rk   *demoRank
-	node *kvp2p.Node // the incarnation
-	m    *kvp2p.Manager
+	node *node.Node // the incarnation
+	m    *node.Manager
 }
 
 func (d demoNode) Status() workload.Status {
@@ -253,21 +253,21 @@ func (d demoNode) Status() workload.Status {
 	return workload.Up
 }
 
-func (d demoNode) NewRequest(id string, p kvp2p.TransferParams) error { return d.m.NewRequest(id, p) }
-func (d demoNode) Lookup(id string, k kvp2p.Key) kvp2p.Verdict        { return d.m.Lookup(id, k) }
-func (d demoNode) EndStep()                                           { d.m.EndStep() }
-func (d demoNode) RequestFinished(id string)                          { d.m.RequestFinished(id) }
+func (d demoNode) NewRequest(id string, p node.TransferParams) error { return d.m.NewRequest(id, p) }
+func (d demoNode) Lookup(id string, k node.Key) node.Verdict         { return d.m.Lookup(id, k) }
+func (d demoNode) EndStep()                                          { d.m.EndStep() }
+func (d demoNode) RequestFinished(id string)                         { d.m.RequestFinished(id) }
 
-func (d demoNode) SubmitLoad(id string, keys []kvp2p.Key) (uint64, error) {
+func (d demoNode) SubmitLoad(id string, keys []node.Key) (uint64, error) {
 	return d.m.SubmitLoad(id, keys)
 }
 
-func (d demoNode) SubmitStore(id string, keys []kvp2p.Key) {
+func (d demoNode) SubmitStore(id string, keys []node.Key) {
 	_, _ = d.m.SubmitStore(id, keys)
 	d.rk.stored = true
 }
 
-func (d demoNode) PutBlocks(keys []kvp2p.Key) {
+func (d demoNode) PutBlocks(keys []node.Key) {
 	for _, k := range keys {
 		_ = d.m.PutBlock(k, d.r.content(k))
 	}
@@ -277,7 +277,7 @@ func (d demoNode) PutBlocks(keys []kvp2p.Key) {
 // byte. It fails the load for a block with wrong bytes, or one no longer
 // in the store although the store evicted nothing since (evict.go); one
 // that was evicted after the load completed is counted as missing.
-func (d demoNode) Verify(keys []kvp2p.Key) bool {
+func (d demoNode) Verify(keys []node.Key) bool {
 	ok := true
 	for _, k := range keys {
 		c := d.check(k)
@@ -288,7 +288,7 @@ func (d demoNode) Verify(keys []kvp2p.Key) bool {
 }
 
 // check reads one block back.
-func (d demoNode) check(k kvp2p.Key) blockCheck {
+func (d demoNode) check(k node.Key) blockCheck {
 	got, ok := d.m.ReadBlockInto(d.r.got[:0], k)
 	d.r.got = got[:0]
 	switch {
@@ -309,11 +309,11 @@ func (d demoNode) Flush() {
 	}
 }
 
-func (d demoNode) Poll() []kvp2p.JobResult {
+func (d demoNode) Poll() []node.JobResult {
 	d.r.beforePoll(d)
 	rs := d.m.PollFinished()
 	for _, r := range rs {
-		if r.Kind != kvp2p.JobLoad || r.OK {
+		if r.Kind != node.JobLoad || r.OK {
 			continue
 		}
 		if r.Reason == session.ReasonStartBudget {
@@ -344,7 +344,7 @@ func (r *Run) finish(ctx context.Context) (int, error) {
 // must find: a pattern of the key, with the offset stamped every 4 KiB so
 // that a misplaced chunk shows. Built with copies, at memmove speed. The
 // returned slice is scratch, valid until the next call.
-func (r *Run) content(k kvp2p.Key) []byte {
+func (r *Run) content(k node.Key) []byte {
 	b := r.want
 	n := min(len(b), 64)
 	for i := range n {
@@ -362,7 +362,7 @@ func (r *Run) content(k kvp2p.Key) []byte {
 
 // FirstConsumer is the fleet's first consumer node (nil while crashed),
 // whose status page the demo serves.
-func (r *Run) FirstConsumer() *kvp2p.Node { return r.f.cons[0].node }
+func (r *Run) FirstConsumer() *node.Node { return r.f.cons[0].node }
 
 // Progress is how many requests the run has made and resolved so far.
 func (r *Run) Progress() (resolved, requests int64) { return r.nres.Load(), r.nreq.Load() }

@@ -1,10 +1,10 @@
 package demo
 
-import "github.com/kvp2p/kvp2p"
+import "github.com/kvp2p/kvp2p/internal/node"
 
 // Slots checked while running (issue 8), as the simulator does at every
 // engine step: after each step the demo takes every live node's
-// kvp2p.SlotUse (its store's Filling and Pinned slots and what its loads,
+// node.SlotUse (its store's Filling and Pinned slots and what its loads,
 // store jobs and sessions hold, counted in one turn of the node's loop) and
 // keeps the peak of slots in use over the fleet and the worst count of
 // orphans: slots that no load, store job or live session owns. Counting
@@ -20,7 +20,7 @@ type slotCheck struct {
 	peak, orphans int
 	// use takes a rank's counts; nil: its Manager's SlotUse. Tests replace
 	// it to drop a release.
-	use func(rk *demoRank) (kvp2p.SlotUse, error)
+	use func(rk *demoRank) (node.SlotUse, error)
 }
 
 // check takes one sample over the fleet's live ranks.
@@ -30,7 +30,7 @@ func (c *slotCheck) check(ranks []*demoRank) {
 		if rk.node == nil {
 			continue
 		}
-		var u kvp2p.SlotUse
+		var u node.SlotUse
 		var err error
 		if c.use != nil {
 			u, err = c.use(rk)

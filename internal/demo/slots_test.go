@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvp2p/kvp2p"
 	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/node"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 )
 
@@ -25,7 +25,7 @@ func TestDemoReportsDroppedRelease(t *testing.T) {
 	realOrphans, samples, leaking := 0, 0, 0
 	r, err := RunScenario(ctx, sc, health.Domain, 0, false, func(run *Run) {
 		consumer := run.f.cons[0]
-		run.slots.use = func(rk *demoRank) (kvp2p.SlotUse, error) {
+		run.slots.use = func(rk *demoRank) (node.SlotUse, error) {
 			u, err := rk.m.SlotUse()
 			if err != nil {
 				return u, err

@@ -42,7 +42,7 @@ type demoStats struct {
 	sched99, schedMax time.Duration
 	schedOK           bool
 	// nodeLateMax is the longest a live node's loop went without a tick
-	// beyond its allowance (kvp2p.Node.LoopLateness), over the fleet.
+	// beyond its allowance (node.Node.LoopLateness), over the fleet.
 	nodeLateMax time.Duration
 	// overBudget counts loads failed early because their producer had them
 	// queued behind others for load_start_budget (overload, not a fault:

@@ -8,8 +8,9 @@ import (
 	"net"
 	"strconv"
 
-	"github.com/kvp2p/kvp2p"
 	"github.com/kvp2p/kvp2p/internal/metrics"
+	"github.com/kvp2p/kvp2p/internal/metrics/prom"
+	"github.com/kvp2p/kvp2p/internal/node"
 	"github.com/kvp2p/kvp2p/internal/status"
 )
 
@@ -17,7 +18,7 @@ import (
 // and /status.json of its first consumer rank: policy i on addr's port + i.
 // node returns a run's consumer node once the run started (nil before).
 // The returned func stops the servers.
-func ServeStatus(addr string, policies []string, node func(policy string) *kvp2p.Node, stdout io.Writer) (func(), error) {
+func ServeStatus(addr string, policies []string, node func(policy string) *node.Node, stdout io.Writer) (func(), error) {
 	host, p, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-addr: %w", err)
@@ -45,7 +46,7 @@ func ServeStatus(addr string, policies []string, node func(policy string) *kvp2p
 			}
 			return n.Status(ctx)
 		}
-		srvs = append(srvs, status.Start(ln, status.NewHandler(src, metrics.NewRegistry(src, nil))))
+		srvs = append(srvs, status.Start(ln, status.NewHandler(src, prom.NewRegistry(src, nil))))
 		fmt.Fprintf(stdout, "status of %s's first consumer: http://%s/ (kvp2p status --addr %s)\n", pol, ln.Addr(), ln.Addr())
 	}
 	return stop, nil

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvp2p/kvp2p"
+	"github.com/kvp2p/kvp2p/internal/node"
 	"github.com/kvp2p/kvp2p/internal/status"
 )
 
@@ -25,7 +25,7 @@ func TestDemoStatusPorts(t *testing.T) {
 	base := ln.Addr().(*net.TCPAddr).Port
 	ln.Close() // free again for ServeStatus (a race with other listeners is harmless: the test then fails to listen)
 	var out bytes.Buffer
-	stop, err := ServeStatus(ln.Addr().String(), []string{"per-peer", "domain"}, func(string) *kvp2p.Node { return nil }, &out)
+	stop, err := ServeStatus(ln.Addr().String(), []string{"per-peer", "domain"}, func(string) *node.Node { return nil }, &out)
 	if err != nil {
 		t.Skipf("port %d taken meanwhile: %v", base, err)
 	}

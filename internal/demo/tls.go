@@ -6,20 +6,20 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/kvp2p/kvp2p"
+	"github.com/kvp2p/kvp2p/internal/node"
 	"github.com/kvp2p/kvp2p/internal/testpki"
 )
 
 // demoTLS is demo --tls: a throwaway CA made in process, and for each rank
 // a certificate naming its label's host (10.0.0.x) and its rank
-// (kvp2p.RankURI of the label, its peer id), written to a temporary
+// (node.RankURI of the label, its peer id), written to a temporary
 // directory that close removes. Nothing here is ever committed.
 type demoTLS struct {
 	ca  *testpki.CA
 	dir string
 
 	mu    sync.Mutex // ranks restart from the fault goroutine
-	files map[string]kvp2p.TLSConfig
+	files map[string]node.TLSConfig
 }
 
 func newDemoTLS() (*demoTLS, error) {
@@ -31,14 +31,14 @@ func newDemoTLS() (*demoTLS, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &demoTLS{ca: ca, dir: dir, files: map[string]kvp2p.TLSConfig{}}, nil
+	return &demoTLS{ca: ca, dir: dir, files: map[string]node.TLSConfig{}}, nil
 }
 
 // forRank returns the rank's TLS config (zero for a nil demoTLS); a
 // restarted rank keeps its certificate.
-func (d *demoTLS) forRank(rk *demoRank) (kvp2p.TLSConfig, error) {
+func (d *demoTLS) forRank(rk *demoRank) (node.TLSConfig, error) {
 	if d == nil {
-		return kvp2p.TLSConfig{}, nil
+		return node.TLSConfig{}, nil
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -47,13 +47,13 @@ func (d *demoTLS) forRank(rk *demoRank) (kvp2p.TLSConfig, error) {
 	}
 	host, _, err := net.SplitHostPort(rk.label)
 	if err != nil {
-		return kvp2p.TLSConfig{}, err
+		return node.TLSConfig{}, err
 	}
-	f, err := d.ca.WriteFiles(d.dir, strings.ReplaceAll(rk.id, "/", "-"), host, kvp2p.RankURI(rk.label))
+	f, err := d.ca.WriteFiles(d.dir, strings.ReplaceAll(rk.id, "/", "-"), host, node.RankURI(rk.label))
 	if err != nil {
-		return kvp2p.TLSConfig{}, err
+		return node.TLSConfig{}, err
 	}
-	c := kvp2p.TLSConfig{CertFile: f.Cert, KeyFile: f.Key, CAFile: f.CA}
+	c := node.TLSConfig{CertFile: f.Cert, KeyFile: f.Key, CAFile: f.CA}
 	d.files[rk.id] = c
 	return c, nil
 }

@@ -42,7 +42,7 @@
 // crash and restart are the demo's (Node.Close, a new Node on the port).
 //
 // Two more act on a rank's data writes at a precise point of a load, for
-// the node's own tests (the root package's, which use this injector too;
+// the node's own tests (internal/node's, which use this injector too;
 // datafaults.go): Injector.PauseData holds the writes after so many bytes
 // until Injector.ResumeData, and Injector.CorruptNextChunk flips one
 // payload byte of the next chunk, in a copy.

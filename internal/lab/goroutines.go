@@ -20,7 +20,7 @@ import (
 // Goroutines cannot be counted from outside a Go process, so the lab asks
 // each serve: every rank's config sets metrics_addr to a port on the
 // loopback of its host's namespace, and the node's registry (one per node,
-// internal/metrics.NewRegistry) carries the Go collector's go_goroutines
+// internal/prom.NewRegistry) carries the Go collector's go_goroutines
 // and the node's kvp2p_sessions. The lab's own process lives in the
 // machine's namespace, where 10.200.0.0/16 does not exist; it dials from
 // a thread that has entered the host's namespace instead.

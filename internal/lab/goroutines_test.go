@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/kvp2p/kvp2p/internal/metrics"
+	"github.com/kvp2p/kvp2p/internal/metrics/prom"
 	"github.com/kvp2p/kvp2p/internal/status"
 )
 
@@ -21,7 +22,7 @@ func TestParseGoroutinesFromTheNodesRegistry(t *testing.T) {
 		{ID: "b", Sessions: []metrics.Session{{State: "connecting"}}},
 	}}}}
 	src := func(context.Context) (*metrics.Snapshot, error) { return snap, nil }
-	h := status.NewHandler(src, metrics.NewRegistry(src, nil))
+	h := status.NewHandler(src, prom.NewRegistry(src, nil))
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", status.PathMetrics, nil))
 	if rec.Code != 200 {

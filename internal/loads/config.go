@@ -10,7 +10,7 @@ import (
 )
 
 // Config is the table's configuration; the session part is shared by every
-// session. Validation and defaults live in the root package's Config.
+// session. Validation and defaults live in internal/node's Config.
 type Config struct {
 	Session             session.Config
 	Policy              health.Policy

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/kvp2p/kvp2p/internal/metrics"
+	"github.com/kvp2p/kvp2p/internal/metrics/prom"
 )
 
 // Paths served.
@@ -24,10 +25,10 @@ const (
 )
 
 // NewHandler serves src's node. reg is the node's registry
-// (metrics.NewRegistry); nil builds one over src.
+// (prom.NewRegistry); nil builds one over src.
 func NewHandler(src metrics.Source, reg *prometheus.Registry) http.Handler {
 	if reg == nil {
-		reg = metrics.NewRegistry(src, nil)
+		reg = prom.NewRegistry(src, nil)
 	}
 	page := newPage()
 	mux := http.NewServeMux()

@@ -2,7 +2,7 @@
 // the "engine" of every consumer rank (Poisson arrivals, lookups, loads,
 // byte-for-byte checks) and the prefill side of every source rank (PD
 // stores). The simulator (internal/sim, virtual time over loads.Table)
-// and the demo (cmd/kvp2p, wall time over kvp2p.Manager on real sockets)
+// and the demo (cmd/kvp2p, wall time over node.Manager on real sockets)
 // both drive it, so both make the same requests in the same order.
 //
 // The package is sans-I/O: it reads no clock, starts no goroutine and

@@ -1,0 +1,83 @@
+package identity
+
+import (
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/kvp2p/kvp2p/internal/testpki"
+)
+
+// tlsFleet writes certificates signed by one test CA.
+type tlsFleet struct {
+	ca  *testpki.CA
+	dir string
+	n   int // files written
+}
+
+func newTLSFleet(t testing.TB) *tlsFleet {
+	ca, err := testpki.NewCA("kvp2p test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tlsFleet{ca: ca, dir: t.TempDir()}
+}
+
+// node returns a TLS config for a node whose certificate names names.
+func (f *tlsFleet) node(t testing.TB, names ...string) Config {
+	f.n++
+	fs, err := f.ca.WriteFiles(f.dir, fmt.Sprint("node", f.n), names...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Config{CertFile: fs.Cert, KeyFile: fs.Key, CAFile: fs.CA}
+}
+
+// TestTLSReloadWhenFilesChange: files are checked (at most once a second)
+// and reloaded when they change; a broken file keeps the old material.
+func TestTLSReloadWhenFilesChange(t *testing.T) {
+	f := newTLSFleet(t)
+	cfg := f.node(t, "127.0.0.1")
+	cr, err := NewCreds(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := cr.cur.Load()
+	t0 := time.Now()
+	if err := cr.MaybeReload(t0); err != nil { // nothing changed
+		t.Fatal(err)
+	}
+	if cr.cur.Load() != first {
+		t.Fatal("reloaded unchanged files")
+	}
+	l, err := f.ca.Issue("127.0.0.1", "renewed.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg.CertFile, l.CertPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg.KeyFile, l.KeyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := cr.MaybeReload(t0.Add(500 * time.Millisecond)); err != nil || cr.cur.Load() != first {
+		t.Fatalf("checked again within a second: err %v", err)
+	}
+	if err := cr.MaybeReload(t0.Add(2 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	second := cr.cur.Load()
+	if second == first {
+		t.Fatal("changed files not reloaded")
+	}
+	if err := os.WriteFile(cfg.CAFile, []byte("garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := cr.MaybeReload(t0.Add(4 * time.Second)); err == nil {
+		t.Fatal("a broken CA file reloaded without error")
+	}
+	if cr.cur.Load() != second {
+		t.Fatal("a broken CA file replaced the working material")
+	}
+}

@@ -1,0 +1,367 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/kvp2p/kvp2p/internal/percentile"
+	"github.com/kvp2p/kvp2p/internal/proccpu"
+)
+
+// Benchmarks over 127.0.0.1 with real nodes. kvp2p's load path (Manager
+// calls through the loop, control messages, CRC32C-checked chunks written
+// into arena slots) against a plain TCP copy of the same bytes:
+//
+//	go test -run '^$' -bench 'Load|Raw|Lookup' -benchtime 3s .
+
+const (
+	benchLoadBytes  = 64 << 20
+	benchBlockBytes = 256 << 10
+	benchBlocks     = benchLoadBytes / benchBlockBytes
+)
+
+func benchBytes(k Key, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = k[i%len(k)] ^ byte(i>>8)
+	}
+	return b
+}
+
+// waitJob waits on m until job's result (Manager.WaitFinished), for at
+// most 30 s: a benchmark times the load to the loop turn that settled it,
+// as raw TCP's copy is timed to its reader's return.
+func waitJob(tb testing.TB, m *Manager, job uint64) JobResult {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		for _, r := range m.WaitFinished(ctx) {
+			if r.Job == job {
+				return r
+			}
+		}
+		if ctx.Err() != nil {
+			tb.Fatalf("job %d: no result within 30 s", job)
+		}
+	}
+}
+
+// benchPair starts a producer and a consumer with a ready session and the
+// producer holding blocks keys.
+func benchPair(b *testing.B, keys []Key, tlsCfg ...func(peerID string) TLSConfig) (p, c *tnode) {
+	mut := func(cfg *Config) {
+		cfg.BlockBytes, cfg.Slots = benchBlockBytes, max(len(keys), 16)
+		cfg.Log = nil
+		for _, f := range tlsCfg {
+			cfg.TLS = f(cfg.PeerID)
+		}
+	}
+	p = startTN(b, nodeOpt{mut: mut})
+	c = startTN(b, nodeOpt{mut: mut})
+	for _, k := range keys {
+		if err := p.m.PutBlock(k, benchBytes(k, benchBlockBytes)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for i := 0; ; i++ {
+		id := fmt.Sprintf("warm-%d", i)
+		c.m.NewRequest(id, pdParams(b, id, p))
+		v := c.m.Lookup(id, keys[0])
+		c.m.RequestFinished(id)
+		if v == Hit {
+			return p, c
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("no session")
+		}
+		<-time.After(time.Millisecond)
+	}
+}
+
+// loadRig is a producer and a consumer with a ready session, the producer
+// holding benchBlocks blocks.
+type loadRig struct {
+	p, c *tnode
+	keys []Key
+	n    int
+}
+
+func newLoadRig(b *testing.B) *loadRig {
+	keys := keysOf("bench", benchBlocks)
+	p, c := benchPair(b, keys)
+	return &loadRig{p: p, c: c, keys: keys}
+}
+
+// load moves every block once, PD: SubmitStore and SubmitLoad to both
+// results. It returns the time that took.
+func (r *loadRig) load(b *testing.B) time.Duration {
+	r.n++
+	kv := fmt.Sprintf("kv%d", r.n)
+	start := time.Now()
+	r.p.m.NewRequest("p"+kv, TransferParams{RemoteDecoder: &Remote{KVRequestID: kv}})
+	sj, _ := r.p.m.SubmitStore("p"+kv, r.keys)
+	r.c.m.NewRequest("d"+kv, pdParams(b, kv, r.p))
+	lj, _ := r.c.m.SubmitLoad("d"+kv, r.keys)
+	if res := waitJob(b, r.c.m, lj); !res.OK {
+		b.Fatalf("load: %+v", res)
+	}
+	if res := waitJob(b, r.p.m, sj); !res.OK {
+		b.Fatalf("store: %+v", res)
+	}
+	el := time.Since(start)
+	r.c.m.RequestFinished("d" + kv)
+	r.p.m.RequestFinished("p" + kv)
+	return el
+}
+
+func (r *loadRig) check(b *testing.B) {
+	for _, k := range []Key{r.keys[0], r.keys[len(r.keys)-1]} {
+		if got, ok := r.c.m.ReadBlock(k); !ok || string(got) != string(benchBytes(k, benchBlockBytes)) {
+			b.Fatalf("block %x not loaded intact", k[:4])
+		}
+	}
+}
+
+// rawRig copies the same bytes over one plain TCP connection on 127.0.0.1,
+// in block-sized writes, into a destination buffer.
+type rawRig struct {
+	wc       net.Conn
+	src, dst []byte
+	next     chan struct{} // a copy starts: the reader may fill dst
+	got      chan error    // the copy ended
+}
+
+func newRawRig(b *testing.B) *rawRig {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := &rawRig{src: make([]byte, benchLoadBytes), dst: make([]byte, benchLoadBytes),
+		next: make(chan struct{}), got: make(chan error)}
+	for i := range r.src {
+		r.src[i] = byte(i >> 8)
+	}
+	go func() {
+		defer close(r.got)
+		rc, err := ln.Accept()
+		ln.Close()
+		if err != nil {
+			r.got <- err
+			return
+		}
+		defer rc.Close()
+		for range r.next {
+			_, err := io.ReadFull(rc, r.dst)
+			r.got <- err
+			if err != nil {
+				return
+			}
+		}
+	}()
+	if r.wc, err = net.Dial("tcp", ln.Addr().String()); err != nil {
+		close(r.next)
+		ln.Close()
+		for range r.got {
+		}
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		close(r.next)
+		r.wc.Close()
+		for range r.got {
+		}
+	})
+	return r
+}
+
+func (r *rawRig) copy(b *testing.B) time.Duration {
+	start := time.Now()
+	r.next <- struct{}{}
+	for off := 0; off < len(r.src); off += benchBlockBytes {
+		if _, err := r.wc.Write(r.src[off : off+benchBlockBytes]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := <-r.got; err != nil {
+		b.Fatal(err)
+	}
+	return time.Since(start)
+}
+
+// BenchmarkLoadLoopback: one 64 MiB PD load (256 KiB blocks) per op,
+// through Manager, from SubmitStore and SubmitLoad to both results.
+func BenchmarkLoadLoopback(b *testing.B) {
+	r := newLoadRig(b)
+	r.load(b) // untimed: the arenas get their pages
+	b.SetBytes(benchLoadBytes)
+	b.ResetTimer()
+	for range b.N {
+		r.load(b)
+	}
+	b.StopTimer()
+	r.check(b)
+}
+
+// BenchmarkRawTCPLoopback moves the same 64 MiB per op over plain TCP.
+func BenchmarkRawTCPLoopback(b *testing.B) {
+	r := newRawRig(b)
+	r.copy(b)
+	b.SetBytes(benchLoadBytes)
+	b.ResetTimer()
+	for range b.N {
+		r.copy(b)
+	}
+}
+
+// BenchmarkLoadVsRaw alternates the two, one kvp2p load then one raw copy
+// per op, so that both share the machine's noise, and reports each one's
+// throughput and kvp2p's as a fraction of raw TCP's (x_raw). ns/op is the
+// pair's.
+func BenchmarkLoadVsRaw(b *testing.B) {
+	lr, rr := newLoadRig(b), newRawRig(b)
+	interleave(b, "kvp2p", lr.load, "raw", rr.copy, "x_raw")
+	lr.check(b)
+}
+
+// interleave runs a and then c once untimed (handshakes, page faults), then
+// one of each per op, so that both share the machine's noise, and reports
+// each one's MB/s (benchLoadBytes per run) and c's time over a's as ratio.
+// It also reports each one's CPU cost, process CPU seconds (user + system,
+// every goroutine: both ends run in this process) per GB moved, from
+// getrusage around each run.
+func interleave(b *testing.B, aName string, a func(*testing.B) time.Duration, cName string, c func(*testing.B) time.Duration, ratio string) {
+	a(b)
+	c(b)
+	b.ResetTimer()
+	var ta, tc, ca, cc time.Duration
+	for range b.N {
+		c0, _ := proccpu.Used()
+		ta += a(b)
+		c1, _ := proccpu.Used()
+		tc += c(b)
+		c2, ok := proccpu.Used()
+		if ok {
+			ca, cc = ca+c1-c0, cc+c2-c1
+		}
+	}
+	b.StopTimer()
+	mb := float64(b.N) * benchLoadBytes / 1e6
+	b.ReportMetric(mb/ta.Seconds(), aName+"_MB/s")
+	b.ReportMetric(mb/tc.Seconds(), cName+"_MB/s")
+	b.ReportMetric(tc.Seconds()/ta.Seconds(), ratio)
+	if ca > 0 && cc > 0 {
+		b.ReportMetric(ca.Seconds()/(mb/1e3), aName+"_cpu_s/GB")
+		b.ReportMetric(cc.Seconds()/(mb/1e3), cName+"_cpu_s/GB")
+	}
+}
+
+// BenchmarkLookupRTT: one symmetric lookup round trip per op (Lookup is
+// RETRY, EndStep sends it, then the caller waits for HIT), then the request
+// ends. poll: Lookup is polled until HIT (each poll a hop into the loop);
+// wait: LookupWait parks in the loop until the reply settles it. Reports
+// the round trip's p50 and p99 and completed lookups/s.
+// every > 0 starts op i no earlier than i*every after the first.
+func BenchmarkLookupRTT(b *testing.B) {
+	b.Run("ping", benchPingPong)
+	for _, mode := range []string{"poll", "wait"} {
+		b.Run(mode, func(b *testing.B) { benchLookupRTT(b, mode == "wait", 0) })
+	}
+	// wait-paced: at most 4000 lookups/s, under the producer's control
+	// message limit (ctlRate; 2 messages an op), which the unpaced wait
+	// loop runs into: this one measures the round trip, not the limiter.
+	b.Run("wait-paced", func(b *testing.B) { benchLookupRTT(b, true, time.Second/4000) })
+}
+
+// benchPingPong is the limit LookupRTT is compared with, in the same run: a
+// 64-byte round trip over a plain loopback TCP connection, echoed by one
+// goroutine (two hand-offs, no framing, no loop).
+func benchPingPong(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	echoed := make(chan error, 1)
+	go func() {
+		nc, err := ln.Accept()
+		if err != nil {
+			echoed <- err
+			return
+		}
+		defer nc.Close()
+		_, err = io.Copy(nc, nc)
+		echoed <- err
+	}()
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	rtts := make([]float64, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		if _, err := nc.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(nc, buf); err != nil {
+			b.Fatal(err)
+		}
+		rtts = append(rtts, float64(time.Since(t0).Nanoseconds())/1e3)
+	}
+	b.StopTimer()
+	nc.Close()
+	if err := <-echoed; err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(percentile.Of(rtts, 50), "p50_us")
+	b.ReportMetric(percentile.Of(rtts, 99), "p99_us")
+}
+
+func benchLookupRTT(b *testing.B, wait bool, every time.Duration) {
+	keys := keysOf("lk", 16)
+	p, c := benchPair(b, keys)
+	rtts := make([]float64, 0, b.N)
+	ctx := context.Background()
+	b.ResetTimer()
+	start := time.Now()
+	for i := range b.N {
+		if due := start.Add(time.Duration(i) * every); every > 0 && time.Until(due) > 0 {
+			time.Sleep(time.Until(due)) // pacing, outside the measured round trip
+		}
+		id := fmt.Sprintf("l%d", i)
+		k := keys[i%len(keys)]
+		c.m.NewRequest(id, symParams(b, id, p))
+		t0 := time.Now()
+		if v := c.m.Lookup(id, k); v != Retry {
+			b.Fatalf("first lookup = %v", v)
+		}
+		c.m.EndStep()
+		for {
+			var v Verdict
+			if wait {
+				v = c.m.LookupWait(ctx, id, k)
+			} else {
+				v = c.m.Lookup(id, k)
+			}
+			if v == Hit {
+				break
+			}
+			if v == Miss {
+				b.Fatal("lookup MISS")
+			}
+		}
+		rtts = append(rtts, float64(time.Since(t0).Nanoseconds())/1e3)
+		c.m.RequestFinished(id)
+	}
+	el := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(percentile.Of(rtts, 50), "p50_us")
+	b.ReportMetric(percentile.Of(rtts, 99), "p99_us")
+	b.ReportMetric(float64(b.N)/el.Seconds(), "lookups/s")
+}

@@ -1,0 +1,127 @@
+package node
+
+import (
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kvp2p/kvp2p/internal/wire"
+)
+
+// TestMsgBucket: a burst passes at once, then messages are paced at
+// ctlRate, and the budget refills while the peer is quiet.
+func TestMsgBucket(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	b := msgBucket{tokens: ctlBurst, last: t0}
+	for i := range ctlBurst {
+		if w := b.take(t0); w != 0 {
+			t.Fatalf("message %d of the burst waits %v", i, w)
+		}
+	}
+	if w := b.take(t0); w != time.Second/ctlRate {
+		t.Fatalf("first message over the burst waits %v, want %v", w, time.Second/ctlRate)
+	}
+	if w := b.take(t0); w != 2*time.Second/ctlRate {
+		t.Fatalf("second waits %v", w)
+	}
+	if w := b.take(t0.Add(time.Second)); w != 0 {
+		t.Fatalf("after a quiet second: waits %v", w)
+	}
+}
+
+// The connection pair's transition table allows exactly the moves its doc
+// lists; every other pair, staying put included, is illegal.
+func TestCtlStateMoves(t *testing.T) {
+	legal := map[[2]ctlState]bool{
+		{ctlOpen, ctlDataDown}: true, {ctlOpen, ctlClosing}: true,
+		{ctlDataDown, ctlReported}: true, {ctlDataDown, ctlClosing}: true,
+		{ctlReported, ctlDone}: true, {ctlClosing, ctlDone}: true,
+	}
+	for from := ctlOpen; from <= ctlDone; from++ {
+		for to := ctlOpen; to <= ctlDone; to++ {
+			if got := legalCtlMove(from, to); got != legal[[2]ctlState{from, to}] {
+				t.Errorf("legalCtlMove(%v, %v) = %v", from, to, got)
+			}
+		}
+	}
+}
+
+// TestMsgWriterShrinks: the writer's buffers grow for a burst and are kept
+// while bursts come, and given back after quietWrites small turns in a
+// row, not one turn earlier. Each message is read off the pipe before the
+// next is sent, so each is a turn of its own.
+func TestMsgWriterShrinks(t *testing.T) {
+	big := make([]wire.Message, 200)
+	for i := range big {
+		big[i] = &wire.Lookup{ReqID: fmt.Sprint("r", i), Keys: make([]wire.Key, 4)} // ~100 bytes each
+	}
+	for _, small := range []int{quietWrites - 1, quietWrites} {
+		a, b := net.Pipe()
+		var wg sync.WaitGroup
+		w := newMsgWriter(a, time.Minute, &wg)
+		rd := wire.NewReader(b, wire.DefaultLimits())
+		read := func(n int) {
+			for range n {
+				if _, err := rd.Next(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		w.mu.Lock() // one turn: the whole burst is queued before the writer looks
+		w.queue = append(w.queue, big...)
+		w.mu.Unlock()
+		w.poke()
+		read(len(big))
+		for i := range small {
+			w.send(&wire.Ping{Seq: uint64(i)})
+			read(1)
+		}
+		w.close()
+		wg.Wait()
+		b.Close()
+		grown := cap(w.buf) > keepWriteBuf || cap(w.batch) > keepBatch || cap(w.queue) > keepBatch
+		if want := small < quietWrites; grown != want {
+			t.Errorf("after %d small turns: buffers kept %v (buf %d, batch %d, queue %d), want %v",
+				small, grown, cap(w.buf), cap(w.batch), cap(w.queue), want)
+		}
+	}
+}
+
+// TestMsgWriterBounded: a peer that never reads makes its control
+// connection's queue grow with every answer; past maxQueued the connection
+// is closed and the queue dropped, rather than buffering without bound.
+func TestMsgWriterBounded(t *testing.T) {
+	if want := 3 * int(wire.ControlFrameLimit(wire.DefaultLimits())); maxQueued != want {
+		t.Fatalf("maxQueued %d, want three control frames, %d", maxQueued, want)
+	}
+	a, b := net.Pipe() // b is never read: the writer blocks on its first write
+	defer b.Close()
+	var wg sync.WaitGroup
+	w := newMsgWriter(a, time.Minute, &wg)
+	resp := &wire.LookupResp{ReqID: "r", Keys: make([]wire.Key, 100), Hits: make([]bool, 100)}
+	sent := 0
+	for ; sent < 10*maxQueued/sizeOf(resp); sent++ {
+		w.send(resp)
+		w.mu.Lock()
+		closing, queued := w.closing, w.queued
+		w.mu.Unlock()
+		if queued > maxQueued {
+			t.Fatalf("queue holds %d bytes, over %d", queued, maxQueued)
+		}
+		if closing {
+			break
+		}
+	}
+	w.mu.Lock()
+	closing, held := w.closing, len(w.queue)
+	w.mu.Unlock()
+	if !closing || held != 0 {
+		t.Fatalf("after %d answers nobody read: closing %v, %d queued", sent, closing, held)
+	}
+	wg.Wait() // the writer's blocked write failed with the closed pipe
+	if _, err := a.Write([]byte{0}); err == nil {
+		t.Fatal("the connection is still open")
+	}
+}

@@ -1,0 +1,63 @@
+package node
+
+import (
+	"fmt"
+	"path/filepath"
+	"time"
+)
+
+// EngineConfig turns a node into an engine's sidecar: the engine API is
+// served and the node's slots are the chunks of the engine's region (the
+// engine owns the memory; Slots and BlockBytes must equal the region's
+// num_chunks and row_stride). Zero value: off (the node keeps its own arena).
+type EngineConfig struct {
+	// Socket is the engine API's Unix socket path (created mode 0600; a
+	// stale socket is removed at start).
+	Socket string `yaml:"socket"`
+	// Addr optionally also serves the engine API on TCP (host:port). It is
+	// unauthenticated: bind it to loopback or a private interface.
+	Addr string `yaml:"addr"`
+	// RegionDir is where region files must live; default /dev/shm.
+	RegionDir string `yaml:"region_dir"`
+	// ServeTimeout bounds how long a peer's lookup waits for the engine to
+	// pin the keys it asked for (one scheduler step or a few); default 500 ms.
+	ServeTimeout time.Duration `yaml:"serve_timeout"`
+	// MaxJobs bounds the engine's loads and stores in flight; default 4096.
+	MaxJobs int `yaml:"max_jobs"`
+}
+
+// Enabled reports whether the node is a sidecar.
+func (e EngineConfig) Enabled() bool { return e.Socket != "" || e.Addr != "" }
+
+// WithDefaults returns the config with every zero field filled.
+func (e EngineConfig) WithDefaults() EngineConfig {
+	if e.RegionDir == "" {
+		e.RegionDir = "/dev/shm"
+	}
+	if e.ServeTimeout == 0 {
+		e.ServeTimeout = 500 * time.Millisecond
+	}
+	if e.MaxJobs == 0 {
+		e.MaxJobs = 4096
+	}
+	return e
+}
+
+func (e EngineConfig) validate() error {
+	if !e.Enabled() {
+		return nil
+	}
+	if e.Socket != "" && !filepath.IsAbs(e.Socket) {
+		return fmt.Errorf("kvp2p: config: engine.socket %q: must be an absolute path", e.Socket)
+	}
+	if e.RegionDir != "" && !filepath.IsAbs(e.RegionDir) {
+		return fmt.Errorf("kvp2p: config: engine.region_dir %q: must be an absolute path", e.RegionDir)
+	}
+	if e.ServeTimeout < 0 || e.ServeTimeout > time.Minute {
+		return fmt.Errorf("kvp2p: config: engine.serve_timeout %v: must be 0..1m", e.ServeTimeout)
+	}
+	if e.MaxJobs < 0 || e.MaxJobs > 1<<20 {
+		return fmt.Errorf("kvp2p: config: engine.max_jobs %d: must be 0..%d", e.MaxJobs, 1<<20)
+	}
+	return nil
+}

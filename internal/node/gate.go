@@ -1,0 +1,354 @@
+package node
+
+import (
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// connGate tracks the accepted connections that are not a session yet:
+// those in their TLS handshake or waiting for their first frame, and a
+// Hello or DataAttach waiting for its other half. It caps them, so that
+// silent, half-open or Hello-only connections cost a bounded amount of
+// memory and never take a slot of max_peers; and it closes every one at
+// shutdown, so that Serve never waits for a handshake deadline.
+//
+// The caps keep room for the good (issue 25, attack 6: 160 silent
+// connections from five local addresses filled the 128 places and kept a
+// healthy consumer out for 5.1 s; a process on the victim's host filling
+// the victim's per-source places made every one of its handshakes fail):
+//
+//   - per source address, maxPerSource (32), and per prefix (/24, /64:
+//     neighbours on one subnet, or a host's loopback addresses),
+//     maxTotal/2, so that one host or subnet holds at most half;
+//   - a reserved quarter of maxTotal that only sources which completed a
+//     handshake lately (recentFor, at most recentMax remembered, oldest
+//     forgotten first) may take;
+//   - at every cap, the newcomer evicts the oldest connection of that
+//     cap's scope rather than being refused (only an empty scope
+//     refuses). A genuine handshake is in the gate for a round trip or
+//     two, an attacker's connection, silent or Hello-only, until the
+//     handshake timeout: the attacker's are the oldest, and to push a
+//     genuine one out an attacker must open as many connections as the
+//     scope holds within that round trip. Oldest, not oldest silent: with
+//     a scope full of Hello-only connections, a victim's own data
+//     connection would evict its control connection, silent for the
+//     moment its first frame takes. A connection evicted after its first
+//     frame is a half handshake the loop holds: it drops it at its next
+//     tick (halves), or when the first frame reaches it (evicted).
+//
+// "Completed a handshake" is a Hello paired with its DataAttach (the loop's
+// admit), before the table has looked at the Hello: a source can earn the
+// reserve with a Hello the table then refuses. The reserve is against
+// floods from sources that never pair their halves; a plain-TCP peer that
+// completes handshakes is an identity question (docs/security.md).
+//
+// The accept goroutine enters connections, the connection's goroutine or
+// the loop lets them out; the mutex is never held across I/O except
+// Close, which does not block on a socket.
+type connGate struct {
+	maxTotal, maxPerSource, maxPerPrefix, reserved int
+
+	mu       sync.Mutex
+	conns    map[net.Conn]*gateEntry
+	perSrc   map[string]int
+	perPfx   map[string]int
+	nRecent  int // entries from recent sources
+	seq      uint64
+	recent   map[string]time.Time // source -> last handshake completed
+	closed   bool
+	nEvicted uint64
+	// gone: connections evicted after their first frame, which the loop
+	// holds or is about to (halves); they go at their leave.
+	gone map[net.Conn]bool
+}
+
+type gateEntry struct {
+	src, pfx string
+	seq      uint64 // order of arrival: the oldest has the least
+	spoke    bool   // its first frame was read
+	recent   bool   // its source had completed a handshake when it came
+}
+
+// How long, and how many, sources that completed a handshake are
+// remembered for the reserved share.
+const (
+	recentFor = 10 * time.Minute
+	recentMax = 4096
+)
+
+func newConnGate(maxTotal, maxPerSource int) *connGate {
+	return &connGate{
+		maxTotal: maxTotal, maxPerSource: maxPerSource,
+		maxPerPrefix: max(1, maxTotal/2), reserved: maxTotal / 4,
+		conns: map[net.Conn]*gateEntry{}, perSrc: map[string]int{}, perPfx: map[string]int{},
+		recent: map[string]time.Time{}, gone: map[net.Conn]bool{},
+	}
+}
+
+// gateRefusal says why enter refused a connection.
+type gateRefusal uint8
+
+const (
+	gateOK gateRefusal = iota
+	gateFull
+	gateSourceFull
+	gateClosed
+)
+
+// enter admits nc unless a cap is reached with nothing to evict in its
+// scope, or the gate closed; the caller closes a refused connection.
+// Evicted connections are closed here.
+func (g *connGate) enter(nc net.Conn, now time.Time) gateRefusal {
+	src := sourceHost(nc)
+	pfx := sourcePrefix(src)
+	var out []net.Conn
+	defer func() {
+		for _, c := range out {
+			c.Close() // does not block; the connection's goroutine then leaves
+		}
+	}()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return gateClosed
+	}
+	recent := g.isRecent(src, now)
+	evict := func(full bool, in func(*gateEntry) bool) bool {
+		if !full {
+			return true
+		}
+		old := g.oldest(in)
+		if old == nil {
+			return false
+		}
+		if g.conns[old].spoke {
+			g.gone[old] = true
+		}
+		out = append(out, old)
+		g.remove(old)
+		g.nEvicted++
+		return true
+	}
+	switch {
+	case !evict(g.perSrc[src] >= g.maxPerSource, func(e *gateEntry) bool { return e.src == src }):
+		return gateSourceFull
+	case !evict(g.perPfx[pfx] >= g.maxPerPrefix, func(e *gateEntry) bool { return e.pfx == pfx }):
+		return gateSourceFull
+	case !recent && !evict(len(g.conns)-g.nRecent >= g.maxTotal-g.reserved, func(e *gateEntry) bool { return !e.recent }):
+		return gateFull
+	case !evict(len(g.conns) >= g.maxTotal, func(*gateEntry) bool { return true }):
+		return gateFull
+	}
+	g.seq++
+	g.conns[nc] = &gateEntry{src: src, pfx: pfx, seq: g.seq, recent: recent}
+	g.perSrc[src]++
+	g.perPfx[pfx]++
+	if recent {
+		g.nRecent++
+	}
+	return gateOK
+}
+
+// oldest is the connection in scope that came first; nil if the scope is
+// empty. A scan: the gate holds at most maxTotal.
+func (g *connGate) oldest(in func(*gateEntry) bool) net.Conn {
+	var old net.Conn
+	var seq uint64
+	for nc, e := range g.conns {
+		if in(e) && (old == nil || e.seq < seq) {
+			old, seq = nc, e.seq
+		}
+	}
+	return old
+}
+
+// halves returns the connections evicted after their first frame that
+// have not left yet: the loop drops those it holds from its maps of half
+// handshakes (dropConn, which makes them leave); the others are on their
+// way to it (evicted says so when they arrive) or their goroutine is
+// closing them.
+func (g *connGate) halves() []net.Conn {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.gone) == 0 {
+		return nil
+	}
+	h := make([]net.Conn, 0, len(g.gone))
+	for nc := range g.gone {
+		h = append(h, nc)
+	}
+	return h
+}
+
+// evicted reports whether nc was evicted after its first frame (and has
+// not left yet): the loop drops it rather than hold it.
+func (g *connGate) evicted(nc net.Conn) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.gone[nc]
+}
+
+// spoke marks nc's first frame read: the loop may hold it from then on,
+// and must hear of its eviction (halves, evicted).
+func (g *connGate) spoke(nc net.Conn) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if e := g.conns[nc]; e != nil {
+		e.spoke = true
+	}
+}
+
+// handshook remembers nc's source as one that completed a handshake at
+// now, for the reserved share; at most recentMax sources, the least
+// recent forgotten first.
+func (g *connGate) handshook(nc net.Conn, now time.Time) {
+	src := sourceHost(nc)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.recent[src]; !ok && len(g.recent) >= recentMax {
+		g.forgetRecent(now)
+	}
+	g.recent[src] = now
+}
+
+// forgetRecent drops the sources older than recentFor, and if none is,
+// the least recent one.
+func (g *connGate) forgetRecent(now time.Time) {
+	var oldest string
+	var at time.Time
+	for s, t := range g.recent {
+		if now.Sub(t) >= recentFor {
+			delete(g.recent, s)
+			continue
+		}
+		if oldest == "" || t.Before(at) {
+			oldest, at = s, t
+		}
+	}
+	if len(g.recent) >= recentMax {
+		delete(g.recent, oldest)
+	}
+}
+
+func (g *connGate) isRecent(src string, now time.Time) bool {
+	t, ok := g.recent[src]
+	return ok && now.Sub(t) < recentFor
+}
+
+// leave forgets nc (it became a session, or was closed); idempotent.
+func (g *connGate) leave(nc net.Conn) {
+	if nc == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.remove(nc)
+	delete(g.gone, nc)
+}
+
+func (g *connGate) remove(nc net.Conn) {
+	e, ok := g.conns[nc]
+	if !ok {
+		return
+	}
+	delete(g.conns, nc)
+	if g.perSrc[e.src]--; g.perSrc[e.src] <= 0 {
+		delete(g.perSrc, e.src)
+	}
+	if g.perPfx[e.pfx]--; g.perPfx[e.pfx] <= 0 {
+		delete(g.perPfx, e.pfx)
+	}
+	if e.recent {
+		g.nRecent--
+	}
+}
+
+// len is the number of connections inside.
+func (g *connGate) len() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.conns)
+}
+
+// takeEvicted returns the evictions since the last call.
+func (g *connGate) takeEvicted() uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := g.nEvicted
+	g.nEvicted = 0
+	return n
+}
+
+// closeAll closes every connection inside and refuses new ones.
+func (g *connGate) closeAll() {
+	g.mu.Lock()
+	g.closed = true
+	conns := make([]net.Conn, 0, len(g.conns))
+	for nc := range g.conns {
+		conns = append(conns, nc)
+	}
+	clear(g.conns)
+	clear(g.perSrc)
+	clear(g.perPfx)
+	clear(g.gone)
+	g.nRecent = 0
+	g.mu.Unlock()
+	for _, nc := range conns {
+		nc.Close()
+	}
+}
+
+func sourceHost(nc net.Conn) string {
+	a := nc.RemoteAddr()
+	if a == nil {
+		return ""
+	}
+	h, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	return h
+}
+
+// sourcePrefix is the /24 of an IPv4 source, the /64 of an IPv6 one, the
+// source itself if it is not an address.
+func sourcePrefix(src string) string {
+	ip, err := netip.ParseAddr(src)
+	if err != nil {
+		return src
+	}
+	bits := 64
+	if ip.Unmap().Is4() {
+		ip, bits = ip.Unmap(), 24
+	}
+	p, err := ip.Prefix(bits)
+	if err != nil {
+		return src
+	}
+	return p.String()
+}
+
+// refusals count connections refused before they became sessions, by
+// where; written by the accept and handshake goroutines.
+type refusals struct {
+	gate, tls, frame, identity atomic.Uint64
+}
+
+// Refusals are counts of connections refused before they became a
+// session; for metrics and tests. Garbage on the port is logged at debug
+// only, so these are how an operator sees it.
+type Refusals struct {
+	Gate     uint64 // over max_handshakes or max_handshakes_per_source, or evicted (the oldest) to make room
+	TLS      uint64 // TLS handshake failed (no or untrusted certificate, allow_peers)
+	Frame    uint64 // first frame missing, oversized, malformed or not a Hello or DataAttach
+	Identity uint64 // claimed peer id not covered by the certificate or the source address
+}
+
+// Refused returns the node's refusal counts; safe from any goroutine.
+func (n *Node) Refused() Refusals {
+	r := &n.refused
+	return Refusals{Gate: r.gate.Load(), TLS: r.tls.Load(), Frame: r.frame.Load(), Identity: r.identity.Load()}
+}

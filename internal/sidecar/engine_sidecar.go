@@ -1,0 +1,309 @@
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"github.com/kvp2p/kvp2p/internal/node"
+	"log/slog"
+	"net"
+	"sync"
+
+	"github.com/kvp2p/kvp2p/internal/engineapi"
+	pb "github.com/kvp2p/kvp2p/internal/engineapi/enginepb"
+	"github.com/kvp2p/kvp2p/internal/identity"
+	"github.com/kvp2p/kvp2p/internal/region"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Sidecar is an engine's sidecar whose geometry may come from the engine.
+// A node's slots and block size are fixed when it is built (its store, its
+// sessions' handshakes and its data path all use them), and the engine
+// knows them only when it has sized its region. So when the config leaves
+// slots or block_bytes unset, the Sidecar serves the engine API at once
+// and builds the node at the first Register, from its num_chunks and
+// row_stride; until then it has no peer side (peers that dial it wait or
+// fail over, as for a sidecar whose engine is not up: it could neither
+// serve nor load anything). A field the config does set must agree with
+// the Register, or the Register is refused, as a node built from the
+// config refuses it. Later registrations (a restarted engine) must agree
+// with the geometry the node was built with: changing it takes a restart
+// of the sidecar.
+type Sidecar struct {
+	cfg   node.Config
+	srv   *engineapi.Server
+	built chan struct{} // closed once node is set
+	stop  chan struct{} // closed when stopped before the node exists
+
+	mu      sync.Mutex // guards node and stopped; never held across I/O
+	node    *node.Node
+	eng     *engine // node's sidecar hooks, set with it
+	stopped bool
+}
+
+// maxBlockBytes is the largest block_bytes a config may set.
+const maxBlockBytes = 256 << 20
+
+// ErrNoEngineYet is what a Sidecar answers before its first engine has
+// registered and so given it its geometry.
+var ErrNoEngineYet = errors.New("kvp2p: waiting for the engine's first Register (it gives the sidecar its geometry)")
+
+// New validates cfg, which must enable the engine API, and builds
+// a sidecar. With slots and block_bytes both set the node is built now,
+// as newEngineNode does at a Register; otherwise at the first Register.
+func New(cfg node.Config) (*Sidecar, error) {
+	if !cfg.Engine.Enabled() {
+		return nil, errors.New("kvp2p: a sidecar needs engine.socket or engine.addr")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.TLS.Enabled() {
+		// Fail at start, not at the engine's first Register.
+		if _, err := identity.NewCreds(identity.Config(cfg.TLS)); err != nil {
+			return nil, err
+		}
+	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Sidecar{cfg: cfg, built: make(chan struct{}), stop: make(chan struct{})}
+	s.srv = engineapi.New(sidecarBackend{s}, engineapi.Options{Log: log.With("node", cfg.PeerID)})
+	if cfg.Slots != 0 && cfg.BlockBytes != 0 {
+		n, e, err := newEngineNode(cfg)
+		if err != nil {
+			return nil, err
+		}
+		s.adoptLocked(n, e, "slots, block_bytes")
+	}
+	return s, nil
+}
+
+// adoptLocked makes n the sidecar's node. The engine API is the sidecar's,
+// so the node stops it when it stops, as it stops its own.
+func (s *Sidecar) adoptLocked(n *node.Node, e *engine, from string) {
+	e.srv = s.srv
+	e.geoFrom = from
+	s.node, s.eng = n, e
+	close(s.built)
+}
+
+// Node is the sidecar's node, or nil before the first Register.
+func (s *Sidecar) Node() *node.Node {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.node
+}
+
+// backend is the node's engine backend, once the node exists.
+func (s *Sidecar) backend() (engineBackend, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return engineBackend{s.node, s.eng}, s.node != nil
+}
+
+// newEngineNode builds a node whose slots are an engine's region, and its
+// engine state (the node's Sidecar hooks).
+func newEngineNode(cfg node.Config) (*node.Node, *engine, error) {
+	e := newEngine(cfg.Engine, cfg.Slots, cfg.BlockBytes)
+	n, err := node.NewWithSidecar(cfg, e)
+	if err != nil {
+		return nil, nil, err
+	}
+	e.contains = n.Store().Contains // the store's index: what kvp2p holds already
+	return n, e, nil
+}
+
+// Built is closed once the node exists.
+func (s *Sidecar) Built() <-chan struct{} { return s.built }
+
+// ServeEngine serves the engine API on ln until the sidecar stops.
+func (s *Sidecar) ServeEngine(ln net.Listener) error { return s.srv.Serve(ln) }
+
+// ServeSteps serves the engine API's step socket (Step without gRPC, see
+// engineapi.Server.ServeSteps) on ln until the sidecar stops.
+func (s *Sidecar) ServeSteps(ln net.Listener) error { return s.srv.ServeSteps(ln) }
+
+// AdvertiseSteps names ln to engines as the step socket before ServeSteps
+// runs (engineapi.Server.AdvertiseSteps).
+func (s *Sidecar) AdvertiseSteps(ln net.Listener) { s.srv.AdvertiseSteps(ln) }
+
+// Serve waits for the node, then runs it on ln (Node.Serve). Stopped
+// before that, it closes ln and returns nil.
+func (s *Sidecar) Serve(ln net.Listener) error {
+	select {
+	case <-s.built:
+		return s.Node().Serve(ln)
+	case <-s.stop:
+		ln.Close()
+		return nil
+	}
+}
+
+// stopEarly stops a sidecar that has no node yet and reports true; false
+// means the node exists and the caller stops it.
+func (s *Sidecar) stopEarly() (*node.Node, bool) {
+	s.mu.Lock()
+	n := s.node
+	if n == nil && !s.stopped {
+		s.stopped = true
+		close(s.stop)
+	}
+	s.mu.Unlock()
+	if n != nil {
+		return n, false
+	}
+	s.srv.Stop()
+	return nil, true
+}
+
+// Shutdown is Node.Shutdown once the node exists; before, it stops the
+// engine API.
+func (s *Sidecar) Shutdown(ctx context.Context) error {
+	if n, early := s.stopEarly(); !early {
+		return n.Shutdown(ctx)
+	}
+	return nil
+}
+
+// Close is Node.Close once the node exists; before, it stops the engine API.
+func (s *Sidecar) Close() error {
+	if n, early := s.stopEarly(); !early {
+		return n.Close()
+	}
+	return nil
+}
+
+// Status is Node.Status, or ErrNoEngineYet.
+func (s *Sidecar) Status(ctx context.Context) (*node.Snapshot, error) {
+	if n := s.Node(); n != nil {
+		return n.Status(ctx)
+	}
+	return nil, ErrNoEngineYet
+}
+
+// ReloadTLS is Node.ReloadTLS; before the node exists there is nothing to
+// reload (the node reads the files when it is built).
+func (s *Sidecar) ReloadTLS() error {
+	if n := s.Node(); n != nil {
+		return n.ReloadTLS()
+	}
+	return nil
+}
+
+// GoodbyeIdle is Node.GoodbyeIdle, or ErrNoEngineYet.
+func (s *Sidecar) GoodbyeIdle() (int, error) {
+	if n := s.Node(); n != nil {
+		return n.GoodbyeIdle()
+	}
+	return 0, ErrNoEngineYet
+}
+
+// RefuseHandshakes is Node.RefuseHandshakes, or ErrNoEngineYet.
+func (s *Sidecar) RefuseHandshakes(on bool) error {
+	if n := s.Node(); n != nil {
+		return n.RefuseHandshakes(on)
+	}
+	return ErrNoEngineYet
+}
+
+// geometry is the node's geometry for reg: the configured fields, which
+// reg must agree with, and reg's for the others.
+func (s *Sidecar) geometry(reg *pb.Register) (region.Geometry, error) {
+	if reg.NumChunks > node.MaxSlots || reg.RowStride > maxBlockBytes {
+		return region.Geometry{}, status.Errorf(codes.InvalidArgument,
+			"region of %d chunks of %d bytes: a sidecar takes at most %d chunks of at most %d bytes",
+			reg.NumChunks, reg.RowStride, node.MaxSlots, maxBlockBytes)
+	}
+	if c := s.cfg.Slots; c != 0 && uint64(c) != reg.NumChunks {
+		return region.Geometry{}, status.Errorf(codes.FailedPrecondition,
+			"region of %d chunks; this sidecar is configured for %d (slots)", reg.NumChunks, c)
+	}
+	if c := s.cfg.BlockBytes; c != 0 && uint64(c) != reg.RowStride {
+		return region.Geometry{}, status.Errorf(codes.FailedPrecondition,
+			"region's row_stride %d; this sidecar is configured for %d (block_bytes)", reg.RowStride, c)
+	}
+	return region.Geometry{NumChunks: reg.NumChunks, RowStride: reg.RowStride}, nil
+}
+
+// nodeFor returns the node reg attaches to, building it from reg if there
+// is none yet; then it also returns reg's region, mapped (the Register's
+// checks are done), for the caller to attach.
+func (s *Sidecar) nodeFor(reg *pb.Register) (engineBackend, *region.Region, error) {
+	if b, ok := s.backend(); ok {
+		return b, nil, nil
+	}
+	geo, err := s.geometry(reg)
+	if err != nil {
+		return engineBackend{}, nil, err
+	}
+	if err := checkIdentity(reg, s.cfg); err != nil {
+		return engineBackend{}, nil, err
+	}
+	// The region is checked before the geometry is taken: a Register that
+	// names no file of that size fixes nothing.
+	r, err := region.Open(reg.RegionPath, s.cfg.Engine.WithDefaults().RegionDir, geo)
+	if err != nil {
+		return engineBackend{}, nil, status.Errorf(codes.FailedPrecondition, "%v", err)
+	}
+	cfg := s.cfg
+	cfg.Slots, cfg.BlockBytes = int(geo.NumChunks), int(geo.RowStride)
+	n, e, err := newEngineNode(cfg)
+	if err != nil {
+		r.Close()
+		return engineBackend{}, nil, status.Errorf(codes.InvalidArgument, "the region's geometry: %v", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.stopped:
+		r.Close()
+		return engineBackend{}, nil, status.Error(codes.Unavailable, "kvp2p: sidecar stopping")
+	case s.node != nil:
+		// Another engine's Register built it first: attach as to any node
+		// (its geometry is checked there).
+		r.Close()
+		return engineBackend{s.node, s.eng}, nil, nil
+	}
+	s.adoptLocked(n, e, fmt.Sprintf("taken from the first engine's Register (engine_id %q); restart the sidecar to change it", reg.EngineId))
+	n.Log().Info("geometry from the engine's Register", "num_chunks", geo.NumChunks, "row_stride", geo.RowStride)
+	return engineBackend{n, e}, r, nil
+}
+
+// sidecarBackend is the engine API's backend before and after the node
+// exists: every call goes to the node's engineBackend once it does.
+type sidecarBackend struct{ s *Sidecar }
+
+var _ engineapi.Backend = sidecarBackend{}
+
+func (b sidecarBackend) Attach(reg *pb.Register, out engineapi.Outbox) (*pb.Registered, error) {
+	eb, r, err := b.s.nodeFor(reg)
+	if err != nil {
+		return nil, err
+	}
+	if r != nil {
+		return eb.attachRegion(r, out)
+	}
+	return eb.Attach(reg, out)
+}
+
+func (b sidecarBackend) Detach(id uint64) {
+	if eb, ok := b.s.backend(); ok {
+		eb.Detach(id)
+	}
+}
+
+func (b sidecarBackend) Grant(id uint64, g *pb.ServeGrant) {
+	if eb, ok := b.s.backend(); ok {
+		eb.Grant(id, g)
+	}
+}
+
+func (b sidecarBackend) Step(req *pb.StepRequest) (*pb.StepResponse, error) {
+	if eb, ok := b.s.backend(); ok {
+		return eb.Step(req)
+	}
+	return nil, status.Errorf(codes.FailedPrecondition, "registration %d: no engine is attached: attach first", req.Registration)
+}
