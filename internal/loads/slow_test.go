@@ -245,4 +245,3 @@ func TestSlowStallTakesTheStallPath(t *testing.T) {
 		t.Fatalf("result %+v, want the progress watchdog's end of the session", r)
 	}
 }
-
