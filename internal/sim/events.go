@@ -258,7 +258,7 @@ func (n *Net) fireData(nd *Node, ev *event) {
 		}
 		switch {
 		case ev.kind == evProgress:
-			n.frame(e, event{kind: evProgressRx, n: tx.job})
+			n.frame(e, event{kind: evProgressRx, n: tx.job, queued: tx.bytes == 0})
 			n.schedule(n.now+int64(n.ProgressInterval), event{kind: evProgress, e: e, op: tx})
 		case ev.kind == evCancelDone:
 			n.endTx(tx)
@@ -284,6 +284,12 @@ func (n *Net) fireData(nd *Node, ev *event) {
 		}
 		switch ev.kind {
 		case evProgressRx:
+			if ev.queued && rx.got == 0 {
+				// Its producer has its blocks and sends others first: the
+				// load's start budget runs (datapath's Progress{Queued}).
+				nd.T.DataQueued(n.Now, e.conn, ev.n)
+				break
+			}
 			nd.T.DataProgress(n.Now, e.conn, ev.n, rx.got)
 		case evRxEnd:
 			delete(e.rx, ev.n)
