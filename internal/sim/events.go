@@ -173,6 +173,7 @@ func (n *Net) data(nd *Node, conn loads.ConnID, op *session.DataOp) {
 		n.openTx(e, op.Job)
 	case session.OpSend:
 		tx := n.openTx(e, op.Job)
+		tx.blocks = true
 		wb := n.WireBlockBytes
 		if wb <= 0 {
 			wb = nd.Store.BlockBytes()
@@ -258,7 +259,7 @@ func (n *Net) fireData(nd *Node, ev *event) {
 		}
 		switch {
 		case ev.kind == evProgress:
-			n.frame(e, event{kind: evProgressRx, n: tx.job, queued: tx.bytes == 0})
+			n.frame(e, event{kind: evProgressRx, n: tx.job, queued: tx.blocks && tx.bytes == 0})
 			n.schedule(n.now+int64(n.ProgressInterval), event{kind: evProgress, e: e, op: tx})
 		case ev.kind == evCancelDone:
 			n.endTx(tx)
