@@ -25,9 +25,13 @@ type slowFixture struct {
 }
 
 func newSlowFixture(t *testing.T, bps int64) *slowFixture {
+	return newSlowFixtureTimeout(t, bps, slowLoadTimeout)
+}
+
+func newSlowFixtureTimeout(t *testing.T, bps int64, loadTimeout time.Duration) *slowFixture {
 	f := newFleet(t)
 	tm := loads.PresetTimers(health.Domain)
-	tm.LoadTimeoutPD = slowLoadTimeout
+	tm.LoadTimeoutPD = loadTimeout
 	o := sim.NodeOpts{Policy: health.Domain, Timers: &tm, Domain: "pod-a"}
 	g := &slowFixture{fleet: f, p: f.node("10.0.0.1:7777", o)}
 	o.Domain = ""
@@ -167,6 +171,19 @@ func TestSlowLoadFallsBackDeliberately(t *testing.T) {
 	if s2 := g.session(); s2.Conn != s.Conn || s2.State != loads.SessionReady || len(g.net.Dials) != dials {
 		t.Fatalf("session after the next load: %+v (dials %d -> %d), want %d, ready, no dial", s2, dials, len(g.net.Dials), s.Conn)
 	}
+	// The failed load's bytes already queued still cross the slow link
+	// (the simulator queues a job's bytes whole: 15 s of them here), its
+	// terminal frame after them. The producer acked the abort long before:
+	// the consumer waits for that frame while the link delivers, and does
+	// not end the session for it (client.draining).
+	g.net.Advance(20 * time.Second)
+	if s2 := g.session(); s2.Conn != s.Conn || s2.State != loads.SessionReady {
+		t.Fatalf("session after the drain: %+v, want %d, ready\n%s", s2, s.Conn, tail(g.log.String()))
+	}
+	if p := g.peer(); p.Faults != 0 {
+		t.Fatalf("policy's view after the drain: %+v", p)
+	}
+	g.settled(g.c)
 }
 
 // TestSlowStateEnds: the slow state is held for a few windows after the
@@ -243,5 +260,31 @@ func TestSlowStallTakesTheStallPath(t *testing.T) {
 	if r.OK || r.Reason == session.ReasonSlow || session.Deliberate(r.Reason) ||
 		!strings.Contains(r.Reason, health.CauseProgressStall.String()) {
 		t.Fatalf("result %+v, want the progress watchdog's end of the session", r)
+	}
+}
+
+// TestQueuedBehindSlowLoadStartBudget: a load queued behind a long one on
+// a slow link (the producer has its blocks and sends the other first:
+// Progress{Queued}, which the simulator now sends as the data path does)
+// falls back deliberately at its start budget, not at its load timeout;
+// the long load, which can finish, goes on and does.
+func TestQueuedBehindSlowLoadStartBudget(t *testing.T) {
+	g := newSlowFixtureTimeout(t, 16<<10, 30*time.Second)
+	long, _ := g.load(40) // 10 s at this rate, of 30
+	queued, at := g.load(1)
+	r, ok := g.until(queued, 10*time.Second)
+	if !ok || r.OK || r.Reason != session.ReasonStartBudget || !session.Deliberate(r.Reason) {
+		t.Fatalf("queued load: %+v (%v), want its start budget", r, ok)
+	}
+	// The budget runs from the first Queued frame received, which waits
+	// behind the send buffer's bytes (16 KiB: a second at this rate).
+	if took := g.net.Now.Sub(at); took < 2*time.Second || took > 4*time.Second {
+		t.Fatalf("start budget fired after %v, want 2 s after its first Queued frame", took)
+	}
+	if r, ok := g.until(long, 12*time.Second); !ok || !r.OK {
+		t.Fatalf("the long load: %+v (%v)", r, ok)
+	}
+	if p := g.peer(); p.Faults != 0 || p.EjectedFor != 0 {
+		t.Fatalf("policy's view: %+v", p)
 	}
 }

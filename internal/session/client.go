@@ -521,7 +521,7 @@ func (c *client) tick(s *Session, now time.Time) {
 				"silent_for", now.Sub(c.silentSince(l)), "bytes", l.bytes)
 			s.EndOnFault(now, health.CauseProgressStall)
 			return
-		case l.reported && now.Sub(l.failedAt) >= s.cfg.AbortAckTimeout:
+		case l.reported && now.Sub(l.failedAt) >= s.cfg.AbortAckTimeout && !c.draining(s, now, l):
 			// A failed load whose writers are not both proven stopped: only
 			// the end of the session (then DataClosed) can free its slots.
 			if !l.producerDone {
@@ -534,6 +534,17 @@ func (c *client) tick(s *Session, now time.Time) {
 			return
 		}
 	}
+}
+
+// draining reports whether failed load l, whose producer has stopped
+// (AbortAck or TransferDone) but whose terminal data frame has not come,
+// is still draining: the data connection delivered within StallTimeout.
+// Its terminal frame waits behind bytes already in the producer's send
+// buffer (a deliberately failed slow load's own, on a slow link): that is
+// not a fault, and the session stays (issue 24: slow is not dead). The
+// progress watchdog's silence bounds it, as it bounds a running load.
+func (c *client) draining(s *Session, now time.Time, l *load) bool {
+	return l.producerDone && !l.dataEnded && s.cfg.StallTimeout > 0 && now.Sub(c.dataAt) < s.cfg.StallTimeout
 }
 
 // close fails every load at once. Their slots are released by dataClosed.
