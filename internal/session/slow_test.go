@@ -161,3 +161,20 @@ func TestSlowStarvationNotCounted(t *testing.T) {
 		}
 	}
 }
+
+// TestSlowJudgmentNoAlloc: the judgment runs for every chunk that lands;
+// it allocates nothing.
+func TestSlowJudgmentNoAlloc(t *testing.T) {
+	pr := slowPair(t)
+	got := uint64(0)
+	allocs := testing.AllocsPerRun(200, func() {
+		pr.now = pr.now.Add(10 * time.Millisecond)
+		got += 64 << 10 / 100 // 64 KiB/s: in time, judged at every call once a window passed
+		if pr.c.s.DataProgress(pr.now, 1, got) {
+			t.Fatal("failed a load that finishes in time")
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("DataProgress allocates %.1f times per call", allocs)
+	}
+}
