@@ -39,6 +39,7 @@ var outcomeStyle = []struct {
 	{"stuck", "#9a9a9a", "stuck (unresolved at the end)"},
 	{"fb", "#f28e2b", "fallback (source had a fault)"},
 	{"false", "#e03131", "false fallback (source healthy)"},
+	{"deliberate", "#4e79a7", "deliberate fallback (source alive, too slow to wait for)"},
 }
 
 const (
@@ -46,6 +47,7 @@ const (
 	clsStuck
 	clsFallback
 	clsFalse
+	clsDeliberate
 )
 
 // SVG draws the runs of one scenario as a timeline, one panel per policy
@@ -211,6 +213,9 @@ func (t *timeline) bar(q report.Request) bar {
 	case q.Outcome == report.Stuck:
 		br.class = clsStuck
 		br.title = fmt.Sprintf("%s %s: arrived %v, unresolved at the end", q.ID, q.Source, q.Arrived)
+	case q.Deliberate && !affected:
+		br.class = clsDeliberate
+		br.title = fmt.Sprintf("%s %s: arrived %v, prefilled at %v rather than wait for a slow source", q.ID, q.Source, q.Arrived, q.Resolved)
 	case affected:
 		br.class = clsFallback
 		br.title = fmt.Sprintf("%s %s: arrived %v, fell back at %v", q.ID, q.Source, q.Arrived, q.Resolved)

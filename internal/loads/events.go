@@ -198,14 +198,22 @@ func (t *Table) Starved(d time.Duration) {
 }
 
 // DataProgress: bytes landed, or a Progress frame, for a consumer job. It
-// and DataQueued decide nothing and only move the session's deadlines
-// later (a queued deadline that is early costs a harmless visit): there is
-// nothing to settle, and the hot path stays cheap.
+// and DataQueued usually decide nothing and only move the session's
+// deadlines later (a queued deadline that is early costs a harmless
+// visit): there is nothing to settle, and the hot path stays cheap. The
+// exception is a load the session judges too slow to finish within its
+// load timeout (session.ReasonSlow): it fails now, deliberately, and is
+// settled as any other failed load; the session and the policy's view of
+// the peer are untouched (slow is not dead).
 func (t *Table) DataProgress(now time.Time, id ConnID, job, bytes uint64) {
 	if c := t.conns[id]; c != nil {
-		c.s.DataProgress(now, job, bytes)
+		decided := c.s.DataProgress(now, job, bytes)
 		if c.watched {
 			t.seen(now, c)
+		}
+		if decided {
+			t.touch(c)
+			t.settle(now)
 		}
 	}
 }

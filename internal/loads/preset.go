@@ -14,6 +14,7 @@ type Timers struct {
 	ProgressInterval     time.Duration
 	StallTimeout         time.Duration // 0 = watchdog off
 	LoadStartBudget      time.Duration // 0 = off; see session.Config
+	SlowWindow           time.Duration // 0 = off; see session.Config
 	LoadTimeoutSymmetric time.Duration
 	LoadTimeoutPD        time.Duration
 	AbortAckTimeout      time.Duration
@@ -40,6 +41,7 @@ func KVP2PTimers() Timers {
 		HeartbeatInterval: 500 * time.Millisecond, HeartbeatTimeout: 2 * time.Second,
 		ProgressInterval: 100 * time.Millisecond, StallTimeout: time.Second,
 		LoadStartBudget:      2 * time.Second,
+		SlowWindow:           500 * time.Millisecond,
 		LoadTimeoutSymmetric: 10 * time.Second, LoadTimeoutPD: 30 * time.Second,
 		AbortAckTimeout: 5 * time.Second, HandshakeTimeout: 5 * time.Second,
 		LookupTimeout: time.Second, IdleTimeout: 300 * time.Second,
@@ -62,6 +64,7 @@ func VLLMTimers() Timers {
 	t.HeartbeatInterval, t.HeartbeatTimeout = 2*time.Second, 10*time.Second
 	t.StallTimeout = 0
 	t.LoadStartBudget = 0 // vLLM has none: a queued load waits for its load timeout
+	t.SlowWindow = 0      // nor a slow judgment: a slow load waits for its load timeout
 	t.AbortAckTimeout = 10 * time.Second
 	t.CancelDrainTimeout = 10 * time.Second
 	t.HandshakeTimeout = 30 * time.Second
@@ -102,7 +105,7 @@ func BuildConfig(id Identity, t Timers, p health.Policy) Config {
 			AbortAckTimeout: t.AbortAckTimeout, LookupTimeout: t.LookupTimeout,
 			StoreTimeout: t.StoreTimeout, CancelDrainTimeout: t.CancelDrainTimeout,
 			LookupPendingTimeout: t.LookupPendingTimeout, StallTimeout: t.StallTimeout,
-			LoadStartBudget: t.LoadStartBudget,
+			LoadStartBudget: t.LoadStartBudget, SlowWindow: t.SlowWindow,
 		},
 		Policy:              p,
 		MaxPeers:            t.MaxPeers,

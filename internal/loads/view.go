@@ -24,6 +24,9 @@ type SessionView struct {
 	State    string
 	Cause    string // why it ended; "" while it has not
 	Since    time.Time
+	// Slow: a load on it delivers, but too slowly to finish within its
+	// deadline with a margin (session.Session.Slow): alive, not faulty.
+	Slow bool
 }
 
 // JobView is one load or store the table holds.
@@ -47,6 +50,8 @@ type View struct {
 	// Fetches: producer request ids a peer's PD fetch is bound to (its
 	// decoder waits for, or is being sent, their blocks).
 	Fetches int
+	// SlowSessions: sessions with Slow set.
+	SlowSessions int
 }
 
 // View copies the table's state at now.
@@ -65,6 +70,9 @@ func (t *Table) View(now time.Time) View {
 			sv.State, sv.Cause = SessionEnded, c.s.Ended().String()
 		case c.s.Ready():
 			sv.State = SessionReady
+			if sv.Slow = c.s.Slow(now); sv.Slow {
+				v.SlowSessions++
+			}
 		}
 		v.Sessions = append(v.Sessions, sv)
 	}

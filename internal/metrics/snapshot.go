@@ -53,6 +53,7 @@ type Peer struct {
 	EjectedForSec float64   `json:"ejected_for_s,omitempty"` // ejection time left
 	Probing       bool      `json:"probing,omitempty"`
 	Delivering    bool      `json:"delivering,omitempty"` // under a check, and its data path delivered since it began: alive, its answer late (docs/liveness.md)
+	Slow          bool      `json:"slow,omitempty"`       // a session to it is slow (Session.Slow)
 	Faults        int       `json:"faults,omitempty"`
 	Sessions      []Session `json:"sessions"`
 }
@@ -69,6 +70,9 @@ type Session struct {
 	// LastProgressSec is how long ago its data path last moved bytes or
 	// carried a Progress frame; -1 if it never did.
 	LastProgressSec float64 `json:"last_progress_s"`
+	// Slow: a load on it delivers, but too slowly to finish within its
+	// load timeout with a margin (docs/liveness.md): alive, not faulty.
+	Slow bool `json:"slow,omitempty"`
 }
 
 // Load is one load in flight.
@@ -90,6 +94,7 @@ type Counters struct {
 	LoadFailures         uint64            `json:"load_failures"`
 	LoadTimeouts         uint64            `json:"load_timeouts"`
 	LoadsOverBudget      uint64            `json:"loads_over_budget"`
+	LoadsTooSlow         uint64            `json:"loads_too_slow"`   // failed deliberately: too slow to finish in time (session.ReasonSlow)
 	LookupFallbacks      uint64            `json:"lookup_fallbacks"` // requests a lookup MISS sent to local prefill
 	StoresOK             uint64            `json:"stores_ok"`
 	StoreFailures        uint64            `json:"store_failures"`
@@ -180,6 +185,19 @@ func (h Histograms) Valid() error {
 		}
 	}
 	return nil
+}
+
+// SlowPeers counts the peers marked Slow.
+func (s *Snapshot) SlowPeers() int {
+	n := 0
+	for _, d := range s.Domains {
+		for _, p := range d.Peers {
+			if p.Slow {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // SessionCount counts sessions by state.

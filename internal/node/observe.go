@@ -226,6 +226,8 @@ func (o *observer) JobSettled(r loads.JobResult, submitted time.Time) {
 				o.c.LoadTimeouts++
 			case r.Reason == session.ReasonStartBudget:
 				o.c.LoadsOverBudget++
+			case r.Reason == session.ReasonSlow:
+				o.c.LoadsTooSlow++
 			}
 			o.h.TimeToFallback.Observe(age)
 		}

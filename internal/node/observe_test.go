@@ -87,3 +87,13 @@ func TestObserverLookupsBounded(t *testing.T) {
 		t.Fatalf("a closed session's lookups are still timed: %d", len(o.lookups))
 	}
 }
+
+// TestObserverTooSlow: a load failed as too slow to finish in time is a
+// deliberate fallback, counted apart (kvp2p_loads_too_slow_total).
+func TestObserverTooSlow(t *testing.T) {
+	o := newObserver(time.Unix(1000, 0))
+	o.JobSettled(loads.JobResult{Job: 1, Kind: loads.JobLoad, Bytes: 4096, Reason: session.ReasonSlow}, time.Time{})
+	if c := o.c; c.LoadsTooSlow != 1 || c.LoadsOverBudget != 0 || c.LoadTimeouts != 0 || c.LoadFailures != 1 {
+		t.Fatalf("counters %+v", c)
+	}
+}

@@ -100,8 +100,9 @@ func (n *Node) snapshot(now time.Time) *Snapshot {
 		}
 		ss := metrics.Session{
 			Conn: uint64(sv.Conn), Outbound: sv.Outbound, State: sv.State, Cause: sv.Cause,
-			AgeSec: now.Sub(sv.Since).Seconds(), LastProgressSec: -1,
+			AgeSec: now.Sub(sv.Since).Seconds(), LastProgressSec: -1, Slow: sv.Slow,
 		}
+		p.Slow = p.Slow || sv.Slow // slow, not dead (docs/liveness.md)
 		if c := n.obs.conns[sv.Conn]; c != nil {
 			ss.BytesIn, ss.BytesOut = c.bytesIn, c.bytesOut
 			if !c.lastProgress.IsZero() {

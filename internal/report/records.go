@@ -26,6 +26,10 @@ type Request struct {
 	Outcome  Outcome
 	Bytes    uint64 // bytes loaded (hits)
 	Corrupt  bool   // reported loaded but the bytes were wrong
+	// Deliberate: a Fallback the consumer chose (its load was too slow to
+	// finish within its deadline, or queued past its start budget:
+	// session.Deliberate), not one a fault forced on it.
+	Deliberate bool
 }
 
 // Window is one interval during which a rank had a fault that counts
@@ -65,7 +69,10 @@ type Report struct {
 	Fallbacks      int    `json:"fallbacks"`
 	Affected       int    `json:"affected"`
 	FalseFallbacks int    `json:"false_fallbacks"`
-	Stuck          int    `json:"stuck"`
+	// DeliberateFallbacks are the fallbacks the consumer chose (Request.
+	// Deliberate): counted in Fallbacks, never in FalseFallbacks.
+	DeliberateFallbacks int `json:"deliberate_fallbacks"`
+	Stuck               int `json:"stuck"`
 	// Censored is how many stuck requests the time statistics count with
 	// their time so far (in ttf_ms if affected, else in tth_ms).
 	Censored int `json:"censored"`

@@ -156,8 +156,16 @@ func Compute(sc *scenario.Scenario, policy string, reqs []Request, leakedSlots i
 			}
 		case Fallback:
 			rep.Fallbacks++
+			if r.Deliberate {
+				// Waiting could not beat prefilling: the consumer's choice
+				// on a rank that was alive, not a false fallback. If a
+				// fault overlapped it, it still took that long.
+				rep.DeliberateFallbacks++
+			}
 			if !hit {
-				rep.FalseFallbacks++
+				if !r.Deliberate {
+					rep.FalseFallbacks++
+				}
 				break
 			}
 			ttf = append(ttf, sample{ms: sinceFault(r.Resolved)})

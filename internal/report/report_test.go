@@ -216,7 +216,7 @@ func TestReportJSON(t *testing.T) {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	want := []string{"affected", "bytes_loaded", "censored", "corrupt_loads", "fallbacks", "false_fallbacks", "hits",
+	want := []string{"affected", "bytes_loaded", "censored", "corrupt_loads", "deliberate_fallbacks", "fallbacks", "false_fallbacks", "hits",
 		"leaked_slots", "orphan_slots", "peak_slots", "policy", "requests", "scenario", "stuck", "ttf_ms", "tth_domain_ms", "tth_ms"}
 	if !slices.Equal(keys, want) {
 		t.Errorf("keys %v, want docs/design.md's %v", keys, want)
@@ -264,19 +264,19 @@ func TestTableEmptySets(t *testing.T) {
 	}
 	// host-group: no ttf and no tth-domain samples; domain: no tth samples.
 	hg, dom := strings.Fields(lines[1]), strings.Fields(lines[2])
-	// scenario policy requests hits fallbacks affected false stuck censored
-	// ttf(p50 p99 max) tth(p50 p99) tth-domain(p99) ...
-	if got := hg[9:12]; strings.Join(got, " ") != "- - -" {
+	// scenario policy requests hits fallbacks affected false deliberate
+	// stuck censored ttf(p50 p99 max) tth(p50 p99) tth-domain(p99) ...
+	if got := hg[10:13]; strings.Join(got, " ") != "- - -" {
 		t.Errorf("host-group ttf %v, want - - -:\n%s", got, b.String())
 	}
-	if hg[12] != "3.0" || hg[13] != "4.0" || hg[14] != "-" {
-		t.Errorf("host-group tth %v, tth-domain %v:\n%s", hg[12:14], hg[14], b.String())
+	if hg[13] != "3.0" || hg[14] != "4.0" || hg[15] != "-" {
+		t.Errorf("host-group tth %v, tth-domain %v:\n%s", hg[13:15], hg[15], b.String())
 	}
-	if got := dom[9:12]; strings.Join(got, " ") != "0.0 0.0 0.0" {
+	if got := dom[10:13]; strings.Join(got, " ") != "0.0 0.0 0.0" {
 		t.Errorf("domain ttf %v, want its 0 ms samples:\n%s", got, b.String())
 	}
-	if dom[12] != "-" || dom[13] != "-" {
-		t.Errorf("domain tth %v, want -:\n%s", dom[12:14], b.String())
+	if dom[13] != "-" || dom[14] != "-" {
+		t.Errorf("domain tth %v, want -:\n%s", dom[13:15], b.String())
 	}
 }
 
@@ -334,5 +334,30 @@ func TestNarrowTableAndLegend(t *testing.T) {
 		if !narrow && !keys["tth-domain"] {
 			t.Errorf("wide legend lacks tth-domain:\n%s", lb.String())
 		}
+	}
+}
+
+// TestComputeDeliberate: a fallback the consumer chose (a slow or queued
+// load from a live source) is counted apart: in fallbacks and
+// deliberate_fallbacks, never in false_fallbacks; one that a fault
+// overlapped still counts its time to fallback.
+func TestComputeDeliberate(t *testing.T) {
+	sc := fleet(f(10*s, scenario.Crash, "a/0"))
+	deliberate := func(r Request) Request { r.Deliberate = true; return r }
+	reqs := []Request{
+		deliberate(req("a/1", 1*s, 2*s, Fallback)),                       // healthy source: not false
+		req("a/2", 1*s, 2*s, Fallback),                                   // healthy source: false
+		deliberate(req("a/0", 9*s, 10*s+200*time.Millisecond, Fallback)), // affected
+		req("a/0", 10*s, 10*s+100*time.Millisecond, Fallback),            // affected
+	}
+	r := Compute(sc, "p", reqs, 0)
+	if r.Fallbacks != 4 || r.DeliberateFallbacks != 2 || r.FalseFallbacks != 1 || r.Affected != 2 || r.TTFms.N != 2 {
+		t.Errorf("fallbacks %d deliberate %d false %d affected %d ttf n %d, want 4 2 1 2 2",
+			r.Fallbacks, r.DeliberateFallbacks, r.FalseFallbacks, r.Affected, r.TTFms.N)
+	}
+	var b bytes.Buffer
+	Table(&b, []Report{r})
+	if !strings.Contains(b.String(), "deliberate") {
+		t.Errorf("no deliberate column:\n%s", b.String())
 	}
 }

@@ -32,7 +32,8 @@ func legends() []legendEntry {
 		{"hits", "requests whose blocks were loaded from their source (and checked byte for byte)"},
 		{"fallbacks", "requests the engine prefilled locally instead"},
 		{"affected", "requests whose source rank had a fault while they were alive"},
-		{"false", "false fallbacks: fallbacks although the request's source stayed healthy"},
+		{"false", "false fallbacks: fallbacks although the request's source stayed healthy, other than deliberate ones"},
+		{"deliberate", "deliberate fallbacks: the consumer chose to prefill because its load, from a live source, could not finish in time (too slow for its deadline, or queued past its start budget); not false"},
 		{"stuck", "requests still unresolved at the end (there should be none)"},
 		{"censored", "of the times below, how many are a stuck request's time so far (shown >= when a percentile falls on one)"},
 		{"ttf", "time to fallback, ms, over affected requests: from the fault (or the arrival, if later) to the engine being told to prefill; - when none fell back"},
@@ -67,6 +68,7 @@ func reportColumns(labels bool) []column {
 		column{head: "fallbacks", narrow: true, legend: "fallbacks", value: func(r Report) string { return n(r.Fallbacks) }},
 		column{head: "affected", legend: "affected", value: func(r Report) string { return n(r.Affected) }},
 		column{head: "false", narrow: true, legend: "false", value: func(r Report) string { return n(r.FalseFallbacks) }},
+		column{head: "deliberate", legend: "deliberate", value: func(r Report) string { return n(r.DeliberateFallbacks) }},
 		column{head: "stuck", narrow: true, legend: "stuck", value: func(r Report) string { return n(r.Stuck) }},
 		column{head: "censored", legend: "censored", value: func(r Report) string { return n(r.Censored) }},
 		column{head: "ttf p50 ms", narrow: true, legend: "ttf", value: func(r Report) string { return p50(r.TTFms) }},
@@ -272,11 +274,11 @@ func FormatMs(v float64) string {
 // each part buys and costs: fallbacks, false ones, stuck, time to
 // fallback and time to hit.
 func AblationTable(w io.Writer, reps []Report) {
-	rows := [][]string{{"scenario", "policy", "timers", "domains", "fallbacks", "false", "stuck",
+	rows := [][]string{{"scenario", "policy", "timers", "domains", "fallbacks", "false", "deliberate", "stuck",
 		"ttf p50 ms", "p99 ms", "tth p50 ms", "p99 ms", "tth-domain p99 ms", "orphans"}}
 	for _, r := range reps {
 		rows = append(rows, []string{r.Scenario, r.Policy, cmp.Or(r.Timers, "preset"), domainsLabel(r),
-			fmt.Sprint(r.Fallbacks), fmt.Sprint(r.FalseFallbacks), fmt.Sprint(r.Stuck),
+			fmt.Sprint(r.Fallbacks), fmt.Sprint(r.FalseFallbacks), fmt.Sprint(r.DeliberateFallbacks), fmt.Sprint(r.Stuck),
 			p50(r.TTFms), p99(r.TTFms), p50(r.TTHms), p99(r.TTHms), p99(r.TTHDomainMs), fmtSlots(r.OrphanSlots)})
 	}
 	writeAligned(w, rows, 4)

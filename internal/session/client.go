@@ -54,6 +54,10 @@ type load struct {
 	lastData  time.Time
 	bytes     uint64
 	queuedAt  time.Time // first Progress{Queued}: the producer has the blocks, not its turn yet
+	// The observed rate's anchors (slow.go): from is one to two
+	// SlowWindows back, mark the newer one; slow is its last judgment.
+	from, mark rateMark
+	slow       bool
 
 	ctlOK        bool      // producer said TransferDone(success)
 	producerDone bool      // TransferDone or AbortAck received: the producer stopped
@@ -84,6 +88,10 @@ type client struct {
 	// link delivers (issue 24: slow is not dead); its start budget and
 	// load timeout still bound it.
 	dataAt time.Time
+	// nSlow counts the running loads judged slow; slowAt is the last slow
+	// judgment (slow.go).
+	nSlow  int
+	slowAt time.Time
 }
 
 // silentSince is when load l's data path last showed life: its own data,
@@ -388,6 +396,7 @@ func (c *client) fail(s *Session, now time.Time, l *load, why string) {
 	}
 	l.reported = true
 	l.failedAt = now
+	c.setSlow(l, false, now)
 	s.out.Loads = append(s.out.Loads, LoadResult{Job: l.job, ReqID: l.req, Bytes: l.bytes, Reason: why})
 	// A load's failure says nothing about the request's open lookup: a later
 	// round's pins still wait for a fetch or the terminal empty fetch.
@@ -422,6 +431,7 @@ func (c *client) maybeSucceed(s *Session, l *load) {
 		return
 	}
 	l.reported = true
+	c.setSlow(l, false, time.Time{})
 	delete(c.loads, l.job)
 	dropEmpty(&c.loads)
 	s.out.Loads = append(s.out.Loads, LoadResult{Job: l.job, ReqID: l.req, OK: true, Bytes: l.bytes})
@@ -511,7 +521,7 @@ func (c *client) tick(s *Session, now time.Time) {
 				"silent_for", now.Sub(c.silentSince(l)), "bytes", l.bytes)
 			s.EndOnFault(now, health.CauseProgressStall)
 			return
-		case l.reported && now.Sub(l.failedAt) >= s.cfg.AbortAckTimeout:
+		case l.reported && now.Sub(l.failedAt) >= s.cfg.AbortAckTimeout && !c.draining(s, now, l):
 			// A failed load whose writers are not both proven stopped: only
 			// the end of the session (then DataClosed) can free its slots.
 			if !l.producerDone {
@@ -524,6 +534,17 @@ func (c *client) tick(s *Session, now time.Time) {
 			return
 		}
 	}
+}
+
+// draining reports whether failed load l, whose producer has stopped
+// (AbortAck or TransferDone) but whose terminal data frame has not come,
+// is still draining: the data connection delivered within StallTimeout.
+// Its terminal frame waits behind bytes already in the producer's send
+// buffer (a deliberately failed slow load's own, on a slow link): that is
+// not a fault, and the session stays (issue 24: slow is not dead). The
+// progress watchdog's silence bounds it, as it bounds a running load.
+func (c *client) draining(s *Session, now time.Time, l *load) bool {
+	return l.producerDone && !l.dataEnded && s.cfg.StallTimeout > 0 && now.Sub(c.dataAt) < s.cfg.StallTimeout
 }
 
 // close fails every load at once. Their slots are released by dataClosed.
@@ -580,6 +601,7 @@ func (c *client) dataClosed(s *Session) {
 		s.out.Releases = append(s.out.Releases, job)
 	}
 	c.loads = nil
+	c.nSlow = 0
 }
 
 // FailedRequests lists the request ids that had a load or an unresolved

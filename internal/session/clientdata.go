@@ -11,15 +11,21 @@ import (
 )
 
 // DataProgress reports bytes landed or a Progress frame for a consumer job.
-func (s *Session) DataProgress(now time.Time, job, bytes uint64) {
+// It reports whether it decided something (the load was judged too slow
+// to finish in time and failed: slow.go); otherwise it only moved the
+// session's timers later.
+func (s *Session) DataProgress(now time.Time, job, bytes uint64) bool {
 	s.lastRecv = now
 	s.client.dataAt = later(s.client.dataAt, now)
-	if l := s.client.loads[job]; l != nil {
-		l.lastData = later(l.lastData, now)
-		if bytes > l.bytes {
-			l.bytes = bytes
-		}
+	l := s.client.loads[job]
+	if l == nil {
+		return false
 	}
+	l.lastData = later(l.lastData, now)
+	if bytes > l.bytes {
+		l.bytes = bytes
+	}
+	return s.phase == ready && s.client.judge(s, now, l)
 }
 
 // Starved reports that the process could not have observed this session's
@@ -36,6 +42,11 @@ func (s *Session) Starved(d time.Duration) {
 	for _, l := range s.client.loads {
 		if !l.reported && !l.dataEnded {
 			l.lastData = l.lastData.Add(d)
+			// Nor is it a slower rate: the bytes that sat in the buffers
+			// are counted when read, over a span without the starvation.
+			if !l.from.at.IsZero() {
+				l.from.at, l.mark.at = l.from.at.Add(d), l.mark.at.Add(d)
+			}
 		}
 	}
 	if !s.client.dataAt.IsZero() {

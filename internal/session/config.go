@@ -38,6 +38,11 @@ type Config struct {
 	// now. Overload, not a fault: the session stays. A PD load waiting for
 	// its prefill is not queued. 0 = off.
 	LoadStartBudget time.Duration
+	// SlowWindow turns on the slow judgment (slow.go): a load whose bytes
+	// arrive is judged on its rate over the last one to two windows, once
+	// it has delivered for one, and failed deliberately (ReasonSlow) when
+	// at that rate it cannot finish within its load timeout. 0 = off.
+	SlowWindow time.Duration
 
 	Log *slog.Logger
 }

@@ -59,7 +59,11 @@ func (c *client) deadline(s *Session, d *deadline) {
 	}
 	for _, l := range c.loads {
 		if l.reported {
-			d.at(l.failedAt.Add(s.cfg.AbortAckTimeout))
+			at := l.failedAt.Add(s.cfg.AbortAckTimeout)
+			if l.producerDone && !l.dataEnded && s.cfg.StallTimeout > 0 {
+				at = later(at, c.dataAt.Add(s.cfg.StallTimeout)) // client.draining
+			}
+			d.at(at)
 			continue
 		}
 		d.at(l.submitted.Add(c.loadTimeout(s, l)))

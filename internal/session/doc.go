@@ -24,7 +24,13 @@
 // terminal frame, or DataClosed. A failed load without that proof
 // AbortAckTimeout after its failure ends the session (protocol-error if no
 // ack came, progress-stall if the data path never ended), so that slots
-// are never held for the life of a session.
+// are never held for the life of a session; a load whose producer acked
+// but whose terminal frame still waits behind bytes on a data connection
+// that delivers is waited for, bounded by StallTimeout of silence.
+//
+// Slow (slow.go): a load whose bytes arrive too slowly to finish within its
+// load timeout is failed at once, deliberately (ReasonSlow), and the
+// session is reported Slow; the session stays, and nothing is a fault.
 //
 // Guarantees: exactly one LoadResult per load; a failed load's bytes are
 // never reported as loaded; a round number is never reused for a request id

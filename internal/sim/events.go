@@ -173,6 +173,7 @@ func (n *Net) data(nd *Node, conn loads.ConnID, op *session.DataOp) {
 		n.openTx(e, op.Job)
 	case session.OpSend:
 		tx := n.openTx(e, op.Job)
+		tx.blocks = true
 		wb := n.WireBlockBytes
 		if wb <= 0 {
 			wb = nd.Store.BlockBytes()
@@ -258,7 +259,7 @@ func (n *Net) fireData(nd *Node, ev *event) {
 		}
 		switch {
 		case ev.kind == evProgress:
-			n.frame(e, event{kind: evProgressRx, n: tx.job})
+			n.frame(e, event{kind: evProgressRx, n: tx.job, queued: tx.blocks && tx.bytes == 0})
 			n.schedule(n.now+int64(n.ProgressInterval), event{kind: evProgress, e: e, op: tx})
 		case ev.kind == evCancelDone:
 			n.endTx(tx)
@@ -284,6 +285,12 @@ func (n *Net) fireData(nd *Node, ev *event) {
 		}
 		switch ev.kind {
 		case evProgressRx:
+			if ev.queued && rx.got == 0 {
+				// Its producer has its blocks and sends others first: the
+				// load's start budget runs (datapath's Progress{Queued}).
+				nd.T.DataQueued(n.Now, e.conn, ev.n)
+				break
+			}
 			nd.T.DataProgress(n.Now, e.conn, ev.n, rx.got)
 		case evRxEnd:
 			delete(e.rx, ev.n)

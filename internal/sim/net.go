@@ -193,6 +193,9 @@ type txJob struct {
 	from  *end
 	ended bool
 	bytes uint64 // sent so far, in store units
+	// blocks: it was given blocks to send (a parked fetch, waiting for
+	// its prefill, has none: its Progress frames are not Queued).
+	blocks bool
 }
 
 func (n *Net) newEnd(nd *Node, conn loads.ConnID) *end {

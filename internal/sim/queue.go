@@ -41,10 +41,14 @@ type event struct {
 	op   *txJob // data events
 	blks []session.Block
 	last bool
-	link bool   // a piece on its node's link: the link is free once it fired (link.go)
-	n    uint64 // probe seq
-	conn loads.ConnID
-	fn   func()
+	link bool // a piece on its node's link: the link is free once it fired (link.go)
+	// queued: a Progress frame of a job none of whose blocks has left its
+	// producer yet (Progress{Queued}, as the data path's writer sends for
+	// a job waiting for its turn behind others).
+	queued bool
+	n      uint64 // probe seq
+	conn   loads.ConnID
+	fn     func()
 }
 
 // queue is a binary min-heap of events ordered by (at, seq): the same

@@ -28,9 +28,11 @@ func sample() *metrics.Snapshot {
 			{Name: "pod-b", State: "ejected", Peers: []metrics.Peer{{ID: "10.0.0.2:7600", EjectedForSec: 8.5, Faults: 3}}},
 			{Name: "pod-c", State: "suspect", Peers: []metrics.Peer{{ID: "10.0.0.3:7600", Live: true, Probing: true,
 				Sessions: []metrics.Session{{Conn: 4, Outbound: true, State: "ready", AgeSec: 12, BytesIn: 3 << 20, LastProgressSec: 0.02}}}}},
+			{Name: "pod-d", State: "ok", Peers: []metrics.Peer{{ID: "10.0.0.4:7600", Live: true, Slow: true,
+				Sessions: []metrics.Session{{Conn: 5, Outbound: true, State: "ready", AgeSec: 3, BytesIn: 1 << 20, LastProgressSec: 0.05, Slow: true}}}}},
 		},
 		Loads:    []metrics.Load{{Job: 9, ReqID: "req-9", Peer: "10.0.0.3:7600", Domain: "pod-c", AgeSec: 0.12, Blocks: 4, Bytes: 1 << 18}},
-		Counters: metrics.Counters{LoadFailures: 1, SessionEnds: map[string]uint64{"conn-reset": 2}},
+		Counters: metrics.Counters{LoadFailures: 3, LoadsTooSlow: 2, SessionEnds: map[string]uint64{"conn-reset": 2}},
 		Hists:    h,
 	}
 }
@@ -84,7 +86,8 @@ func TestEndpoints(t *testing.T) {
 		t.Fatalf("page: %d", code)
 	}
 	for _, want := range []string{`data-domain="pod-b" data-state="ejected"`, "ejected, 8.5s left", `data-domain="pod-c" data-state="suspect"`,
-		"probing", `data-job="9"`, "req-9", "3.0 MiB", "Time to fallback (1 fallbacks", `http-equiv="refresh"`} {
+		"probing", `data-job="9"`, "req-9", "3.0 MiB", "Time to fallback (1 fallbacks", `http-equiv="refresh"`,
+		`<span class="badge s-slow"`, "<b>1 / 2</b><span>peers slow"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
 		}
@@ -129,7 +132,8 @@ func TestWriteText(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{"node 10.0.0.1:7600  domain pod-a  policy domain  up 1m15s  ready", "pod-b", "EJECTED",
 		"ejected 8.5s left, 3 faults, no session", "SUSPECT", "probing", "#4 out", "3.0 MiB", "20ms",
-		"LOADS IN FLIGHT (1)", "req-9", "session ends: conn-reset 2", "time to fallback: 1"} {
+		"LOADS IN FLIGHT (1)", "req-9", "session ends: conn-reset 2", "time to fallback: 1",
+		"slow (too slow for a load's deadline)", "ready, slow", "peers slow 1  deliberate fallbacks 2 (too slow 2, over start budget 0)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text lacks %q:\n%s", want, out)
 		}

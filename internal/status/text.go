@@ -27,6 +27,8 @@ func WriteText(w io.Writer, s *metrics.Snapshot) error {
 		c.LookupFallbacks, c.LoadsOK, c.LoadFailures, c.LoadTimeouts, c.StoresOK, c.StoreFailures, c.UnboundStoreTimeouts, c.LookupHits, c.LookupMisses)
 	fmt.Fprintf(w, "probes sent %d failed %d  ejections %d  stalls %d  peer disconnects %d  bytes in %s out %s\n",
 		c.ProbesSent, c.ProbesFailed, c.Ejections, c.StallsDetected, c.PeerDisconnects, Bytes(c.BytesIn), Bytes(c.BytesOut))
+	fmt.Fprintf(w, "peers slow %d  deliberate fallbacks %d (too slow %d, over start budget %d)\n",
+		s.SlowPeers(), c.LoadsTooSlow+c.LoadsOverBudget, c.LoadsTooSlow, c.LoadsOverBudget)
 	if ttf := s.Hists.Fallbacks(); ttf.Count > 0 {
 		fmt.Fprintf(w, "time to fallback: %d, p50 %s, p99 %s\n", ttf.Count, Dur(ttf.Quantile(0.5)), Dur(ttf.Quantile(0.99)))
 	}
@@ -56,6 +58,9 @@ func WriteText(w io.Writer, s *metrics.Snapshot) error {
 			if p.Delivering {
 				notes = append(notes, "delivering (slow, not dead)")
 			}
+			if p.Slow {
+				notes = append(notes, "slow (too slow for a load's deadline)")
+			}
 			if p.Faults > 0 {
 				notes = append(notes, fmt.Sprintf("%d faults", p.Faults))
 			}
@@ -71,6 +76,9 @@ func WriteText(w io.Writer, s *metrics.Snapshot) error {
 				state := x.State
 				if x.Cause != "" {
 					state += " (" + x.Cause + ")"
+				}
+				if x.Slow {
+					state += ", slow"
 				}
 				fmt.Fprintf(tw, "\t\t\t#%d %s\t%s\t%s\t%s\t%s\t%s\n", x.Conn, dir, state, Dur(x.AgeSec),
 					Bytes(x.BytesIn), Bytes(x.BytesOut), Dur(x.LastProgressSec))

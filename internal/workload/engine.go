@@ -297,6 +297,7 @@ func (e *Engine) results(now time.Duration, c *consumer, nd Node) {
 			q.rec.Bytes = uint64(len(q.keys)) * uint64(e.cfg.BlockBytes)
 			e.resolve(now, nd, c, q, report.Hit)
 		} else {
+			q.rec.Deliberate = !q.result.OK && session.Deliberate(q.result.Reason)
 			e.resolve(now, nd, c, q, report.Fallback)
 		}
 	}
