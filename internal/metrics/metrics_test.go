@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"flag"
-	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -130,25 +129,4 @@ func TestDocsTable(t *testing.T) {
 		return
 	}
 	t.Fatalf("%s is out of date with Defs: run go test ./internal/metrics -update", path)
-}
-
-// TestCollectorSlow: the slow state's metrics come from the snapshot's
-// peers and counters (docs/liveness.md).
-func TestCollectorSlow(t *testing.T) {
-	s := sample()
-	s.Domains[1].Peers[0].Slow = true
-	s.Counters.LoadsTooSlow, s.Counters.LoadsOverBudget = 3, 2
-	reg := NewRegistry(func(context.Context) (*Snapshot, error) { return s, nil }, nil)
-	var want strings.Builder
-	for _, d := range Defs() {
-		switch d.Name {
-		case "kvp2p_peers_slow", "kvp2p_loads_too_slow_total", "kvp2p_deliberate_fallbacks_total":
-			v := map[string]int{"kvp2p_peers_slow": 1, "kvp2p_loads_too_slow_total": 3, "kvp2p_deliberate_fallbacks_total": 5}[d.Name]
-			fmt.Fprintf(&want, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", d.Name, d.Help, d.Name, d.Type, d.Name, v)
-		}
-	}
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want.String()),
-		"kvp2p_peers_slow", "kvp2p_loads_too_slow_total", "kvp2p_deliberate_fallbacks_total"); err != nil {
-		t.Fatal(err)
-	}
 }

@@ -3,6 +3,7 @@ package prom
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -92,6 +93,27 @@ func TestCollectorNodeGone(t *testing.T) {
 	reg := NewRegistry(func(context.Context) (*metrics.Snapshot, error) { return nil, errors.New("closed") }, nil)
 	want := "# HELP kvp2p_up 1 if the node's loop answered the scrape, 0 if it has stopped or did not answer in time.\n# TYPE kvp2p_up gauge\nkvp2p_up 0\n"
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "kvp2p_up", "kvp2p_active_sessions"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCollectorSlow: the slow state's metrics come from the snapshot's
+// peers and counters (docs/liveness.md).
+func TestCollectorSlow(t *testing.T) {
+	s := sample()
+	s.Domains[1].Peers[0].Slow = true
+	s.Counters.LoadsTooSlow, s.Counters.LoadsOverBudget = 3, 2
+	reg := NewRegistry(func(context.Context) (*metrics.Snapshot, error) { return s, nil }, nil)
+	var want strings.Builder
+	for _, d := range metrics.Defs() {
+		switch d.Name {
+		case "kvp2p_peers_slow", "kvp2p_loads_too_slow_total", "kvp2p_deliberate_fallbacks_total":
+			v := map[string]int{"kvp2p_peers_slow": 1, "kvp2p_loads_too_slow_total": 3, "kvp2p_deliberate_fallbacks_total": 5}[d.Name]
+			fmt.Fprintf(&want, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", d.Name, d.Help, d.Name, d.Type, d.Name, v)
+		}
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want.String()),
+		"kvp2p_peers_slow", "kvp2p_loads_too_slow_total", "kvp2p_deliberate_fallbacks_total"); err != nil {
 		t.Fatal(err)
 	}
 }
