@@ -2,6 +2,8 @@ package node
 
 import (
 	"testing"
+
+	"github.com/kvp2p/kvp2p/internal/rawbench"
 )
 
 // BenchmarkLoadTLSVsPlain alternates a PD load between two nodes with
@@ -14,7 +16,7 @@ func BenchmarkLoadTLSVsPlain(b *testing.B) {
 	tp, tc := benchPair(b, keys, func(id string) TLSConfig { return f.node(b, "127.0.0.1", RankURI(id)) })
 	tr := &loadRig{p: tp, c: tc, keys: keys}
 	pr := newLoadRig(b)
-	interleave(b, "tls", tr.load, "plain", pr.load, "x_plain")
+	rawbench.Interleave(b, benchLoadBytes, "tls", tr.load, "plain", pr.load, "x_plain")
 	tr.check(b)
 }
 

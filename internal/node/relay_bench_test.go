@@ -2,6 +2,8 @@ package node
 
 import (
 	"testing"
+
+	"github.com/kvp2p/kvp2p/internal/rawbench"
 )
 
 // newRelayRig is a load rig whose producer serves blocks it loaded itself
@@ -24,7 +26,7 @@ func newRelayRig(b *testing.B) *loadRig {
 // BenchmarkRelayVsRaw is BenchmarkLoadVsRaw with the producer serving
 // blocks a load filled (newRelayRig).
 func BenchmarkRelayVsRaw(b *testing.B) {
-	lr, rr := newRelayRig(b), newRawRig(b)
-	interleave(b, "kvp2p", lr.load, "raw", rr.copy, "x_raw")
+	lr, rr := newRelayRig(b), rawbench.NewRaw(b, benchLoadBytes, benchBlockBytes)
+	rawbench.Interleave(b, benchLoadBytes, "kvp2p", lr.load, "raw", rr.Copy, "x_raw")
 	lr.check(b)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/kvp2p/kvp2p/internal/engineapi"
 	pb "github.com/kvp2p/kvp2p/internal/engineapi/enginepb"
 	"github.com/kvp2p/kvp2p/internal/percentile"
+	"github.com/kvp2p/kvp2p/internal/rawbench"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -130,11 +131,11 @@ func (r *engineRig) check(b *testing.B) {
 // the plugin does (poll_interval_s): on two cores the polls' CPU competes
 // with the data path's.
 func BenchmarkEngineLoadVsRaw(b *testing.B) {
-	er, rr := newEngineRig(b), newRawRig(b)
+	er, rr := newEngineRig(b), rawbench.NewRaw(b, benchLoadBytes, benchBlockBytes)
 	var loads, raws []time.Duration
 	load := func(b *testing.B) time.Duration { d := er.load(b); loads = append(loads, d); return d }
-	raw := func(b *testing.B) time.Duration { d := rr.copy(b); raws = append(raws, d); return d }
-	interleave(b, "engine", load, "raw", raw, "x_raw")
+	raw := func(b *testing.B) time.Duration { d := rr.Copy(b); raws = append(raws, d); return d }
+	rawbench.Interleave(b, benchLoadBytes, "engine", load, "raw", raw, "x_raw")
 	er.check(b)
 	// The timed loads' (interleave runs each once before it times them).
 	sum := func(ds []time.Duration) (t time.Duration) {
