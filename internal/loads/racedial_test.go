@@ -1,0 +1,130 @@
+package loads_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/loads"
+	"github.com/kvp2p/kvp2p/internal/session"
+	"github.com/kvp2p/kvp2p/internal/sim"
+	"github.com/kvp2p/kvp2p/internal/wire"
+)
+
+// slowHello is a fleet whose producer answers every Hello late: a sidecar
+// starved of CPU by spinning vLLM engines (0.3-3 s between its runs were
+// measured on a 2-core machine). Its kernel accepts at once, so every
+// connect attempt is answered; the handshake waits for its process.
+type slowHello struct {
+	*fleet
+	p, c *sim.Node
+}
+
+func newSlowHello(t *testing.T, delay time.Duration) *slowHello {
+	f := newFleet(t)
+	f.net.Latency = time.Millisecond
+	s := &slowHello{fleet: f}
+	s.p = f.node("10.0.0.1:7780", sim.NodeOpts{Policy: health.Domain})
+	s.c = f.node("10.0.0.2:7777", sim.NodeOpts{Policy: health.Domain})
+	s.p.HelloDelay = delay
+	return s
+}
+
+// stream runs a symmetric request to the producer every gap until stop,
+// each looking up its two blocks every 10 ms until HIT (then loading them)
+// or MISS, and returns how many loaded and how many fell back.
+func (s *slowHello) stream(gap, stop time.Duration) (ok, fell int) {
+	s.t.Helper()
+	type req struct {
+		id  string
+		ks  []wire.Key
+		job uint64
+	}
+	var live []*req
+	for ms := 0; ; ms++ {
+		el := time.Duration(ms) * time.Millisecond
+		if el < stop && el%gap == 0 {
+			r := &req{id: fmt.Sprintf("r%d", ms)}
+			r.ks = keys(r.id, 2)
+			s.put(s.p, r.ks)
+			if err := s.c.T.NewRequest(s.net.Now, r.id, sym("kv-"+r.id, "10.0.0.1", 7780)); err != nil {
+				s.t.Fatal(err)
+			}
+			live = append(live, r)
+		} else if el >= stop && len(live) == 0 {
+			return ok, fell
+		}
+		if el > stop+10*time.Second {
+			s.t.Fatalf("%d requests still under way 10 s after the last", len(live))
+		}
+		s.net.Run()
+		kept := live[:0]
+		for _, r := range live {
+			done, loaded := false, false
+			switch {
+			case r.job != 0:
+				if res, got := result(s.c, r.job); got {
+					done, loaded = true, res.OK
+				}
+			case ms%10 == 0:
+				v := s.c.T.Lookup(s.net.Now, r.id, r.ks[0])
+				if v != session.Miss {
+					v = s.c.T.Lookup(s.net.Now, r.id, r.ks[1])
+				}
+				switch v {
+				case session.Miss:
+					done = true
+				case session.Hit:
+					r.job = s.c.T.SubmitLoad(s.net.Now, r.id, r.ks)
+				}
+			}
+			if !done {
+				kept = append(kept, r)
+				continue
+			}
+			s.c.T.RequestFinished(s.net.Now, r.id)
+			if loaded {
+				ok++
+			} else {
+				fell++
+			}
+		}
+		live = kept
+		s.c.T.EndStep(s.net.Now) // as the engine's step does: the lookups go out
+		if n := s.c.T.Attempts(s.p.ID); n > 3 {
+			s.t.Fatalf("%d connect attempts to the producer, want at most 3", n)
+		}
+		s.net.Advance(time.Millisecond)
+	}
+}
+
+// TestStaleDialRacesSlowHandshake: a producer that answers every Hello
+// 0.3-2 s late, and a request every 50 ms. Replacing each connect attempt
+// after StaleDial (250 ms) meant no handshake ever finished and every
+// load fell back; raced, the first attempt's handshake finishes when the
+// producer answers it and the requests after it load on it.
+func TestStaleDialRacesSlowHandshake(t *testing.T) {
+	for _, delay := range []time.Duration{300 * time.Millisecond, 600 * time.Millisecond, time.Second, 2 * time.Second} {
+		t.Run(delay.String(), func(t *testing.T) {
+			s := newSlowHello(t, delay)
+			ok, fell := s.stream(50*time.Millisecond, delay+2*time.Second)
+			// The requests made once the first handshake finished load:
+			// about 2 s of them at one per 50 ms.
+			if ok < 30 {
+				t.Fatalf("%d loads, %d fell back: no handshake finished with a producer answering %v late", ok, fell, delay)
+			}
+			s.net.Advance(100 * time.Millisecond)
+			if ss := s.c.T.View(s.net.Now).Sessions; len(ss) != 1 || ss[0].State != loads.SessionReady {
+				t.Fatalf("consumer's sessions: %+v, want one ready", ss)
+			}
+			if ps := s.p.T.View(s.net.Now).Sessions; len(ps) != 1 || ps[0].State != loads.SessionReady {
+				t.Fatalf("producer's sessions: %+v, want one ready", ps)
+			}
+			if n := s.c.T.Attempts(s.p.ID); n != 0 {
+				t.Fatalf("%d connect attempts left after the handshake", n)
+			}
+			t.Logf("%d loads, %d fell back, %d dials", ok, fell, len(s.net.Dials))
+		})
+	}
+}
