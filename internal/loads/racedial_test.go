@@ -2,6 +2,7 @@ package loads_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -126,5 +127,111 @@ func TestStaleDialRacesSlowHandshake(t *testing.T) {
 			}
 			t.Logf("%d loads, %d fell back, %d dials", ok, fell, len(s.net.Dials))
 		})
+	}
+}
+
+// TestStaleAnsweredAttemptRacedAfterHeal: the partition case with an
+// attempt that connected. The producer's kernel accepted it, then a
+// blackhole swallowed its Hello; the blackhole heals. The next request
+// past StaleDial dials afresh beside it (the old Hello may never come),
+// the fresh attempt's handshake finishes, and the stale one is closed as
+// a duplicate: one session on each side, nothing left racing.
+func TestStaleAnsweredAttemptRacedAfterHeal(t *testing.T) {
+	f := newFleet(t)
+	f.net.Latency = time.Millisecond
+	const peer = "10.0.0.1:7780"
+	p := f.node(peer, sim.NodeOpts{Policy: health.Domain})
+	c := f.node("10.0.0.2:7777", sim.NodeOpts{Policy: health.Domain})
+	if err := c.T.NewRequest(f.net.Now, "r1", sym("kv1", "10.0.0.1", 7780)); err != nil {
+		t.Fatal(err)
+	}
+	c.T.Lookup(f.net.Now, "r1", key("r1", 0)) // dials
+	for i := 0; len(p.T.View(f.net.Now).Sessions) == 0; i++ {
+		if i > 100 {
+			t.Fatal("the producer never accepted")
+		}
+		f.net.Advance(100 * time.Microsecond)
+	}
+	p.Silent = true // accepted; the Hellos that follow are swallowed
+	f.net.Advance(5 * time.Millisecond)
+	first := onlySession(t, c, f.net.Now)
+	if _, err := f.net.Heal(peer); err != nil {
+		t.Fatal(err)
+	}
+	f.net.Advance(300 * time.Millisecond) // past StaleDial (250 ms)
+	if s := onlySession(t, c, f.net.Now); s.Conn != first.Conn || s.State != loads.SessionConnecting {
+		t.Fatalf("before the next request: %+v, want the first attempt %v still pending", s, first.Conn)
+	}
+
+	f.put(p, keys("r2", 1))
+	if err := c.T.NewRequest(f.net.Now, "r2", sym("kv2", "10.0.0.1", 7780)); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.T.Attempts(peer); n != 2 {
+		t.Fatalf("%d connect attempts, want 2: the stale one racing a fresh one", n)
+	}
+	v := session.Retry
+	for i := 0; v == session.Retry; i++ {
+		if i > 50 {
+			t.Fatal("r2's lookup stayed RETRY for 500 ms")
+		}
+		v = c.T.Lookup(f.net.Now, "r2", key("r2", 0))
+		c.T.EndStep(f.net.Now)
+		f.net.Advance(10 * time.Millisecond)
+	}
+	if v != session.Hit {
+		t.Fatalf("r2's lookup: %v, want HIT on the fresh attempt", v)
+	}
+	s := onlySession(t, c, f.net.Now)
+	if s.Conn == first.Conn || s.State != loads.SessionReady {
+		t.Fatalf("consumer: %+v, want the fresh attempt ready", s)
+	}
+	if n := c.T.Attempts(peer); n != 0 {
+		t.Fatalf("%d connect attempts left racing", n)
+	}
+	f.net.Advance(10 * time.Millisecond)
+	if ps := p.T.View(f.net.Now).Sessions; len(ps) != 1 || ps[0].State != loads.SessionReady {
+		t.Fatalf("producer's sessions: %+v, want the fresh one only", ps)
+	}
+	if !strings.Contains(f.log.String(), "racing a stale connect attempt") {
+		t.Fatal("the stale attempt was not raced")
+	}
+}
+
+// TestDuplicateHelloRefusedWithoutAck: the accepting side refuses a second
+// Hello from a peer whose first session it kept, and sends it no HelloAck
+// first: the dialer's racing attempt it belongs to must never look ready
+// (it would win the race and close the session the producer kept).
+func TestDuplicateHelloRefusedWithoutAck(t *testing.T) {
+	f := newFleet(t)
+	p := f.node("10.0.0.1:7780", sim.NodeOpts{Policy: health.Domain})
+	hello := func() *wire.Hello {
+		return &wire.Hello{Version: wire.Version, PeerID: "10.0.0.2:7777", Incarnation: 1,
+			BlockBytes: blockBytes, MaxInflight: 64, MaxFrame: 4 << 20}
+	}
+	acked := func(id loads.ConnID) (ack, bye bool) {
+		for _, a := range p.T.TakeEffects().Actions {
+			if a.Conn != id || a.Kind != loads.ActSend {
+				continue
+			}
+			switch m := a.Msg.(type) {
+			case *wire.HelloAck:
+				ack = true
+			case *wire.Goodbye:
+				bye = bye || m.Reason == wire.GoodbyeDuplicate
+			}
+		}
+		return ack, bye
+	}
+	now := f.net.Now
+	first := p.T.Accept(now)
+	p.T.Receive(now, first, hello())
+	if ack, bye := acked(first); !ack || bye {
+		t.Fatalf("first Hello: ack %v, goodbye %v; want acked", ack, bye)
+	}
+	second := p.T.Accept(now)
+	p.T.Receive(now, second, hello())
+	if ack, bye := acked(second); ack || !bye {
+		t.Fatalf("second Hello: ack %v, goodbye(duplicate) %v; want refused without an ack", ack, bye)
 	}
 }
