@@ -113,15 +113,18 @@ func (t *Table) attemptReady(now time.Time, c *conn) {
 			t.loseRace(now, old)
 		}
 	}
-	if t.byPeer[c.peer] != c {
-		return
+	if t.byPeer[c.peer] == c {
+		t.endRace(now, c.peer)
 	}
-	for _, r := range t.liveRacers(c.peer) {
-		if r != c {
-			t.loseRace(now, r)
-		}
+}
+
+// endRace closes peer's racers: a handshake finished, or the policy closed
+// the attempt they race with as a dead peer's sibling (reapOne).
+func (t *Table) endRace(now time.Time, peer string) {
+	for _, r := range t.liveRacers(peer) {
+		t.loseRace(now, r)
 	}
-	delete(t.racers, c.peer)
+	delete(t.racers, peer)
 }
 
 // promoteRacer: the peer's current attempt c ended (reapOne) before any

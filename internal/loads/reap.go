@@ -43,6 +43,7 @@ func (t *Table) reapOne(now time.Time, c *conn) {
 		o.s.Close(now, cause)
 		t.touch(o)
 		t.unbindEnded(o)
+		t.endRace(now, o.peer) // its attempts racing it go with it
 	}
 	t.askPolicy = true
 }
