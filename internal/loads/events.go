@@ -293,8 +293,8 @@ func (t *Table) DataClosed(now time.Time, id ConnID) {
 	if t.byPeer[c.peer] == c {
 		delete(t.byPeer, c.peer)
 	}
-	if c.racing {
-		t.liveRacers(c.peer) // drops it
+	if len(t.racers[c.peer]) > 0 {
+		t.liveRacers(c.peer) // drops it, and any other racer that ended
 	}
 }
 
