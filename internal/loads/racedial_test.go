@@ -235,3 +235,54 @@ func TestDuplicateHelloRefusedWithoutAck(t *testing.T) {
 		t.Fatalf("second Hello: ack %v, goodbye(duplicate) %v; want refused without an ack", ack, bye)
 	}
 }
+
+// TestRacersNotCountedAgainstMaxPeers: racing attempts are one peer's, so
+// they take one place among max_peers, as the attempt they race did: with
+// max_peers 2, a consumer racing attempts to a slow producer still dials a
+// second producer; once the race is won the table's live count (checked
+// against a full count every tick: CheckTimers) holds the winner and the
+// second session.
+func TestRacersNotCountedAgainstMaxPeers(t *testing.T) {
+	f := newFleet(t)
+	f.net.Latency = time.Millisecond
+	tm := loads.PresetTimers(health.Domain)
+	tm.MaxPeers = 2
+	slow := f.node("10.0.0.1:7780", sim.NodeOpts{Policy: health.Domain})
+	slow.HelloDelay = time.Second
+	fast := f.node("10.0.0.3:7780", sim.NodeOpts{Policy: health.Domain})
+	c := f.node("10.0.0.2:7777", sim.NodeOpts{Policy: health.Domain, Timers: &tm})
+	for i, at := range []time.Duration{0, 300 * time.Millisecond, 600 * time.Millisecond} {
+		f.net.Advance(at - f.net.Now.Sub(t0))
+		id := fmt.Sprintf("s%d", i)
+		if err := c.T.NewRequest(f.net.Now, id, sym("kv-"+id, "10.0.0.1", 7780)); err != nil {
+			t.Fatal(err)
+		}
+		f.net.Run()
+	}
+	if n := c.T.Attempts(slow.ID); n != 3 {
+		t.Fatalf("%d attempts to the slow producer, want 3 (two racing)", n)
+	}
+	f.put(fast, keys("f", 1))
+	if err := c.T.NewRequest(f.net.Now, "f", sym("kv-f", "10.0.0.3", 7780)); err != nil {
+		t.Fatal(err)
+	}
+	v := session.Retry
+	for i := 0; v == session.Retry && i < 50; i++ {
+		v = c.T.Lookup(f.net.Now, "f", key("f", 0))
+		c.T.EndStep(f.net.Now)
+		f.net.Advance(10 * time.Millisecond)
+	}
+	if v != session.Hit {
+		t.Fatalf("lookup on the second producer: %v, want HIT (racers took the peer cap?)", v)
+	}
+	f.net.Advance(time.Second) // the slow producer answers the first attempt
+	ready := 0
+	for _, s := range c.T.View(f.net.Now).Sessions {
+		if s.State == loads.SessionReady {
+			ready++
+		}
+	}
+	if ready != 2 || c.T.Attempts(slow.ID) != 0 {
+		t.Fatalf("%d ready sessions and %d attempts left, want 2 and 0: %+v", ready, c.T.Attempts(slow.ID), c.T.View(f.net.Now).Sessions)
+	}
+}
