@@ -42,6 +42,9 @@ const maxAttempts = 3
 // race makes c, the peer's current attempt, stale and answered, a racer: it
 // keeps running beside the fresh attempt the caller dials next.
 func (t *Table) race(now time.Time, c *conn) {
+	if c.racing {
+		return
+	}
 	t.log.Info("racing a stale connect attempt with a fresh one", "peer", c.peer, "pending_for", now.Sub(c.s.PendingSince()))
 	t.reject(c) // not a session unless it wins (unreject)
 	c.racing = true
@@ -52,6 +55,19 @@ func (t *Table) race(now time.Time, c *conn) {
 		rs = append(rs[:len(rs)-2], rs[len(rs)-1])
 	}
 	t.racers[c.peer] = rs
+}
+
+// unrace takes back race(c) when no fresh attempt could be dialed
+// (shutting down, quarantined, peer cap): c stays the peer's current
+// attempt, as it was. It returns nil: the caller's request falls back.
+func (t *Table) unrace(c *conn) *conn {
+	if c == nil || !c.racing {
+		return nil
+	}
+	c.racing = false
+	t.unreject(c)
+	t.liveRacers(c.peer) // drops it from the list
+	return nil
 }
 
 // liveRacers returns peer's racers still pending, oldest first, and drops
@@ -150,7 +166,7 @@ func (t *Table) promoteRacer(now time.Time, c *conn) {
 }
 
 // Attempts returns how many connect attempts to peer are live and pending:
-// the current one and its racers (for tests and the status page).
+// the current one and its racers (for tests). It prunes the ended racers.
 func (t *Table) Attempts(peer string) int {
 	n := len(t.liveRacers(peer))
 	if c := t.byPeer[peer]; c != nil && c.s.Outbound() && c.s.Pending() && c.s.Ended() == health.CauseNone {

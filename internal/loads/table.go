@@ -233,6 +233,7 @@ func (t *Table) countLive() int {
 // session returns a live session to peer, opening one if the policy and the
 // cap allow. nil means the request must fall back.
 func (t *Table) session(now time.Time, peer, domain string) *conn {
+	var raced *conn // a stale attempt raced: kept current if no fresh one is dialed
 	if c := t.byPeer[peer]; c != nil && c.s.Ended() == health.CauseNone {
 		// One current connect attempt per peer; but one that outlived the
 		// time a request may wait for it is superseded on demand rather
@@ -250,6 +251,7 @@ func (t *Table) session(now time.Time, peer, domain string) *conn {
 		}
 		if c.answered {
 			t.race(now, c)
+			raced = c
 		} else {
 			t.log.Info("replacing a stale connect attempt", "peer", peer, "pending_for", now.Sub(c.s.PendingSince()))
 			t.reject(c) // never a session: nothing to hold against anyone
@@ -258,15 +260,15 @@ func (t *Table) session(now time.Time, peer, domain string) *conn {
 		}
 	}
 	if t.shuttingDown {
-		return nil
+		return t.unrace(raced)
 	}
 	if !t.policy.MayDial(now, health.Peer{ID: peer, Domain: domain, Outbound: true}) {
 		t.log.Info("not dialing: quarantined by policy", "peer", peer, "policy", t.policy.Name())
-		return nil
+		return t.unrace(raced)
 	}
 	if t.liveCount() >= t.cfg.MaxPeers {
 		t.log.Warn("not dialing: peer cap reached", "peer", peer, "max_peers", t.cfg.MaxPeers)
-		return nil
+		return t.unrace(raced)
 	}
 	c := t.newConn(peer, true, now)
 	c.domain = domain
