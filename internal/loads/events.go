@@ -111,13 +111,19 @@ func (t *Table) ReceiveRef(now time.Time, r ConnRef, m wire.Message) {
 }
 
 func (t *Table) receive(now time.Time, c *conn, m wire.Message) {
-	known := c.s.Identified()
-	if h, ok := m.(*wire.Hello); ok && !known && t.holdsFor(c, h) != nil {
-		c.s.DeferAck() // identified holds it: no HelloAck until it replaces (hold.go)
+	known, wasReady := c.s.Identified(), c.s.Ready()
+	if _, ok := m.(*wire.Hello); ok && !known && !c.s.Outbound() {
+		// identified acks it unless it holds (hold.go) or refuses it: a
+		// refused duplicate gets no HelloAck, so the dialer's attempt it
+		// belongs to never looks ready (racedial.go).
+		c.s.DeferAck()
 	}
 	c.s.Receive(now, m)
 	if !known && c.s.Identified() {
 		t.identified(now, c)
+	}
+	if !wasReady && c.s.Ready() && c.s.Outbound() {
+		t.attemptReady(now, c)
 	}
 	t.touch(c)
 	t.settle(now)
@@ -137,6 +143,9 @@ func (t *Table) identified(now time.Time, c *conn) {
 	}()
 	h := c.s.PeerHello()
 	c.peer = c.s.Peer()
+	if c.racing {
+		return // a race is settled when a handshake finishes (attemptReady)
+	}
 	old := t.byPeer[c.peer]
 	if old == nil || old == c || old.s.Ended() != health.CauseNone {
 		t.byPeer[c.peer] = c
@@ -291,6 +300,9 @@ func (t *Table) DataClosed(now time.Time, id ConnID) {
 	t.markDirty(c) // out of the timer queues
 	if t.byPeer[c.peer] == c {
 		delete(t.byPeer, c.peer)
+	}
+	if len(t.racers[c.peer]) > 0 {
+		t.liveRacers(c.peer) // drops it, and any other racer that ended
 	}
 }
 

@@ -21,6 +21,7 @@ func (t *Table) peerOf(c *conn) health.Peer {
 // of it and names the siblings that close with it. A sibling is closed
 // here, as collateral: its own end is not fed back to the policy.
 func (t *Table) reapOne(now time.Time, c *conn) {
+	defer t.promoteRacer(now, c) // after the policy's siblings: it is no sibling
 	wasUp := c.rep == reportedUp
 	t.report(c, reaped)
 	cause := c.s.Ended()
@@ -42,6 +43,7 @@ func (t *Table) reapOne(now time.Time, c *conn) {
 		o.s.Close(now, cause)
 		t.touch(o)
 		t.unbindEnded(o)
+		t.endRace(now, o.peer) // its attempts racing it go with it
 	}
 	t.askPolicy = true
 }

@@ -28,8 +28,10 @@ type conn struct {
 	// when the policy says it no longer does.
 	watched bool
 	// rejected: refused before it became a session (duplicate, over cap),
-	// or ended by an orderly local stop: the policy never hears of it.
+	// ended by an orderly local stop, or a connect attempt racing the one
+	// that superseded it (racing): the policy never hears of it.
 	rejected bool
+	racing   bool    // a stale attempt kept until a handshake finishes (racedial.go)
 	refused  bool    // its dial was refused (DialRefused)
 	answered bool    // its dial reached a listening kernel (DialAnswered, Connected)
 	endedBy  endedBy // why the table ended it, if it did
@@ -102,6 +104,10 @@ type Table struct {
 	nextHold   uint64       // the table's own probes (hold.go)
 	repl       Replacements // replaced and refused newcomers (hold.go)
 
+	// Superseded connect attempts still racing the current one, per peer,
+	// oldest first (racedial.go).
+	racers map[string][]*conn
+
 	reqs     map[string]*request
 	failed   map[string]struct{} // kv request ids whose next lookup is MISS
 	liveSrc  map[string]int      // kv request id -> live consumer requests naming it
@@ -148,7 +154,7 @@ func New(cfg Config, st *store.Store) (*Table, error) {
 	cfg.Session.Log = log
 	t := &Table{
 		cfg: cfg, log: log, store: st, policy: cfg.Policy,
-		conns: map[ConnID]*conn{}, byPeer: map[string]*conn{},
+		conns: map[ConnID]*conn{}, byPeer: map[string]*conn{}, racers: map[string][]*conn{},
 		reqs: map[string]*request{}, failed: map[string]struct{}{}, liveSrc: map[string]int{}, jobs: map[uint64]*job{},
 		bound: map[string]*conn{}, unbound: map[string][]unboundBatch{}, finished: map[string]bool{},
 		reaped: map[string]time.Time{}, filling: map[wire.Key]int{}, peerSlots: map[store.Slot]int{},
@@ -227,10 +233,14 @@ func (t *Table) countLive() int {
 // session returns a live session to peer, opening one if the policy and the
 // cap allow. nil means the request must fall back.
 func (t *Table) session(now time.Time, peer, domain string) *conn {
+	var raced *conn // a stale attempt raced: kept current if no fresh one is dialed
 	if c := t.byPeer[peer]; c != nil && c.s.Ended() == health.CauseNone {
-		// One connect attempt in flight per peer; but one that outlived the
-		// time a request may wait for it (a SYN into a partition that has
-		// healed since) is replaced on demand rather than waited out.
+		// One current connect attempt per peer; but one that outlived the
+		// time a request may wait for it is superseded on demand rather
+		// than waited out: a fresh attempt is dialed. One no kernel
+		// answered went into a partition and is closed; one the peer's
+		// kernel answered races the fresh one (racedial.go): its Hello
+		// may be lost to a partition that healed, or its peer only slow.
 		w := t.policy.Waits(now, health.Peer{ID: peer, Domain: domain})
 		stale := w.StaleDial > 0 && c.s.Outbound() && c.s.Pending() && now.Sub(c.s.PendingSince()) >= w.StaleDial
 		if !stale && !unanswered(now, c, w) {
@@ -239,21 +249,26 @@ func (t *Table) session(now time.Time, peer, domain string) *conn {
 			}
 			return c
 		}
-		t.log.Info("replacing a stale connect attempt", "peer", peer, "pending_for", now.Sub(c.s.PendingSince()))
-		t.reject(c) // never a session: nothing to hold against anyone
-		c.s.Close(now, health.CauseHandshakeFailed)
-		t.touch(c)
+		if c.answered {
+			t.race(now, c)
+			raced = c
+		} else {
+			t.log.Info("replacing a stale connect attempt", "peer", peer, "pending_for", now.Sub(c.s.PendingSince()))
+			t.reject(c) // never a session: nothing to hold against anyone
+			c.s.Close(now, health.CauseHandshakeFailed)
+			t.touch(c)
+		}
 	}
 	if t.shuttingDown {
-		return nil
+		return t.unrace(raced)
 	}
 	if !t.policy.MayDial(now, health.Peer{ID: peer, Domain: domain, Outbound: true}) {
 		t.log.Info("not dialing: quarantined by policy", "peer", peer, "policy", t.policy.Name())
-		return nil
+		return t.unrace(raced)
 	}
 	if t.liveCount() >= t.cfg.MaxPeers {
 		t.log.Warn("not dialing: peer cap reached", "peer", peer, "max_peers", t.cfg.MaxPeers)
-		return nil
+		return t.unrace(raced)
 	}
 	c := t.newConn(peer, true, now)
 	c.domain = domain

@@ -131,6 +131,10 @@ type Node struct {
 	RefuseHandshake bool          // Hellos to and from it are refused as incompatible
 	SlowBps         int64         // outgoing data limited to this many bytes per second
 	ExtraDelay      time.Duration // added to every message and data frame to or from it
+	// HelloDelay: its process answers a connection's Hello this late (a
+	// sidecar starved of CPU: its kernel accepts at once, its handshake
+	// waits). Messages behind the Hello on that connection wait with it.
+	HelloDelay time.Duration
 	// Busy says the node's engine has work in flight: the node ticks at
 	// Tick even if the network sees nothing in flight on it.
 	Busy bool
@@ -372,6 +376,9 @@ func (n *Net) send(e *end, m wire.Message) {
 		return // the blackhole swallows it
 	}
 	at := max(n.now+n.lat(e.node, p.node), e.ctlFloor)
+	if _, ok := m.(*wire.Hello); ok {
+		at += int64(p.node.HelloDelay)
+	}
 	e.ctlFloor = at
 	n.schedule(at, event{kind: evMsg, e: p, msg: m})
 }
