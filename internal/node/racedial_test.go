@@ -1,4 +1,4 @@
-package kvp2p
+package node
 
 import (
 	"fmt"
