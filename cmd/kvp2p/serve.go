@@ -147,7 +147,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer ln.Close()
 	var srv server
 	if cfg.Engine.Enabled() {
-		// A sidecar: its srv is built at the engine's first Register when
+		// A sidecar: its node is built at the engine's first Register when
 		// the config leaves the geometry (slots, block_bytes) to the engine.
 		sc, err := sidecar.New(cfg)
 		if err != nil {
@@ -155,7 +155,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		srv = sc
 		if sc.Node() == nil {
-			log.Info("slots and block_bytes not configured: the srv starts at the engine's first Register, with its region's geometry")
+			log.Info("slots and block_bytes not configured: the node starts at the engine's first Register, with its region's geometry")
 		}
 		closeEngine, err := sc.Listen(cfg.Engine, log)
 		defer closeEngine()
@@ -165,7 +165,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	} else if srv, err = node.NewNode(cfg); err != nil {
 		return err
 	}
-	// The status server outlives the srv's drain: probes see it not ready.
+	// The status server outlives the node's drain: probes see it not ready.
 	closeMetrics, err := status.Listen(cfg.MetricsAddr, srv.Status, log)
 	defer closeMetrics()
 	if err != nil {
