@@ -334,6 +334,9 @@ func StartWithReader(nc net.Conn, rd *wire.Reader, cfg Config, mem Memory, emit 
 		// detects a dead peer later (read timeout and keepalives still do).
 		_ = setUserTimeout(tc, cfg.UserTimeout)
 	}
+	if pw, ok := nc.(ProgressWriter); ok && cfg.WriteTimeout > 0 {
+		pw.SetWriteProgress(cfg.WriteTimeout)
+	}
 	c := &Conn{
 		nc:   nc,
 		cfg:  cfg,

@@ -129,3 +129,33 @@ func TestStalledReceiverTimesOut(t *testing.T) {
 		t.Fatalf("stall detected after %v", took)
 	}
 }
+
+// progressConn is a ProgressWriter that records the window it was given.
+type progressConn struct {
+	net.Conn
+	window time.Duration
+	calls  int
+}
+
+func (p *progressConn) SetWriteProgress(w time.Duration) { p.window, p.calls = w, p.calls+1 }
+
+// TestStartSetsWriteProgress: a connection that continues its writes
+// below itself (kvp2p's TLS connection) is given WriteTimeout as its
+// window at Start, and nothing when there is no write timeout.
+func TestStartSetsWriteProgress(t *testing.T) {
+	for _, wt := range []time.Duration{300 * time.Millisecond, -1} {
+		na, nb := net.Pipe()
+		pc := &progressConn{Conn: na}
+		a := startPeer(t, pc, Config{BlockBytes: 64, WriteTimeout: wt}, 1)
+		b := startPeer(t, nb, Config{BlockBytes: 64}, 1)
+		want := 1
+		if wt < 0 {
+			want = 0
+		}
+		if pc.calls != want || (want == 1 && pc.window != wt) {
+			t.Errorf("WriteTimeout %v: %d calls, window %v", wt, pc.calls, pc.window)
+		}
+		a.stop(t)
+		b.stop(t)
+	}
+}

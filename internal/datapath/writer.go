@@ -459,6 +459,15 @@ type BuffersWriter interface {
 	WriteBuffers(bufs [][]byte) (int64, error)
 }
 
+// ProgressWriter is a connection that cannot go on with a write after its
+// deadline itself (the writer's way, see write) but can below itself:
+// kvp2p's TLS connection continues its socket writes under TLS, where
+// crypto/tls never sees the timeout. Start gives it WriteTimeout, so that
+// there too a write fails only after WriteTimeout with no byte accepted.
+type ProgressWriter interface {
+	SetWriteProgress(window time.Duration)
+}
+
 // write writes iov[:k] (out, then the chunks' headers and payloads) in
 // one writev, and on success reports the terminal frames that were in it.
 //
@@ -472,7 +481,10 @@ type BuffersWriter interface {
 // That needs a connection that stays usable after a deadline (net.Conn's
 // contract; the plain TCP path); a BuffersWriter or a layer over the socket
 // (crypto/tls: its state is corrupt after a write timeout) is not
-// continued, and any timeout fails it as before (docs/liveness.md).
+// continued here, and any timeout it reports fails it: kvp2p's TLS
+// connection reports one only after a window without progress, as it
+// continues below TLS (ProgressWriter); another such layer keeps bounding
+// each write (docs/liveness.md).
 func (w *writer) write(k int, now time.Time) error {
 	c := w.c
 	var err error
