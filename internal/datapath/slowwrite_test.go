@@ -159,3 +159,34 @@ func TestStartSetsWriteProgress(t *testing.T) {
 		b.stop(t)
 	}
 }
+
+// misreportConn stands for a layer over the socket, such as the demo's
+// emulated slow link, that may report a timed-out write as writing nothing.
+type misreportConn struct{ net.Conn }
+
+// TestContinuedOnlyOnTCP: the writer continues writes after a deadline
+// only on the kernel's socket; over any layer (TLS, a wrapper that may
+// not report partial writes exactly) a deadline still fails the write,
+// so no byte is ever sent twice.
+func TestContinuedOnlyOnTCP(t *testing.T) {
+	na, nb := tcpPair(t)
+	defer na.Close()
+	defer nb.Close()
+	pa, pb := net.Pipe()
+	defer pa.Close()
+	defer pb.Close()
+	for _, tc := range []struct {
+		name string
+		nc   net.Conn
+		want bool
+	}{
+		{"tcp", na, true},
+		{"wrapped tcp", misreportConn{na}, false},
+		{"pipe", pa, false},
+		{"buffers writer", &buffersConn{Conn: na}, false},
+	} {
+		if got := newWriter(&Conn{nc: tc.nc}).resumable; got != tc.want {
+			t.Errorf("%s: resumable %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

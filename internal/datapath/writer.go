@@ -75,11 +75,15 @@ type writer struct {
 }
 
 func newWriter(c *Conn) *writer {
-	// A BuffersWriter, or a layer with its own state over the socket (it
-	// has NetConn: crypto/tls), may not survive a write timeout.
-	_, bw := c.nc.(BuffersWriter)
-	_, layered := c.nc.(interface{ NetConn() net.Conn })
-	return &writer{c: c, jobs: make(map[uint64]*sendJob), resumable: !bw && !layered}
+	// Only the kernel's socket is trusted to go on after a write deadline
+	// and to report exactly what a failed write wrote. A layer over it may
+	// keep state a timeout corrupts (crypto/tls), or report a timed-out
+	// write as writing nothing although it took part of it (the demo's
+	// slow link, internal/faultnet): continuing would then send bytes
+	// twice. Such a layer judges progress itself (ProgressWriter) or keeps
+	// the per-write deadline.
+	_, tcp := c.nc.(*net.TCPConn)
+	return &writer{c: c, jobs: make(map[uint64]*sendJob), resumable: tcp}
 }
 
 // run is the writer goroutine. Each turn takes the queued commands, builds
@@ -478,13 +482,12 @@ type ProgressWriter interface {
 // bytes therefore goes on with the rest under a fresh deadline; only one
 // that moved nothing for WriteTimeout fails. So a peer that stops reading
 // is given up between one and two WriteTimeouts after its last byte moved.
-// That needs a connection that stays usable after a deadline (net.Conn's
-// contract; the plain TCP path); a BuffersWriter or a layer over the socket
-// (crypto/tls: its state is corrupt after a write timeout) is not
-// continued here, and any timeout it reports fails it: kvp2p's TLS
-// connection reports one only after a window without progress, as it
-// continues below TLS (ProgressWriter); another such layer keeps bounding
-// each write (docs/liveness.md).
+// That needs a connection that stays usable after a deadline and reports
+// exactly what it wrote: the plain TCP socket (newWriter). Any other
+// connection is not continued here, and any timeout it reports fails it:
+// kvp2p's TLS connection reports one only after a window without
+// progress, as it continues below TLS (ProgressWriter); another keeps
+// bounding each write (docs/liveness.md).
 func (w *writer) write(k int, now time.Time) error {
 	c := w.c
 	var err error
