@@ -23,8 +23,8 @@ var (
 	// already ended), a chunk that does not fit its slot or arrives out of
 	// order, or a control-plane message on a data connection.
 	ErrProtocol = errors.New("datapath: protocol error")
-	// ErrTimeout: nothing arrived for Config.ReadTimeout, or one write did
-	// not finish within Config.WriteTimeout (the peer stopped draining).
+	// ErrTimeout: nothing arrived for Config.ReadTimeout, or a write moved
+	// no byte for Config.WriteTimeout (the peer stopped draining).
 	ErrTimeout = errors.New("datapath: timeout")
 )
 
@@ -72,8 +72,11 @@ type Config struct {
 	// when no frame at all arrives for this long (default 2 s). Negative
 	// means no read timeout.
 	ReadTimeout time.Duration
-	// WriteTimeout bounds each write to the socket (default 2 s). Negative
-	// means none.
+	// WriteTimeout bounds how long a write to the socket may move no byte
+	// (default 2 s): a write that takes longer but keeps moving bytes goes
+	// on (a slow link is not a dead peer), except over a layer such as TLS
+	// that does not survive a write timeout, where it bounds each write.
+	// Negative means none.
 	WriteTimeout time.Duration
 	// UserTimeout is set as TCP_USER_TIMEOUT on a *net.TCPConn (Linux only),
 	// so that unacknowledged data fails the socket after this long
@@ -275,6 +278,7 @@ type Conn struct {
 	err      error        // first error; written once in fail, read after quit
 	live     atomic.Int32 // goroutines still running; the last emits Closed
 	helpers  atomic.Int32 // checksum helpers running (sum.go): tests read it
+	resumed  atomic.Int64 // writes continued after their deadline (writer.resume): tests read it
 
 	w *writer // owned by the writer goroutine
 	r *reader // owned by the reader goroutine
@@ -329,6 +333,9 @@ func StartWithReader(nc net.Conn, rd *wire.Reader, cfg Config, mem Memory, emit 
 		// Best effort: a socket that refuses it still works, it just
 		// detects a dead peer later (read timeout and keepalives still do).
 		_ = setUserTimeout(tc, cfg.UserTimeout)
+	}
+	if pw, ok := nc.(ProgressWriter); ok && cfg.WriteTimeout > 0 {
+		pw.SetWriteProgress(cfg.WriteTimeout)
 	}
 	c := &Conn{
 		nc:   nc,

@@ -63,6 +63,8 @@ type writer struct {
 	probe    wire.Probe
 	probeAck wire.ProbeAck
 
+	resumable bool // a write that met its deadline may go on (write)
+
 	lastWrite   time.Time
 	progressDue time.Time // earliest time a Progress may be due; zero: no open job
 	timer       *time.Timer
@@ -73,7 +75,15 @@ type writer struct {
 }
 
 func newWriter(c *Conn) *writer {
-	return &writer{c: c, jobs: make(map[uint64]*sendJob)}
+	// Only the kernel's socket is trusted to go on after a write deadline
+	// and to report exactly what a failed write wrote. A layer over it may
+	// keep state a timeout corrupts (crypto/tls), or report a timed-out
+	// write as writing nothing although it took part of it (the demo's
+	// slow link, internal/faultnet): continuing would then send bytes
+	// twice. Such a layer judges progress itself (ProgressWriter) or keeps
+	// the per-write deadline.
+	_, tcp := c.nc.(*net.TCPConn)
+	return &writer{c: c, jobs: make(map[uint64]*sendJob), resumable: tcp}
 }
 
 // run is the writer goroutine. Each turn takes the queued commands, builds
@@ -453,21 +463,61 @@ type BuffersWriter interface {
 	WriteBuffers(bufs [][]byte) (int64, error)
 }
 
+// ProgressWriter is a connection that cannot go on with a write after its
+// deadline itself (the writer's way, see write) but can below itself:
+// kvp2p's TLS connection continues its socket writes under TLS, where
+// crypto/tls never sees the timeout. Start gives it WriteTimeout, so that
+// there too a write fails only after WriteTimeout with no byte accepted.
+type ProgressWriter interface {
+	SetWriteProgress(window time.Duration)
+}
+
 // write writes iov[:k] (out, then the chunks' headers and payloads) in
 // one writev, and on success reports the terminal frames that were in it.
+//
+// WriteTimeout bounds a write's silence, not its length (issue 24, slow is
+// not dead): on a link slower than a batch per WriteTimeout, with the
+// socket buffer full, one writev takes longer than that while the peer
+// drains it the whole time. A write that met its deadline having moved
+// bytes therefore goes on with the rest under a fresh deadline; only one
+// that moved nothing for WriteTimeout fails. So a peer that stops reading
+// is given up between one and two WriteTimeouts after its last byte moved.
+// That needs a connection that stays usable after a deadline and reports
+// exactly what it wrote: the plain TCP socket (newWriter). Any other
+// connection is not continued here, and any timeout it reports fails it:
+// kvp2p's TLS connection reports one only after a window without
+// progress, as it continues below TLS (ProgressWriter); another keeps
+// bounding each write (docs/liveness.md).
 func (w *writer) write(k int, now time.Time) error {
 	c := w.c
-	if c.cfg.WriteTimeout > 0 {
-		c.nc.SetWriteDeadline(now.Add(c.cfg.WriteTimeout))
-	}
 	var err error
 	if k == 1 {
-		_, err = c.nc.Write(w.out)
+		p := w.out
+		for {
+			w.deadline(now)
+			var n int
+			n, err = c.nc.Write(p)
+			if !w.resume(n > 0, err) {
+				break
+			}
+			p, now = p[n:], time.Now()
+		}
 	} else if bw, ok := c.nc.(BuffersWriter); ok {
+		w.deadline(now)
 		_, err = bw.WriteBuffers(w.iov[:k])
 	} else {
+		// WriteTo consumes what it wrote from w.bufs: a continued write
+		// takes the rest.
 		w.bufs = w.iov[:k]
-		_, err = w.bufs.WriteTo(c.nc)
+		for {
+			w.deadline(now)
+			var n int64
+			n, err = w.bufs.WriteTo(c.nc)
+			if !w.resume(n > 0, err) {
+				break
+			}
+			now = time.Now()
+		}
 		w.bufs = nil
 	}
 	if k > 1 {
@@ -477,7 +527,7 @@ func (w *writer) write(k int, now time.Time) error {
 		// If the Conn is closing already this error is a consequence, and
 		// fail keeps the first one.
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return fmt.Errorf("datapath: write: %w: %w", ErrTimeout, err)
+			return fmt.Errorf("datapath: write: %w: nothing written for %v: %w", ErrTimeout, c.cfg.WriteTimeout, err)
 		}
 		return fmt.Errorf("datapath: write: %w", err)
 	}
@@ -488,4 +538,24 @@ func (w *writer) write(k int, now time.Time) error {
 	}
 	w.ends = w.ends[:0]
 	return nil
+}
+
+// deadline sets the write deadline one WriteTimeout after now, if any.
+func (w *writer) deadline(now time.Time) {
+	if t := w.c.cfg.WriteTimeout; t > 0 {
+		w.c.nc.SetWriteDeadline(now.Add(t))
+	}
+}
+
+// resume reports whether a write that ended with err should go on with
+// its rest: it met its deadline having moved bytes (progressed), on a
+// connection that stays usable after a deadline. The Conn owns nc, so the
+// deadline met is the writer's own, never one set to interrupt it (fail
+// closes nc instead).
+func (w *writer) resume(progressed bool, err error) bool {
+	if err == nil || !progressed || !w.resumable || !errors.Is(err, os.ErrDeadlineExceeded) {
+		return false
+	}
+	w.c.resumed.Add(1)
+	return true
 }

@@ -2,8 +2,12 @@ package identity
 
 import (
 	"crypto/tls"
+	"errors"
 	"net"
+	"os"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // coalesceMax bounds the ciphertext a Coalescer holds before it writes:
@@ -22,6 +26,10 @@ type Coalescer struct {
 	mu   sync.Mutex // tls.Conn serializes its writes; this guards held/buf against hold/flush
 	held bool
 	buf  []byte // grows to at most coalesceMax, once per connection
+
+	// window is SetWriteProgress's (a time.Duration; 0: off). Atomic:
+	// crypto/tls writes from its reading goroutine too.
+	window atomic.Int64
 }
 
 func (c *Coalescer) Write(p []byte) (int, error) {
@@ -39,7 +47,27 @@ func (c *Coalescer) Write(p []byte) (int, error) {
 	if err := c.flushLocked(); err != nil {
 		return 0, err
 	}
-	return c.Conn.Write(p)
+	return c.write(p)
+}
+
+// write writes p to the socket. With a progress window set, a write that
+// meets its deadline having moved bytes goes on with the rest under a
+// fresh deadline one window later: crypto/tls above never sees that
+// timeout, which would break the connection for good, and a write fails
+// only when the socket took nothing for a whole window (SetWriteProgress).
+func (c *Coalescer) write(p []byte) (int, error) {
+	n := 0
+	for {
+		k, err := c.Conn.Write(p[n:])
+		n += k
+		w := time.Duration(c.window.Load())
+		if err == nil || k == 0 || w <= 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+			return n, err
+		}
+		if err := c.Conn.SetWriteDeadline(time.Now().Add(w)); err != nil {
+			return n, err
+		}
+	}
 }
 
 func (c *Coalescer) hold() {
@@ -60,7 +88,7 @@ func (c *Coalescer) flushLocked() error {
 	if len(c.buf) == 0 {
 		return nil
 	}
-	_, err := c.Conn.Write(c.buf)
+	_, err := c.write(c.buf)
 	c.buf = c.buf[:0]
 	return err
 }
@@ -86,6 +114,20 @@ func (c *CoalescedTLS) Write(p []byte) (int, error) {
 // NetConn is the socket, for socket options (datapath sets
 // TCP_USER_TIMEOUT through it).
 func (c *CoalescedTLS) NetConn() net.Conn { return c.Co.Conn }
+
+// SetWriteProgress makes a write deadline bound the socket's silence
+// instead of a write's length (the data path's WriteTimeout, issue 24:
+// slow is not dead): a socket write that meets its deadline after moving
+// bytes goes on under a fresh deadline window later, below TLS, so a write
+// fails only when the socket accepted nothing for window (detected one to
+// two windows after its last byte). 0 turns it off: any timeout then
+// fails the write, and crypto/tls's state is corrupt after it. The caller
+// must own the connection's write deadlines: one set in the past to
+// interrupt a write would be renewed while bytes move (Close interrupts a
+// write in any case).
+func (c *CoalescedTLS) SetWriteProgress(window time.Duration) {
+	c.Co.window.Store(int64(max(window, 0)))
+}
 
 // WriteBuffers writes bufs in order as one unit: their records reach the
 // socket in one write where they fit in coalesceMax. The data path's
