@@ -202,6 +202,7 @@ type faultConn struct {
 	flipDone  chan struct{} // non-nil while a flip is armed
 
 	rdl, wdl  atomic.Int64 // deadlines (unix ns; 0 none), for held calls
+	window    atomic.Int64 // SetWriteProgress (ns; 0 off)
 	closeOnce sync.Once
 	closed    chan struct{}
 }

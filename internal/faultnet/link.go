@@ -127,20 +127,39 @@ func (c *faultConn) waitRoom(n, limit int64) error {
 		space := c.q.space
 		c.q.mu.Unlock()
 		var tc <-chan time.Time
+		var timer *time.Timer
 		if d := c.wdl.Load(); d != 0 {
-			t := time.NewTimer(time.Until(time.Unix(0, d)))
-			tc = t.C
-			defer t.Stop()
+			timer = time.NewTimer(time.Until(time.Unix(0, d)))
+			tc = timer.C
 		}
 		select {
 		case <-space:
+			// The link drained some: with a progress window
+			// (SetWriteProgress) the deadline bounds a wait with no
+			// progress, as the data path's writer does on a real socket.
+			// The pump writes the socket under the same deadline.
+			if w := c.window.Load(); w > 0 {
+				d := time.Now().Add(time.Duration(w))
+				c.wdl.Store(d.UnixNano())
+				_ = c.Conn.SetWriteDeadline(d)
+			}
 		case <-c.closed:
 			return net.ErrClosed
 		case <-tc:
 			return os.ErrDeadlineExceeded
 		}
+		if timer != nil {
+			timer.Stop()
+		}
 	}
 }
+
+// SetWriteProgress (datapath.ProgressWriter): from now on a write waiting
+// for room in the slow link's send buffer gets window more each time the
+// buffer drains some, so that only a wait with no progress for window
+// meets the deadline. A write still reports 0 bytes on a deadline, so the
+// data path cannot go on with it itself.
+func (c *faultConn) SetWriteProgress(window time.Duration) { c.window.Store(int64(window)) }
 
 // pump delivers the send buffer to the socket, each piece when it is due
 // (at once once the rank is no longer slow), and exits when the buffer is

@@ -199,3 +199,43 @@ func TestSlowLinkWriteDeadline(t *testing.T) {
 		}
 	})
 }
+
+// TestSlowLinkWriteProgress: with a progress window (the data path sets
+// one), a write into a full send buffer on a link that drains slowly
+// waits as long as the link moves bytes, past its first deadline; a link
+// that moves nothing still meets the deadline.
+func TestSlowLinkWriteProgress(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		inj := NewInjector()
+		inj.SendBuffer = 16 << 10
+		c, _, far := dataConn(t, inj, time.Now())
+		defer far.Close()
+		defer c.Close()
+		c.(interface{ SetWriteProgress(time.Duration) }).SetWriteProgress(time.Second)
+		inj.Set("src", func(f *RankFault) { f.SlowBps = 32 << 10 }) // a 16 KiB piece every 0.5 s
+		if _, err := c.Write(chunkFrame(1, 16<<10)); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+		start := time.Now()
+		if _, err := c.Write(chunkFrame(1, 64<<10)); err != nil { // about 2 s of link
+			t.Fatalf("write on a slow link that drains: %v after %v, want it to wait", err, time.Since(start))
+		}
+		if d := time.Since(start); d <= time.Second {
+			t.Fatalf("the write took %v: it never outlived its first deadline, the test proves nothing", d)
+		}
+		inj.Set("src", func(f *RankFault) { f.SlowBps = 1 << 10 }) // a piece every 16 s
+		_ = c.SetWriteDeadline(time.Time{})
+		if _, err := c.Write(chunkFrame(1, 16<<10)); err != nil { // fills the buffer
+			t.Fatal(err)
+		}
+		_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+		start = time.Now()
+		if _, err := c.Write(chunkFrame(1, 16<<10)); err == nil {
+			t.Fatal("write on a link that moved nothing for the window succeeded, want a timeout")
+		}
+		if d := time.Since(start); d < time.Second {
+			t.Fatalf("timed out after %v, before the window", d)
+		}
+	})
+}
