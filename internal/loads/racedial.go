@@ -113,8 +113,7 @@ func (t *Table) unreject(c *conn) {
 // first ends the racers. A racer finishing while the peer already has
 // another session (its own dial came up meanwhile) is not needed.
 func (t *Table) attemptReady(now time.Time, c *conn) {
-	if c.racing {
-		c.racing = false
+	if c.racing { // loseRace or crown ends its racing
 		old := t.byPeer[c.peer]
 		if old != nil && old != c && old.s.Ended() == health.CauseNone && !(old.s.Outbound() && old.s.Pending()) {
 			t.log.Info("a racing connect attempt finished after the peer had a session: closing it", "peer", c.peer)
@@ -123,8 +122,7 @@ func (t *Table) attemptReady(now time.Time, c *conn) {
 		}
 		t.log.Info("a racing connect attempt won: it is the peer's session", "peer", c.peer,
 			"pending_for", now.Sub(c.s.PendingSince()))
-		t.unreject(c)
-		t.byPeer[c.peer] = c
+		t.crown(c)
 		if old != nil && old != c && old.s.Ended() == health.CauseNone {
 			t.loseRace(now, old)
 		}
@@ -159,10 +157,16 @@ func (t *Table) promoteRacer(now time.Time, c *conn) {
 	if len(rs) == 1 {
 		delete(t.racers, c.peer)
 	}
+	t.crown(r)
+	t.log.Info("the current connect attempt ended: a racing one takes its place", "peer", c.peer, "conn", r.id)
+}
+
+// crown makes racer r its peer's current attempt (or session): it races
+// no more and counts again.
+func (t *Table) crown(r *conn) {
 	r.racing = false
 	t.unreject(r)
-	t.byPeer[c.peer] = r
-	t.log.Info("the current connect attempt ended: a racing one takes its place", "peer", c.peer, "conn", r.id)
+	t.byPeer[r.peer] = r
 }
 
 // Attempts returns how many connect attempts to peer are live and pending:

@@ -19,18 +19,12 @@ import (
 //	go test -run '^$' -bench 'Load|Raw|Lookup' -benchtime 3s .
 
 const (
-	benchLoadBytes  = 64 << 20
-	benchBlockBytes = 256 << 10
-	benchBlocks     = benchLoadBytes / benchBlockBytes
+	benchLoadBytes  = rawbench.LoadBytes
+	benchBlockBytes = rawbench.BlockBytes
+	benchBlocks     = rawbench.Blocks
 )
 
-func benchBytes(k Key, n int) []byte {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = k[i%len(k)] ^ byte(i>>8)
-	}
-	return b
-}
+func benchBytes(k Key, n int) []byte { return rawbench.Bytes(k, n) }
 
 // waitJob waits on m until job's result (Manager.WaitFinished), for at
 // most 30 s: a benchmark times the load to the loop turn that settled it,

@@ -110,3 +110,21 @@ func Interleave(b *testing.B, bytes int, aName string, a func(*testing.B) time.D
 		b.ReportMetric(cc.Seconds()/(mb/1e3), cName+"_cpu_s/GB")
 	}
 }
+
+// The load the node and sidecar benchmarks move, and raw TCP with them: 64
+// MiB in 256 KiB blocks.
+const (
+	LoadBytes  = 64 << 20
+	BlockBytes = 256 << 10
+	Blocks     = LoadBytes / BlockBytes
+)
+
+// Bytes is block k's n bytes in the benchmarks: distinct per key and per
+// offset, so that a misplaced chunk shows.
+func Bytes(k [16]byte, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = k[i%len(k)] ^ byte(i>>8)
+	}
+	return b
+}

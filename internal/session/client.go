@@ -544,7 +544,18 @@ func (c *client) tick(s *Session, now time.Time) {
 // not a fault, and the session stays (issue 24: slow is not dead). The
 // progress watchdog's silence bounds it, as it bounds a running load.
 func (c *client) draining(s *Session, now time.Time, l *load) bool {
-	return l.producerDone && !l.dataEnded && s.cfg.StallTimeout > 0 && now.Sub(c.dataAt) < s.cfg.StallTimeout
+	return now.Before(c.drainsUntil(s, l))
+}
+
+// drainsUntil is when failed load l stops draining (draining): one
+// StallTimeout after the data connection last delivered; zero if l is
+// not draining at all (its producer has not stopped, or its terminal
+// frame came).
+func (c *client) drainsUntil(s *Session, l *load) time.Time {
+	if !l.producerDone || l.dataEnded || s.cfg.StallTimeout <= 0 || c.dataAt.IsZero() {
+		return time.Time{}
+	}
+	return c.dataAt.Add(s.cfg.StallTimeout)
 }
 
 // close fails every load at once. Their slots are released by dataClosed.

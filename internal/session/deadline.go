@@ -59,11 +59,7 @@ func (c *client) deadline(s *Session, d *deadline) {
 	}
 	for _, l := range c.loads {
 		if l.reported {
-			at := l.failedAt.Add(s.cfg.AbortAckTimeout)
-			if l.producerDone && !l.dataEnded && s.cfg.StallTimeout > 0 {
-				at = later(at, c.dataAt.Add(s.cfg.StallTimeout)) // client.draining
-			}
-			d.at(at)
+			d.at(later(l.failedAt.Add(s.cfg.AbortAckTimeout), c.drainsUntil(s, l)))
 			continue
 		}
 		d.at(l.submitted.Add(c.loadTimeout(s, l)))
