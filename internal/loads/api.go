@@ -34,7 +34,7 @@ func (t *Table) NewRequest(now time.Time, id string, p TransferParams) error {
 	if src != nil {
 		t.liveSrc[src.kvID]++
 		if t.session(now, src.peer, src.domain) == nil {
-			t.markFailed(src.kvID)
+			t.markFailed(src.kvID, "no session to its source (refused by the failure policy or the peer cap)")
 		}
 	}
 	t.settle(now)
@@ -90,7 +90,7 @@ func (t *Table) lookup(now time.Time, id string, k wire.Key, g health.Gate, aske
 				}
 			}
 		}
-		t.markFailed(r.src.kvID)
+		t.markFailed(r.src.kvID, "its source's handshake did not finish within the request's wait")
 		return session.Miss
 	}
 	if t.silentPath(now, r, c) {
@@ -98,7 +98,7 @@ func (t *Table) lookup(now time.Time, id string, k wire.Key, g health.Gate, aske
 		// (health.Waits.Silent): no new load goes into a data path that
 		// owes bytes and is silent; the request waits for its verdict.
 		if !t.mayWait(now, r, t.silentWaits(now, r, c)) {
-			t.markFailed(r.src.kvID)
+			t.markFailed(r.src.kvID, "its source's data path owes bytes and is silent, past the request's wait")
 			return session.Miss
 		}
 		return session.Retry
@@ -110,12 +110,12 @@ func (t *Table) lookup(now time.Time, id string, k wire.Key, g health.Gate, aske
 	case health.GateWait:
 		t.askPolicy = true // the probe it holds the lookup for
 		if !t.mayWait(now, r, t.waits(now, r)) {
-			t.markFailed(r.src.kvID)
+			t.markFailed(r.src.kvID, "its source is under a probe whose verdict did not come within the request's wait")
 			return session.Miss
 		}
 		return session.Retry
 	case health.GateMiss:
-		t.markFailed(r.src.kvID)
+		t.markFailed(r.src.kvID, "the failure policy refuses its source (suspect, ejected or quarantined)")
 		return session.Miss
 	}
 	if r.src.pd {
@@ -194,13 +194,13 @@ func (t *Table) submitLoad(now time.Time, id string, keys []wire.Key, into []sto
 		return j.id
 	}
 	if t.shuttingDown {
-		t.markFailed(r.src.kvID)
+		t.markFailed(r.src.kvID, "shutting down")
 		return t.failNow(j, "shutting down")
 	}
 	c := t.byPeer[r.src.peer]
 	if c == nil || !c.s.Ready() {
 		t.log.Warn("submit_load without a ready session", "job_id", j.id, "peer", r.src.peer)
-		t.markFailed(r.src.kvID)
+		t.markFailed(r.src.kvID, "load submitted without a ready session")
 		return t.failNow(j, "no session")
 	}
 	slots := make([]store.Slot, 0, len(keys))
@@ -216,8 +216,9 @@ func (t *Table) submitLoad(now time.Time, id string, keys []wire.Key, into []sto
 			for _, s := range slots {
 				_ = t.store.CancelFill(s)
 			}
-			t.markFailed(r.src.kvID)
-			return t.failNow(j, fmt.Sprintf("no destination slot: %v", err))
+			why := fmt.Sprintf("no destination slot: %v", err)
+			t.markFailed(r.src.kvID, why)
+			return t.failNow(j, why)
 		}
 		slots = append(slots, sl)
 	}
@@ -225,7 +226,7 @@ func (t *Table) submitLoad(now time.Time, id string, keys []wire.Key, into []sto
 		for _, s := range slots {
 			_ = t.store.CancelFill(s)
 		}
-		t.markFailed(r.src.kvID)
+		t.markFailed(r.src.kvID, "load refused by its session: "+err.Error())
 		return t.failNow(j, err.Error())
 	}
 	j.slots, j.keys, j.conn = slots, keys, c.id

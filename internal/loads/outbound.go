@@ -39,7 +39,7 @@ func (t *Table) FailUnboundStores(now time.Time, reason string) int {
 		}
 		delete(t.unbound, id)
 		delete(t.finished, id)
-		t.markFailed(id)
+		t.markFailed(id, reason)
 		t.reaped[id] = now
 	}
 	t.settle(now)

@@ -52,7 +52,7 @@ func (t *Table) reapOne(now time.Time, c *conn) {
 // producer bindings.
 func (t *Table) unbindEnded(c *conn) {
 	for _, id := range c.s.FailedRequests() {
-		t.markFailed(id)
+		t.markFailed(id, "its session to the source ended: "+c.s.Ended().String())
 	}
 	for id, b := range t.bound {
 		if b == c {
@@ -123,7 +123,7 @@ func (t *Table) reapUnbound(now time.Time) {
 		}
 		delete(t.unbound, id)
 		delete(t.finished, id)
-		t.markFailed(id)
+		t.markFailed(id, ReasonUnboundTimeout)
 		t.reaped[id] = now
 	}
 }

@@ -169,10 +169,19 @@ func New(cfg Config, st *store.Store) (*Table, error) {
 // lookups are MISS until the request finishes. An id no live request names
 // is not recorded: the set would only grow (a load's failure is often
 // published by the request's own finish).
-func (t *Table) markFailed(kvID string) {
-	if t.liveSrc[kvID] > 0 {
-		t.failed[kvID] = struct{}{}
+//
+// The first time a live request is marked, why is logged (at info: the
+// node's log is rate-limited per message): a fallback that says nothing is
+// one nobody can explain afterwards, and most of these ends are decided here,
+// where no load failed and no peer said anything.
+func (t *Table) markFailed(kvID, why string) {
+	if t.liveSrc[kvID] == 0 {
+		return
 	}
+	if _, already := t.failed[kvID]; !already {
+		t.log.Info("request falls back to local prefill", "kv_req", kvID, "why", why)
+	}
+	t.failed[kvID] = struct{}{}
 }
 
 // Failed reports whether kv request id is in the failed set.
@@ -309,7 +318,7 @@ func (t *Table) loadDone(now time.Time, c *conn, r session.LoadResult) {
 		t.moveJob(j, jobDone)
 	} else {
 		t.moveJob(j, jobHolding)
-		t.markFailed(j.kvID)
+		t.markFailed(j.kvID, "load failed: "+r.Reason)
 	}
 	t.publish(JobResult{Job: r.Job, Kind: JobLoad, ReqID: j.req, OK: r.OK, Bytes: r.Bytes, Reason: r.Reason}, j.at)
 }

@@ -2,6 +2,7 @@ package loads_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,6 +59,11 @@ func TestDomainUnansweredDial(t *testing.T) {
 	v, took := g.ask()
 	if v != session.Miss || took > 120*time.Millisecond {
 		t.Fatalf("request into a partition: %v after %v, want MISS within 120 ms (two unanswered attempts)", v, took)
+	}
+	// The fallback says why, once, where it was decided.
+	if l := g.log.String(); strings.Count(l, "request falls back to local prefill") != 1 ||
+		!strings.Contains(l, "kv_req=kv-r1") || !strings.Contains(l, "handshake did not finish") {
+		t.Fatalf("the fallback was not logged once with its reason:\n%s", tail(l))
 	}
 	g.net.Advance(35 * time.Millisecond)
 	g.ask() // leaves an attempt into the partition pending

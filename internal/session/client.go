@@ -247,6 +247,7 @@ func (c *client) onLookupResp(s *Session, now time.Time, m *wire.LookupResp) err
 	if r == nil || r.round != m.Round {
 		return nil // a finished request or an older round: stale, ignore
 	}
+	misses := 0
 	for i, k := range m.Keys {
 		if st := r.probes[k]; st != probeSent && st != probeCarried {
 			continue // unknown, or resolved already (by the deadline)
@@ -255,7 +256,13 @@ func (c *client) onLookupResp(s *Session, now time.Time, m *wire.LookupResp) err
 			r.probes[k] = probeHit
 		} else {
 			r.probes[k] = probeMiss
+			misses++
 		}
+	}
+	if misses > 0 {
+		// Why a request's lookup missed is the producer's to say (its
+		// log); this side records that it did.
+		s.logger().Debug("peer answered MISS", "req", m.ReqID, "round", m.Round, "misses", misses, "keys", len(m.Keys))
 	}
 	return nil
 }

@@ -407,6 +407,10 @@ func (e *engine) Tick(n *node.Node, now time.Time) {
 	}
 	for id, a := range e.asks {
 		if now.Sub(a.at) >= e.cfg.ServeTimeout {
+			// A peer's request will prefill without these blocks: say why
+			// here, where it is decided (rate-limited per message).
+			n.Log().Info("the engine did not serve a peer's lookup within engine.serve_timeout: answered MISS",
+				"keys", len(a.keys), "waited", now.Sub(a.at))
 			delete(e.asks, id)
 			for _, k := range a.keys {
 				e.answered(k)
