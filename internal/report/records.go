@@ -81,8 +81,13 @@ type Report struct {
 	// for the hits whose source shared a failure domain with another rank
 	// that had a fault while they were alive (the delay a policy imposes
 	// on collateral requests).
-	TTHms        TTF    `json:"tth_ms"`
-	TTHDomainMs  TTF    `json:"tth_domain_ms"`
+	TTHms       TTF `json:"tth_ms"`
+	TTHDomainMs TTF `json:"tth_domain_ms"`
+	// TTHHealthyMs is TTHms over the hits that were not affected (their
+	// source had no fault while they were alive): what a policy costs
+	// healthy requests. TTHms also counts affected hits, which a policy
+	// that waits through a short fault turns from fallbacks into late hits.
+	TTHHealthyMs TTF    `json:"tth_healthy_ms"`
 	CorruptLoads int    `json:"corrupt_loads"`
 	LeakedSlots  int    `json:"leaked_slots"`
 	BytesLoaded  uint64 `json:"bytes_loaded"`

@@ -130,13 +130,13 @@ type sample struct {
 // Censoring: a stuck request counts in the time statistics with its time
 // so far at the run's end, marked censored: in ttf_ms from its source's
 // fault (or its arrival, if later) when it was affected, else in tth_ms
-// (and tth_domain_ms) from its arrival. Dropping it instead would make a
+// (and tth_healthy_ms, and tth_domain_ms) from its arrival. Dropping it instead would make a
 // policy that never resolves a request look faster than one that does.
 func Compute(sc *scenario.Scenario, policy string, reqs []Request, leakedSlots int) Report {
 	rep := Report{Scenario: sc.Name, Policy: policy, Requests: len(reqs), LeakedSlots: leakedSlots,
 		PeakSlots: -1, OrphanSlots: -1} // until the driver measures them
 	j := NewFaultIndex(sc)
-	var ttf, tth, tthDom []sample
+	var ttf, tth, tthDom, tthHealthy []sample
 	for _, r := range reqs {
 		w, hit := j.Affected(r)
 		if hit {
@@ -151,6 +151,9 @@ func Compute(sc *scenario.Scenario, policy string, reqs []Request, leakedSlots i
 			rep.BytesLoaded += r.Bytes
 			s := sample{ms: ms(max(r.Resolved-r.Arrived, 0))}
 			tth = append(tth, s)
+			if !hit {
+				tthHealthy = append(tthHealthy, s)
+			}
 			if j.collateral(r) {
 				tthDom = append(tthDom, s)
 			}
@@ -179,6 +182,7 @@ func Compute(sc *scenario.Scenario, policy string, reqs []Request, leakedSlots i
 			}
 			s := sample{ms: ms(end - r.Arrived), censored: true}
 			tth = append(tth, s)
+			tthHealthy = append(tthHealthy, s) // not affected: the case above broke out
 			if j.collateral(r) {
 				tthDom = append(tthDom, s)
 			}
@@ -187,7 +191,7 @@ func Compute(sc *scenario.Scenario, policy string, reqs []Request, leakedSlots i
 			rep.CorruptLoads++
 		}
 	}
-	rep.TTFms, rep.TTHms, rep.TTHDomainMs = summarise(ttf), summarise(tth), summarise(tthDom)
+	rep.TTFms, rep.TTHms, rep.TTHDomainMs, rep.TTHHealthyMs = summarise(ttf), summarise(tth), summarise(tthDom), summarise(tthHealthy)
 	return rep
 }
 

@@ -123,6 +123,10 @@ func TestComputeOneRequest(t *testing.T) {
 				if d := float64(tc.r.Resolved-tc.r.Arrived) / 1e6; rep.TTHms != (TTF{P50: d, P99: d, Max: d, N: 1}) {
 					t.Errorf("tth = %+v, want %v ms", rep.TTHms, d)
 				}
+				// Healthy: the same, but only for a hit no fault touched.
+				if healthy := rep.TTHHealthyMs.N == 1; healthy == tc.affected || (healthy && rep.TTHHealthyMs != rep.TTHms) {
+					t.Errorf("tth-healthy = %+v for a hit affected=%v (tth %+v)", rep.TTHHealthyMs, tc.affected, rep.TTHms)
+				}
 			}
 		})
 	}
@@ -148,6 +152,7 @@ func TestComputeTotals(t *testing.T) {
 		FalseFallbacks: 1, Stuck: 1, Censored: 1,
 		TTFms:        TTF{P50: 51, P99: 100, Max: 29000, N: 101, Censored: 1, MaxCensored: true},
 		TTHms:        TTF{P50: 1000, P99: 1000, Max: 1000, N: 2},
+		TTHHealthyMs: TTF{P50: 1000, P99: 1000, Max: 1000, N: 2}, // the stuck one was affected
 		CorruptLoads: 1, LeakedSlots: 3, BytesLoaded: 1024, PeakSlots: -1, OrphanSlots: -1}
 	if got != want {
 		t.Errorf("Compute =\n %+v\nwant\n %+v", got, want)
@@ -217,7 +222,7 @@ func TestReportJSON(t *testing.T) {
 	}
 	slices.Sort(keys)
 	want := []string{"affected", "bytes_loaded", "censored", "corrupt_loads", "deliberate_fallbacks", "fallbacks", "false_fallbacks", "hits",
-		"leaked_slots", "orphan_slots", "peak_slots", "policy", "requests", "scenario", "stuck", "ttf_ms", "tth_domain_ms", "tth_ms"}
+		"leaked_slots", "orphan_slots", "peak_slots", "policy", "requests", "scenario", "stuck", "ttf_ms", "tth_domain_ms", "tth_healthy_ms", "tth_ms"}
 	if !slices.Equal(keys, want) {
 		t.Errorf("keys %v, want docs/design.md's %v", keys, want)
 	}

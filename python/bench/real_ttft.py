@@ -13,7 +13,9 @@ Llama-architecture model with random bf16 weights built locally
 Per prompt length, per repetition, each on a fresh prompt:
 - recompute: B computes the whole prompt (no cache anywhere);
 - cpu tier: B again after reset_prefix_cache(): the prefix from B's own CPU
-  tier (what vLLM's CPU offloading alone gives);
+  tier (what vLLM's CPU offloading alone gives); then once more with A kept
+  busy as in the peer run, so that the peer is compared with the CPU tier
+  under the same contention for the machine's cores;
 - peer: A computes the prompt (its stores go to its CPU tier), then B gets
   it with remote_kv_source = A: the prefix from A's region through both
   sidecars into B's region, then into B's KV cache. A serves another
@@ -81,11 +83,12 @@ def ttft(args: argparse.Namespace, root: str) -> None:
         say(f"engines up: A {a.info['start_s']:.0f}s, B {b.info['start_s']:.0f}s")
         seed = 10_000
         b.run(tiny_model.prompt_ids(64, 1, tiny_model.BIG.vocab), 1)  # warm the kernels
-        say("| prompt tokens | recompute ms | from B's CPU tier ms | from peer A ms | recompute / peer "
-            "| recompute / CPU tier | peer load GB/s (vLLM's read counters) | misses |")
-        say("|---|---|---|---|---|---|---|---|")
+        say("| prompt tokens | recompute ms | from B's CPU tier ms | the same, A busy ms | from peer A (A busy) ms "
+            "| recompute / peer | recompute / CPU tier | recompute / CPU tier, A busy "
+            "| peer load GB/s (vLLM's read counters) | misses |")
+        say("|---|---|---|---|---|---|---|---|---|---|")
         for n in args.lengths:
-            rec, host, peer, rates = [], [], [], []
+            rec, host, busy, peer, rates = [], [], [], [], []
             misses = 0
             for _ in range(args.reps):
                 seed += 1
@@ -98,6 +101,15 @@ def ttft(args: argparse.Namespace, root: str) -> None:
                 if r.by_source.get("host", 0) == 0:
                     misses += 1
                 host.append(r.ttft)
+                # The same, with A kept busy as in the peer run below: on a
+                # shared machine A's stepping takes CPU from B, and this
+                # separates that from what the peer path itself costs.
+                b.reset_prefix_cache()
+                with a.kept_busy(tiny_model.prompt_ids(16, 998, tiny_model.BIG.vocab), 4000):
+                    r = b.run(p, 1)
+                if r.by_source.get("host", 0) == 0:
+                    misses += 1
+                busy.append(r.ttft)
                 seed += 1
                 p = tiny_model.prompt_ids(n, seed, tiny_model.BIG.vocab)
                 a.run(p, 1)
@@ -114,8 +126,8 @@ def ttft(args: argparse.Namespace, root: str) -> None:
                     rates.append((b1 - b0) / (t1 - t0) / 1e9)
             m = statistics.median
             rate = f"{m(rates):.2f}" if rates else "-"
-            say(f"| {n} | {m(rec) * 1e3:.0f} | {m(host) * 1e3:.0f} | {m(peer) * 1e3:.0f} | "
-                f"{m(rec) / m(peer):.1f}x | {m(rec) / m(host):.1f}x | {rate} | {misses} |")
+            say(f"| {n} | {m(rec) * 1e3:.0f} | {m(host) * 1e3:.0f} | {m(busy) * 1e3:.0f} | {m(peer) * 1e3:.0f} | "
+                f"{m(rec) / m(peer):.1f}x | {m(rec) / m(host):.1f}x | {m(rec) / m(busy):.1f}x | {rate} | {misses} |")
     finally:
         a.close()
         b.close()
