@@ -29,6 +29,12 @@ class FlipProxy:
         with self._mu:
             self._armed = True
 
+    def disarm(self) -> None:
+        """Flips nothing more: a test that armed the proxy and whose load
+        never ran must not leave the flip to the next test's load."""
+        with self._mu:
+            self._armed = False
+
     def _accept(self) -> None:
         while True:
             try:
