@@ -28,8 +28,8 @@ go test -race -count=1 ./...
 # Content checks that skip under -race: docs/evaluation.md's simulator
 # tables are what scripts/sim-tables.sh prints now.
 go test -count=1 -run 'TestDocsSimTables' ./cmd/kvp2p
-# The fault lab: three scenarios on real processes in network namespaces,
-# faults made by the kernel (about 2.5 minutes). Only as root with the tools.
+# The fault lab: five scenarios on real processes in network namespaces,
+# faults made by the kernel (about 5 minutes). Only as root with the tools.
 lab_missing=""
 for tool in ip nft tc ss; do command -v "$tool" >/dev/null 2>&1 || lab_missing="$lab_missing $tool"; done
 if [ "$(id -u)" != 0 ]; then

@@ -15,11 +15,11 @@ import (
 	"github.com/kvp2p/kvp2p/internal/scenario"
 )
 
-// TestLabScenarios runs four scenarios under the domain policy on real
+// TestLabScenarios runs five scenarios under the domain policy on real
 // processes in network namespaces, faults made by the kernel, and holds
 // them to the issue's targets. Behind the build tag lab (go test -tags
 // lab ./internal/lab): it needs root and ip/nft/tc/ss, and without them
-// it skips, saying which is missing. About 4 minutes. scripts/test.sh
+// it skips, saying which is missing. About 5 minutes. scripts/test.sh
 // runs it as root when the tools are there.
 //
 // It found a real defect: false fallbacks on pod-partial right after the
@@ -53,8 +53,10 @@ func TestLabScenarios(t *testing.T) {
 		return s
 	}
 	// slow-crash and slow-blackhole are issue 24's family: slow ranks beside
-	// a crash and beside a dark sibling, each must be kept.
-	for _, s := range []*scenario.Scenario{sc("pod-partial"), sc("slow-crash"), sc("slow-blackhole"), sc("restart")} {
+	// a crash and beside a dark sibling, each must be kept. frozen is its
+	// item 4: a consumer and a producer SIGSTOPped for 3 s each, which must
+	// not time out their peers for their own lateness.
+	for _, s := range []*scenario.Scenario{sc("pod-partial"), sc("slow-crash"), sc("slow-blackhole"), sc("restart"), sc("frozen")} {
 		t.Run(s.Name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()

@@ -98,11 +98,24 @@ func (j FaultIndex) overlaps(r Request, ws []Window, skip string) (Window, bool)
 	return Window{}, false
 }
 
-// Affected reports whether any window of r's source overlaps r's life
-// [Arrived, end], bounds included: a fault at the very instant a request
-// arrives, or an instant fault at the moment it resolves, counts. It also
-// returns the earliest such window, from which time to fallback is taken.
-func (j FaultIndex) Affected(r Request) (Window, bool) { return j.overlaps(r, j.byRank[r.Source], "") }
+// Affected reports whether any window of r's source, or of r's consumer,
+// overlaps r's life [Arrived, end], bounds included: a fault at the very
+// instant a request arrives, or an instant fault at the moment it
+// resolves, counts. It also returns the earliest such window, from which
+// time to fallback is taken. A consumer's fault counts because it is the
+// request's own engine and sidecar that had it (a frozen or crashed
+// consumer): a fallback then is not false. No built-in scenario but
+// frozen faults a consumer.
+func (j FaultIndex) Affected(r Request) (Window, bool) {
+	w, ok := j.overlaps(r, j.byRank[r.Source], "")
+	if r.Consumer == "" || r.Consumer == r.Source {
+		return w, ok
+	}
+	if c, cok := j.overlaps(r, j.byRank[r.Consumer], ""); cok && (!ok || c.From < w.From) {
+		return c, true
+	}
+	return w, ok
+}
 
 // collateral reports whether another rank of r's source's failure domain
 // had a fault while r was alive. A rank without a domain has no siblings.
@@ -129,9 +142,10 @@ type sample struct {
 //
 // Censoring: a stuck request counts in the time statistics with its time
 // so far at the run's end, marked censored: in ttf_ms from its source's
-// fault (or its arrival, if later) when it was affected, else in tth_ms
-// (and tth_healthy_ms, and tth_domain_ms) from its arrival. Dropping it instead would make a
-// policy that never resolves a request look faster than one that does.
+// or consumer's fault (or its arrival, if later) when it was affected, else
+// in tth_ms (and tth_healthy_ms, and tth_domain_ms) from its arrival.
+// Dropping it instead would make a policy that never resolves a request
+// look faster than one that does.
 func Compute(sc *scenario.Scenario, policy string, reqs []Request, leakedSlots int) Report {
 	rep := Report{Scenario: sc.Name, Policy: policy, Requests: len(reqs), LeakedSlots: leakedSlots,
 		PeakSlots: -1, OrphanSlots: -1} // until the driver measures them

@@ -366,3 +366,59 @@ func TestComputeDeliberate(t *testing.T) {
 		t.Errorf("no deliberate column:\n%s", b.String())
 	}
 }
+
+// TestComputeConsumerFault: a request whose consumer rank had a fault
+// while it was alive (its own engine and sidecar frozen or gone) is
+// affected, as one whose source had; its time to fallback runs from the
+// earlier of the two faults that overlapped it. Another consumer's fault
+// does not touch it.
+func TestComputeConsumerFault(t *testing.T) {
+	ms := func(v float64) float64 { return v }
+	stall := []scenario.Fault{f(10*s, scenario.Stall, "d/0"), f(13*s, scenario.Heal, "d/0")}
+	on := func(cons string, r Request) Request { r.Consumer = cons; return r }
+	for _, tc := range []struct {
+		name     string
+		faults   []scenario.Fault
+		r        Request
+		affected bool
+		falseFB  bool
+		ttf      float64 // ms; -1 when the request has no TTF
+	}{
+		{"consumer stalled in its life: affected", stall, on("d/0", req("a/1", 9*s, 13*s+40*time.Millisecond, Fallback)), true, false, ms(3040)},
+		{"arrives while its consumer is stalled: TTF from arrival", stall, on("d/0", req("a/1", 11*s, 13*s, Fallback)), true, false, ms(2000)},
+		{"consumer stalled in its life, hit: affected, no ttf", stall, on("d/0", req("a/1", 9*s, 14*s, Hit)), true, false, -1},
+		{"consumer healthy all its life: false", stall, on("d/0", req("a/1", 13*s+1, 14*s, Fallback)), false, true, -1},
+		{"resolved before its consumer's fault: false", stall, on("d/0", req("a/1", 8*s, 10*s-1, Fallback)), false, true, -1},
+		{"another consumer's fault: false", stall, on("d/1", req("a/1", 9*s, 12*s, Fallback)), false, true, -1},
+		{"no consumer recorded: the source alone counts", stall, req("a/1", 9*s, 12*s, Fallback), false, true, -1},
+		{"stuck with its consumer crashed: censored from the crash", []scenario.Fault{f(30*s, scenario.Crash, "d/0")},
+			on("d/0", req("a/1", 20*s, 0, Stuck)), true, false, ms(10000)},
+		{"source's fault first: ttf from it", append([]scenario.Fault{f(9*s, scenario.Stall, "a/1"), f(12*s, scenario.Heal, "a/1")}, stall...),
+			on("d/0", req("a/1", 8*s, 13*s, Fallback)), true, false, ms(4000)},
+		{"consumer's fault first: ttf from it", append([]scenario.Fault{f(11*s, scenario.Crash, "a/1")}, stall...),
+			on("d/0", req("a/1", 8*s, 12*s, Fallback)), true, false, ms(2000)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := fleet(tc.faults...)
+			sc.Pods[1].Ranks = 2
+			rep := Compute(sc, "p", []Request{tc.r}, 0)
+			if got := rep.Affected == 1; got != tc.affected {
+				t.Errorf("affected = %v, want %v", got, tc.affected)
+			}
+			if got := rep.FalseFallbacks == 1; got != tc.falseFB {
+				t.Errorf("false fallback = %v, want %v", got, tc.falseFB)
+			}
+			want := TTF{}
+			if tc.ttf >= 0 {
+				c := tc.r.Outcome == Stuck
+				want = TTF{P50: tc.ttf, P99: tc.ttf, Max: tc.ttf, N: 1, P50Censored: c, P99Censored: c, MaxCensored: c}
+				if c {
+					want.Censored = 1
+				}
+			}
+			if rep.TTFms != want {
+				t.Errorf("ttf = %+v, want %+v", rep.TTFms, want)
+			}
+		})
+	}
+}

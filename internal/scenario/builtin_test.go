@@ -9,7 +9,7 @@ import (
 )
 
 var wantBuiltins = []string{
-	"colocated", "data-stall", "flapping", "handshake-fail", "host-blackhole", "idle-eviction",
+	"colocated", "data-stall", "flapping", "frozen", "handshake-fail", "host-blackhole", "idle-eviction",
 	"pod-crash", "pod-partial", "rank-crash", "restart", "slow-blackhole", "slow-crash", "slow-crash-1",
 	"slow-crash-50", "slow-flapping", "slow-peer", "slow-sibling",
 }

@@ -1,11 +1,16 @@
 package sim
 
 import (
+	"bytes"
+	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/health"
 	"github.com/kvp2p/kvp2p/internal/loads"
+	"github.com/kvp2p/kvp2p/internal/scenario"
 )
 
 // TestStarvedPostponesWatchdog: the table passes a starvation report to its
@@ -73,4 +78,63 @@ func peerOfTest(f *pair, nd *Node) string {
 		return f.p.ID
 	}
 	return f.c.ID
+}
+
+// TestFrozenScenarioBlamesNobody: in the built-in scenario frozen (a
+// consumer, then a producer, stalled for 3 s, beyond the heartbeat, stall
+// and probe timeouts), neither frozen node ends a session by a timer of
+// its own from its stall until the next fault after its heal: it reads
+// its peers' ends (resets, goodbyes) on waking, and times out none of
+// them for its own lateness. TestScenarioTargets holds its report.
+func TestFrozenScenarioBlamesNobody(t *testing.T) {
+	sc := load(t, "frozen")
+	var b bytes.Buffer
+	lg := slog.New(slog.NewTextHandler(&b, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if _, err := Run(sc, health.Domain, Options{Log: lg}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(b.String(), "\n")
+	frozen := 0
+	for _, f := range sc.Faults {
+		if f.Kind != scenario.Stall {
+			continue
+		}
+		for _, id := range sc.Ranks(f.Target) {
+			frozen++
+			name, r, _ := scenario.SplitRankID(id)
+			pod, _ := sc.Pod(name)
+			node := fmt.Sprintf("node=%s:%d ", pod.Host, pod.BasePort+r)
+			// The window: from its stall's log line to the first fault
+			// line after its heal's (or the end).
+			in, healed := false, false
+			n := 0
+			for _, l := range lines {
+				switch {
+				case strings.Contains(l, "msg=fault kind=stall rank="+id+" "):
+					in = true
+					continue
+				case in && strings.Contains(l, "msg=fault kind=heal rank="+id+" "):
+					healed = true
+					continue
+				case healed && strings.Contains(l, "msg=fault "):
+					in = false
+				}
+				if !in || !strings.Contains(l, node) {
+					continue
+				}
+				n++
+				for _, own := range []string{"cause=heartbeat-timeout", "cause=progress-stall", "handshake timed out", "data path stalled"} {
+					if strings.Contains(l, own) {
+						t.Errorf("frozen %s timed out a peer for its own lateness: %s", id, l)
+					}
+				}
+			}
+			if !healed || n == 0 {
+				t.Errorf("%s: healed %v, %d log lines of its node in its window: the window was not found", id, healed, n)
+			}
+		}
+	}
+	if frozen != 2 {
+		t.Fatalf("%d frozen ranks in frozen, want a consumer and a producer", frozen)
+	}
 }
