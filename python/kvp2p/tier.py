@@ -86,6 +86,9 @@ class Done:
 # Items (requests, batches, jobs, ids) in one Step: well under the
 # sidecar's limit (16384 by default; Registered does not state it).
 _MAX_ITEMS = 4096
+# A peer's ask that waited longer than this for the engine's scheduler step
+# is logged (a warning): its requester is then likely to fall back.
+ASK_WAIT_WARN_S = 1.0
 
 _PREEMPTED = -2  # registered before, forgotten by the sidecar: register again on use
 _LOST = -1  # registered with a sidecar since lost: fall back for good
@@ -156,6 +159,7 @@ class TierCore:
         self._out = _Out()
         self._done: list[Done] = []
         self._asks: list[pb.ServeAsk] = []
+        self._asks_since = 0.0  # when the oldest ask in _asks arrived
         self._grants: set[int] = set()
         # Grants of a lost sidecar -> when it was lost, and its process if known.
         self._held: dict[int, tuple[float, SidecarProcess | None]] = {}
@@ -288,6 +292,13 @@ class TierCore:
     def take_asks(self) -> list[pb.ServeAsk]:
         with self._mu:
             a, self._asks = self._asks, []
+            since = self._asks_since
+        if a and (waited := self._now() - since) > ASK_WAIT_WARN_S:
+            # Peers' asks are served only at this engine's scheduler steps
+            # (vLLM 0.32 has no tier-poll thread); the sidecar answers MISS
+            # for them after its engine.serve_timeout. Say when it happened.
+            log.warning("kvp2p: a peer's lookup waited %.1fs for this engine's scheduler step; the sidecar "
+                        "answers MISS after its engine.serve_timeout", waited)
         return a
 
     def grant(self, ask_id: int, pin_job_id: int | None, keys: Sequence[bytes], chunks: Sequence[int]) -> None:
@@ -398,6 +409,8 @@ class TierCore:
 
     def _on_ask(self, ask: pb.ServeAsk) -> None:
         with self._mu:
+            if not self._asks:
+                self._asks_since = self._now()
             self._asks.append(ask)
 
     def _on_release(self, pins: Sequence[int]) -> None:

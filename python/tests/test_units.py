@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 
@@ -366,3 +367,28 @@ def test_sidecar_process_runnable_tells_starved_from_frozen_and_idle() -> None:
         for p in (busy, idle):
             p.kill()
             p.wait()
+
+
+def test_a_peers_ask_that_waited_for_a_step_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    """vLLM 0.32 serves peers' asks only at its scheduler steps: an ask that
+    waited over ASK_WAIT_WARN_S is said in the engine's log, since its
+    requester likely fell back; one served at once is not."""
+    from kvp2p import tier
+    from kvp2p._pb import engine_pb2 as pb
+
+    core = tier.TierCore("/nonexistent.sock", pb.Register())  # not started: the test is the client's thread
+    clock = [100.0]
+    core._now = lambda: clock[0]
+    core._on_ask(pb.ServeAsk(ask_id=1))
+    clock[0] += 0.2
+    core._on_ask(pb.ServeAsk(ask_id=2))
+    with caplog.at_level(logging.WARNING, logger="kvp2p.tier"):
+        assert [a.ask_id for a in core.take_asks()] == [1, 2]
+        assert not caplog.records
+        core._on_ask(pb.ServeAsk(ask_id=3))
+        clock[0] += tier.ASK_WAIT_WARN_S + 0.5
+        core._on_ask(pb.ServeAsk(ask_id=4))
+        assert [a.ask_id for a in core.take_asks()] == [3, 4]
+    assert [r.getMessage() for r in caplog.records] == [
+        "kvp2p: a peer's lookup waited 1.5s for this engine's scheduler step; the sidecar answers MISS after its "
+        "engine.serve_timeout"]

@@ -17,12 +17,14 @@ import contextlib
 import multiprocessing as mp
 import os
 import signal
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
+SLOW_STEP_S = 1.0  # an engine step this long is reported on stderr
 _SOURCES = ("device", "host", "p2p", "disk", "external_unspecified")
 
 
@@ -139,7 +141,13 @@ def _serve(conn: Connection, cfg: EngineConfig) -> None:
             continue
         if not busy:
             continue
-        for out in engine.step():
+        t_step = time.monotonic()
+        outs = engine.step()
+        if (took := time.monotonic() - t_step) > SLOW_STEP_S:
+            # A peer's lookup waits for this engine's next step (vLLM 0.32):
+            # a long one explains a fallback the tests would otherwise not.
+            print(f"[{cfg.engine_id}] engine step took {took:.2f}s ({len(running)} requests)", file=sys.stderr, flush=True)
+        for out in outs:
             if out.request_id not in running:
                 continue  # aborted
             added, first, before = running[out.request_id]
