@@ -109,6 +109,19 @@ def _serve(conn: Connection, cfg: EngineConfig) -> None:
     engine = LLMEngine.from_engine_args(args)
     conn.send(("ready", {"start_s": time.monotonic() - t0, "pid": os.getpid()}))
     running: dict[str, tuple[float, float | None, dict[str, int]]] = {}  # req -> (added, first token, sources)
+    # Filler traffic ("fill"): one request at a time, added again each time
+    # it finishes, until "unfill"; its outputs are not reported.
+    filler: tuple[list[int], int] | None = None
+    fill_id, fill_n, fill_ack = "", 0, False
+
+    def add_filler() -> None:
+        nonlocal fill_id, fill_n
+        assert filler is not None
+        fill_n += 1
+        fill_id = f"{cfg.engine_id}-fill-{fill_n}"
+        engine.add_request(fill_id, {"prompt_token_ids": list(filler[0])},
+                           SamplingParams(temperature=0.0, max_tokens=filler[1], ignore_eos=True))
+
     while True:
         busy = engine.has_unfinished_requests()
         if conn.poll(0 if busy else None):
@@ -121,6 +134,16 @@ def _serve(conn: Connection, cfg: EngineConfig) -> None:
                 # with an internal suffix).
                 engine.add_request(req_id, {"prompt_token_ids": list(prompt)}, sp)
                 running[req_id] = (time.monotonic(), None, _sources(engine))
+                continue
+            if cmd == "fill":
+                filler, fill_ack = (list(a[0]), int(a[1])), True
+                add_filler()
+                continue
+            if cmd == "unfill":
+                if filler is not None:
+                    engine.abort_request([fill_id])
+                filler = None
+                conn.send(("unfill", None))
                 continue
             if cmd == "abort":
                 engine.abort_request([a[0]])
@@ -148,6 +171,13 @@ def _serve(conn: Connection, cfg: EngineConfig) -> None:
             # a long one explains a fallback the tests would otherwise not.
             print(f"[{cfg.engine_id}] engine step took {took:.2f}s ({len(running)} requests)", file=sys.stderr, flush=True)
         for out in outs:
+            if filler is not None and out.request_id == fill_id:
+                if fill_ack and out.outputs and out.outputs[0].token_ids:
+                    conn.send(("fill", None))  # it runs: the engine steps
+                    fill_ack = False
+                if out.finished:
+                    add_filler()
+                continue
             if out.request_id not in running:
                 continue  # aborted
             added, first, before = running[out.request_id]
@@ -264,18 +294,19 @@ class RealEngine:
         self._firsts.discard(rid)
 
     @contextlib.contextmanager
-    def kept_busy(self, prompt: list[int], max_tokens: int) -> Iterator[str]:
-        """Runs a long request while the block runs, then aborts it.
+    def kept_busy(self, prompt: list[int], max_tokens: int) -> Iterator[None]:
+        """Keeps the engine serving traffic while the block runs: a request
+        of the prompt, added again each time it finishes (a request that
+        ran out of tokens mid-block left the engine idle), then aborted.
 
         vLLM 0.32's engine core steps only while it has requests (it has no
         tier-poll thread): an idle engine never serves a peer's lookup. A
         producer serving traffic does."""
-        rid = self.add(prompt, max_tokens)
+        self._call("fill", prompt, max_tokens)  # answered once it runs
         try:
-            self.wait_first(rid)
-            yield rid
+            yield
         finally:
-            self.abort(rid)
+            self._call("unfill")
 
     def _call(self, tag: str, *args: Any) -> Any:
         self.conn.send((tag, *args))
