@@ -68,14 +68,7 @@ func req(src string, arrived, resolved time.Duration, o Outcome) Request {
 func TestComputeOneRequest(t *testing.T) {
 	ms := func(v float64) float64 { return v }
 	blackhole := []scenario.Fault{f(10*s, scenario.BlackholeData, "a/1"), f(20*s, scenario.Heal, "a/1")}
-	for _, tc := range []struct {
-		name     string
-		faults   []scenario.Fault
-		r        Request
-		affected bool
-		falseFB  bool
-		ttf      float64 // ms; -1 when the request has no TTF
-	}{
+	for _, tc := range []oneCase{
 		{"hit, healthy", nil, req("a/1", 1*s, 2*s, Hit), false, false, -1},
 		{"fallback, healthy: false", nil, req("a/1", 1*s, 2*s, Fallback), false, true, -1},
 		{"fallback before the fault: false", blackhole, req("a/1", 5*s, 9*s, Fallback), false, true, -1},
@@ -102,23 +95,7 @@ func TestComputeOneRequest(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			sc := fleet(tc.faults...)
 			rep := Compute(sc, "p", []Request{tc.r}, 0)
-			if got := rep.Affected == 1; got != tc.affected {
-				t.Errorf("affected = %v, want %v", got, tc.affected)
-			}
-			if got := rep.FalseFallbacks == 1; got != tc.falseFB {
-				t.Errorf("false fallback = %v, want %v", got, tc.falseFB)
-			}
-			want := TTF{}
-			if tc.ttf >= 0 {
-				c := tc.r.Outcome == Stuck
-				want = TTF{P50: tc.ttf, P99: tc.ttf, Max: tc.ttf, N: 1, P50Censored: c, P99Censored: c, MaxCensored: c}
-				if c {
-					want.Censored = 1
-				}
-			}
-			if rep.TTFms != want {
-				t.Errorf("ttf = %+v, want %+v", rep.TTFms, want)
-			}
+			checkOne(t, rep, tc.r, tc.affected, tc.falseFB, tc.ttf)
 			if tc.r.Outcome == Hit {
 				if d := float64(tc.r.Resolved-tc.r.Arrived) / 1e6; rep.TTHms != (TTF{P50: d, P99: d, Max: d, N: 1}) {
 					t.Errorf("tth = %+v, want %v ms", rep.TTHms, d)
@@ -376,14 +353,7 @@ func TestComputeConsumerFault(t *testing.T) {
 	ms := func(v float64) float64 { return v }
 	stall := []scenario.Fault{f(10*s, scenario.Stall, "d/0"), f(13*s, scenario.Heal, "d/0")}
 	on := func(cons string, r Request) Request { r.Consumer = cons; return r }
-	for _, tc := range []struct {
-		name     string
-		faults   []scenario.Fault
-		r        Request
-		affected bool
-		falseFB  bool
-		ttf      float64 // ms; -1 when the request has no TTF
-	}{
+	for _, tc := range []oneCase{
 		{"consumer stalled in its life: affected", stall, on("d/0", req("a/1", 9*s, 13*s+40*time.Millisecond, Fallback)), true, false, ms(3040)},
 		{"arrives while its consumer is stalled: TTF from arrival", stall, on("d/0", req("a/1", 11*s, 13*s, Fallback)), true, false, ms(2000)},
 		{"consumer stalled in its life, hit: affected, no ttf", stall, on("d/0", req("a/1", 9*s, 14*s, Hit)), true, false, -1},
@@ -402,23 +372,40 @@ func TestComputeConsumerFault(t *testing.T) {
 			sc := fleet(tc.faults...)
 			sc.Pods[1].Ranks = 2
 			rep := Compute(sc, "p", []Request{tc.r}, 0)
-			if got := rep.Affected == 1; got != tc.affected {
-				t.Errorf("affected = %v, want %v", got, tc.affected)
-			}
-			if got := rep.FalseFallbacks == 1; got != tc.falseFB {
-				t.Errorf("false fallback = %v, want %v", got, tc.falseFB)
-			}
-			want := TTF{}
-			if tc.ttf >= 0 {
-				c := tc.r.Outcome == Stuck
-				want = TTF{P50: tc.ttf, P99: tc.ttf, Max: tc.ttf, N: 1, P50Censored: c, P99Censored: c, MaxCensored: c}
-				if c {
-					want.Censored = 1
-				}
-			}
-			if rep.TTFms != want {
-				t.Errorf("ttf = %+v, want %+v", rep.TTFms, want)
-			}
+			checkOne(t, rep, tc.r, tc.affected, tc.falseFB, tc.ttf)
 		})
+	}
+}
+
+// oneCase is a run of one request r under faults, and its classification.
+type oneCase struct {
+	name     string
+	faults   []scenario.Fault
+	r        Request
+	affected bool
+	falseFB  bool
+	ttf      float64 // ms; -1 when the request has no TTF
+}
+
+// checkOne checks the report of a run of one request r: affected or not,
+// a false fallback or not, and its time to fallback (ms; -1: none).
+func checkOne(t *testing.T, rep Report, r Request, affected, falseFB bool, ttf float64) {
+	t.Helper()
+	if got := rep.Affected == 1; got != affected {
+		t.Errorf("affected = %v, want %v", got, affected)
+	}
+	if got := rep.FalseFallbacks == 1; got != falseFB {
+		t.Errorf("false fallback = %v, want %v", got, falseFB)
+	}
+	want := TTF{}
+	if ttf >= 0 {
+		c := r.Outcome == Stuck
+		want = TTF{P50: ttf, P99: ttf, Max: ttf, N: 1, P50Censored: c, P99Censored: c, MaxCensored: c}
+		if c {
+			want.Censored = 1
+		}
+	}
+	if rep.TTFms != want {
+		t.Errorf("ttf = %+v, want %+v", rep.TTFms, want)
 	}
 }
