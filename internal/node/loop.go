@@ -26,7 +26,9 @@ func (n *Node) loop() {
 		case ev := <-n.events:
 			n.handle(ev)
 		case c := <-n.calls:
-			c.f(n.clk.now(time.Now()))
+			now := n.clk.now(time.Now())
+			n.checkDials(now) // before the call's lookups judge a pending dial
+			c.f(now)
 			if c.done != nil {
 				c.done <- struct{}{}
 			}
@@ -35,6 +37,7 @@ func (n *Node) loop() {
 			if d := n.clk.takeStarved(); d > 0 {
 				now = n.caughtUp(d)
 			}
+			n.checkDials(now)
 			n.tb.Tick(now)
 			n.expirePending(now)
 			n.expireDataLoss(now)
@@ -109,8 +112,10 @@ func (n *Node) handle(ev event) {
 	case evAccepted:
 		n.accepted(now, ev)
 	case evDialAnswered:
+		delete(n.dialing, ev.id)
 		n.tb.DialAnswered(now, ev.id)
 	case evDialed:
+		delete(n.dialing, ev.id)
 		c := n.conns[ev.id]
 		if c == nil || c.closing() {
 			if ev.err == nil {
@@ -395,7 +400,9 @@ func (n *Node) act(a loads.Action) {
 		cryptorand.Read(c.secret[:]) // never fails (crypto/rand's contract since Go 1.24)
 		n.conns[a.Conn] = c
 		n.wg.Add(1)
-		go n.dial(a.Conn, a.Peer, c.secret)
+		probe := newDialProbe()
+		n.dialing[a.Conn] = pendingDial{probe: probe, at: n.clk.now(time.Now())}
+		go n.dial(a.Conn, a.Peer, c.secret, probe)
 		return
 	}
 	c := n.conns[a.Conn]

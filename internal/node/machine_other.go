@@ -1,6 +1,6 @@
 //go:build !linux
 
-package kvp2p
+package node
 
 // physicalMemory is unknown off Linux: the arena is not checked against it.
 func physicalMemory() uint64 { return 0 }

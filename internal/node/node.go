@@ -41,6 +41,10 @@ type Node struct {
 	sc     Sidecar   // an engine sidecar's hooks (internal/sidecar); nil: the node's own arena
 	obs    *observer // counts for metrics and status; owned by the loop
 
+	// testDialHeld, when set (tests only), runs in a dial goroutine right
+	// after its connect returned: a goroutine starved of CPU.
+	testDialHeld func()
+
 	// lim bounds control connections' frames, dataLim a data connection's,
 	// and frameMem the memory that
 	// control connections' large frames hold between them (frames.go).
@@ -72,7 +76,8 @@ type Node struct {
 	lnClosed    bool // the loop closed ln: an Accept error then is no news
 	serveErr    error
 	conns       map[loads.ConnID]*ctlConn
-	heldHellos  map[pairKey]evAccepted // inbound Hellos waiting for their data connection
+	dialing     map[loads.ConnID]pendingDial // dials whose connect no one reported yet (checkDials)
+	heldHellos  map[pairKey]evAccepted       // inbound Hellos waiting for their data connection
 	pendingData map[pairKey]pendingData
 	open        map[uint64]JobResult // jobs submitted and not yet polled: a failed result each
 	results     []JobResult          // settled by the table, not yet polled (takeResults)
@@ -222,7 +227,7 @@ func newNode(cfg Config, sc Sidecar) (*Node, error) {
 		events: make(chan event, 256), calls: make(chan call), callDone: make(chan chan struct{}, callDoneFree),
 		stopReq: make(chan struct{}), quit: make(chan struct{}), done: make(chan struct{}),
 		settled: make(chan struct{}, 1),
-		conns:   map[loads.ConnID]*ctlConn{}, heldHellos: map[pairKey]evAccepted{},
+		conns:   map[loads.ConnID]*ctlConn{}, dialing: map[loads.ConnID]pendingDial{}, heldHellos: map[pairKey]evAccepted{},
 		pendingData: map[pairKey]pendingData{}, open: map[uint64]JobResult{},
 		sc: sc, obs: obs, gate: newConnGate(cfg.Limits.MaxHandshakes, cfg.Limits.MaxHandshakesPerSource),
 	}
@@ -492,7 +497,7 @@ func (n *Node) handshakeTLS(ctx context.Context, nc net.Conn, peer string) (net.
 	return &identity.CoalescedTLS{Conn: tc, Co: co}, nil
 }
 
-func (n *Node) dial(id loads.ConnID, peer string, secret [wire.SecretSize]byte) {
+func (n *Node) dial(id loads.ConnID, peer string, secret [wire.SecretSize]byte, probe *dialProbe) {
 	defer n.wg.Done()
 	addr := n.cfg.Dial(peer)
 	ctx, cancel := context.WithTimeout(context.Background(), n.timers.HandshakeTimeout)
@@ -504,8 +509,13 @@ func (n *Node) dial(id loads.ConnID, peer string, secret [wire.SecretSize]byte) 
 		case <-ctx.Done():
 		}
 	}()
-	var d net.Dialer
+	d := net.Dialer{Control: probe.control}
 	ctl, err := d.DialContext(ctx, "tcp", addr)
+	probe.done(err == nil)
+	d.Control = nil // the data connection needs no probe
+	if n.testDialHeld != nil {
+		n.testDialHeld() // tests: this goroutine starved of CPU after its connect
+	}
 	if err != nil {
 		// Refused (RST to the SYN) is the one failure that says the
 		// process is gone; a timeout or a TLS failure does not.

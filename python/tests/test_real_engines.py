@@ -364,7 +364,7 @@ def test_sidecar_killed_mid_load(fleet: Fleet) -> None:
 
 @pytest.mark.xfail(strict=False, reason=(
     "open: failed in 2 of 6 module runs this stop: once B's sidecar judged its connect attempt to A unanswered after 64 ms "
-    "(the 50 ms rule, judged from B's loop while B's process waited for a CPU) and replaced it; once the handshake through "
+    "(the 50 ms rule, then judged from the dial goroutine's late report; the kernel is asked now) and replaced it; once the handshake through "
     "the test's proxy took 518 ms (every session of the module took 0.5-0.7 s, cause not found) and the request's wait ran "
     "out 17 ms before it finished"))
 def test_restarted_sidecar_serves_again(fleet: Fleet) -> None:
