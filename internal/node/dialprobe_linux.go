@@ -29,15 +29,14 @@ type dialProbe struct {
 func newDialProbe() *dialProbe { return &dialProbe{fd: -1} }
 
 // control is the net.Dialer's Control hook: it runs before connect(2).
+// A duplicate that cannot be made leaves the probe empty: the dial
+// goroutine's report decides, as it did before the probe.
 func (p *dialProbe) control(_, _ string, c syscall.RawConn) error {
-	var dupErr error
-	err := c.Control(func(fd uintptr) {
-		d, err := unix.Dup(int(fd))
+	return c.Control(func(fd uintptr) {
+		d, err := unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0)
 		if err != nil {
-			dupErr = err // without a probe the dial goroutine's report decides, as before
 			return
 		}
-		unix.CloseOnExec(d)
 		p.mu.Lock()
 		if p.fd >= 0 {
 			unix.Close(p.fd)
@@ -45,10 +44,6 @@ func (p *dialProbe) control(_, _ string, c syscall.RawConn) error {
 		p.fd = d
 		p.mu.Unlock()
 	})
-	if err == nil && dupErr != nil {
-		return nil // the dial itself is fine
-	}
-	return err
 }
 
 // done releases the duplicate: the dial goroutine calls it as soon as its

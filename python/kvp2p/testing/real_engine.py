@@ -145,10 +145,6 @@ def _serve(conn: Connection, cfg: EngineConfig) -> None:
                 filler = None
                 conn.send(("unfill", None))
                 continue
-            if cmd == "abort":
-                engine.abort_request([a[0]])
-                running.pop(a[0], None)
-                continue
             if cmd == "reset":
                 conn.send(("reset", engine.reset_prefix_cache()))
                 continue
@@ -179,16 +175,13 @@ def _serve(conn: Connection, cfg: EngineConfig) -> None:
                     add_filler()
                 continue
             if out.request_id not in running:
-                continue  # aborted
+                continue  # not a request the parent added
             added, first, before = running[out.request_id]
             if first is None and out.outputs and out.outputs[0].token_ids:
                 first = time.monotonic()
                 running[out.request_id] = (added, first, before)
-                conn.send(("first", out.request_id))
             if not out.finished:
                 continue
-            if out.request_id not in running:
-                continue  # aborted
             del running[out.request_id]
             after = _sources(engine)
             conn.send(("result", Result(
@@ -206,7 +199,6 @@ class RealEngine:
         self.conn = conn
         self.info = info
         self._results: dict[str, Result] = {}
-        self._firsts: set[str] = set()
         self._seq = 0
 
     @classmethod
@@ -265,7 +257,6 @@ class RealEngine:
         deadline = time.monotonic() + timeout
         while True:
             if rid in self._results:
-                self._firsts.discard(rid)
                 return self._results.pop(rid)
             tag, val = self._recv(max(deadline - time.monotonic(), 0.0))
             self._file(tag, val)
@@ -273,25 +264,12 @@ class RealEngine:
     def _file(self, tag: str, val: Any) -> None:
         if tag == "result":
             self._results[val.req_id] = val
-        elif tag == "first":
-            self._firsts.add(val)
         elif tag == "error":
             raise RuntimeError(val)
-
-    def wait_first(self, rid: str, timeout: float = 300.0) -> None:
-        """Waits until the request has its first token (it is running)."""
-        deadline = time.monotonic() + timeout
-        while rid not in self._firsts and rid not in self._results:
-            self._file(*self._recv(max(deadline - time.monotonic(), 0.0)))
 
     def run(self, prompt: list[int], max_tokens: int = 8, params: dict[str, Any] | None = None,
             timeout: float = 300.0) -> Result:
         return self.result(self.add(prompt, max_tokens, params), timeout)
-
-    def abort(self, rid: str) -> None:
-        self.conn.send(("abort", rid))
-        self._results.pop(rid, None)
-        self._firsts.discard(rid)
 
     @contextlib.contextmanager
     def kept_busy(self, prompt: list[int], max_tokens: int) -> Iterator[None]:
