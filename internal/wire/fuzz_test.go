@@ -111,8 +111,16 @@ func FuzzReader(f *testing.F) {
 			t.Fatalf("budget charged %d after Release", bg.Used())
 		}
 		if v != plain {
+			// The frames before the one the budget refused must be the
+			// same; that frame's own verdict may differ (the plain reader
+			// reads its body and may find it malformed or of an unknown
+			// type, where the budget refused to buffer it).
 			i := strings.LastIndex(v, "wire: buffer of ")
-			if i < 0 || !strings.HasSuffix(v, ErrBudget.Error()) || !strings.HasPrefix(plain, v[:i]) {
+			j := -1
+			if i >= 0 {
+				j = strings.LastIndex(v[:i], "wire: reading ")
+			}
+			if j < 0 || !strings.HasSuffix(v, ErrBudget.Error()) || !strings.HasPrefix(plain, v[:j]) {
 				t.Fatalf("transcripts differ:\nplain  %q\nbudget %q", plain, v)
 			}
 		}
