@@ -81,6 +81,14 @@ func (t *Table) lookup(now time.Time, id string, k wire.Key, g health.Gate, aske
 			if now.Sub(c.s.PendingSince()) < w.Handshake {
 				return session.Retry
 			}
+			if r.redialed && c.raced {
+				// It dialed afresh, and the peer refused the fresh attempt
+				// as a duplicate of this older one, which took its place
+				// (promoteRacer): the peer read this one's Hello and kept
+				// it, so its handshake is the likeliest to finish. Waited
+				// on within the budget (mayWait above), however old.
+				return session.Retry
+			}
 			if !r.redialed && c.s.Outbound() {
 				// The attempt it waited on is stale (sent into a partition
 				// that may have healed): one fresh attempt, within its budget.

@@ -47,7 +47,7 @@ func (t *Table) race(now time.Time, c *conn) {
 	}
 	t.log.Info("racing a stale connect attempt with a fresh one", "peer", c.peer, "pending_for", now.Sub(c.s.PendingSince()))
 	t.reject(c) // not a session unless it wins (unreject)
-	c.racing = true
+	c.racing, c.raced = true, true
 	rs := append(t.liveRacers(c.peer), c)
 	for len(rs) > maxAttempts-1 {
 		drop := rs[len(rs)-2] // keep the oldest and the newest

@@ -286,3 +286,82 @@ func TestRacersNotCountedAgainstMaxPeers(t *testing.T) {
 		t.Fatalf("%d ready sessions and %d attempts left, want 2 and 0: %+v", ready, c.T.Attempts(slow.ID), c.T.View(f.net.Now).Sessions)
 	}
 }
+
+// TestPromotedRacerWaitedOn: the order seen once through a test proxy with
+// real engines (the OpenAI case, vLLM's CPU build). The request's connect
+// attempt goes stale (its Hello answered late), so a fresh one races it;
+// the producer reads the old Hello first, keeps that attempt and refuses
+// the fresh one as a duplicate, and the refusal reaches the consumer
+// before the old attempt's HelloAck does. The old attempt takes the fresh
+// one's place (promoteRacer); it is the one the producer kept, and the
+// request must wait on it within its budget, not fall back because that
+// attempt is older than the handshake wait.
+func TestPromotedRacerWaitedOn(t *testing.T) {
+	f := newFleet(t)
+	f.net.Latency = time.Millisecond
+	const peer = "10.0.0.1:7780"
+	p := f.node(peer, sim.NodeOpts{Policy: health.Domain})
+	c := f.node("10.0.0.2:7777", sim.NodeOpts{Policy: health.Domain})
+	p.HelloDelay = 200 * time.Millisecond // the old Hello is read at ~201 ms
+	ks := keys("r1", 2)
+	f.put(p, ks)
+	if err := c.T.NewRequest(f.net.Now, "r1", sym("kv1", "10.0.0.1", 7780)); err != nil {
+		t.Fatal(err)
+	}
+	var job uint64
+	start := f.net.Now
+	for job == 0 {
+		el := f.net.Now.Sub(start)
+		switch el {
+		case 190 * time.Millisecond:
+			// The producer's HelloAck (sent at ~201 ms) arrives at ~401 ms.
+			p.ExtraDelay = 200 * time.Millisecond
+		case 240 * time.Millisecond:
+			// The fresh attempt (dialed at 250 ms) is refused as a
+			// duplicate at once: its refusal arrives first.
+			p.ExtraDelay, p.HelloDelay = 0, 0
+		}
+		if el > time.Second {
+			t.Fatal("r1's lookups stayed RETRY for a second")
+		}
+		if el%(10*time.Millisecond) == 0 {
+			hits := 0
+			for _, k := range ks {
+				switch c.T.Lookup(f.net.Now, "r1", k) {
+				case session.Miss:
+					t.Fatalf("r1 fell back at %v:\n%s", el, f.log.String())
+				case session.Hit:
+					hits++
+				}
+			}
+			if hits == len(ks) {
+				job = c.T.SubmitLoad(f.net.Now, "r1", ks)
+			}
+			c.T.EndStep(f.net.Now)
+		}
+		f.net.Run()
+		f.net.Advance(time.Millisecond)
+	}
+	for _, want := range []string{"racing a stale connect attempt", "the current connect attempt ended: a racing one takes its place"} {
+		if !strings.Contains(f.log.String(), want) {
+			t.Fatalf("the log does not say %q: the order under test did not happen:\n%s", want, f.log.String())
+		}
+	}
+	var res loads.JobResult
+	for got := false; !got; {
+		if f.net.Now.Sub(start) > 2*time.Second {
+			t.Fatal("the load did not finish")
+		}
+		c.T.EndStep(f.net.Now)
+		f.net.Run()
+		f.net.Advance(time.Millisecond)
+		res, got = result(c, job)
+	}
+	if !res.OK {
+		t.Fatalf("load: %+v", res)
+	}
+	f.verify(c, ks)
+	c.T.RequestFinished(f.net.Now, "r1")
+	f.net.Run()
+	f.settled(c)
+}

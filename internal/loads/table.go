@@ -32,6 +32,7 @@ type conn struct {
 	// that superseded it (racing): the policy never hears of it.
 	rejected bool
 	racing   bool    // a stale attempt kept until a handshake finishes (racedial.go)
+	raced    bool    // it was raced once (race): an older attempt, even after it is crowned
 	refused  bool    // its dial was refused (DialRefused)
 	answered bool    // its dial reached a listening kernel (DialAnswered, Connected)
 	endedBy  endedBy // why the table ended it, if it did
