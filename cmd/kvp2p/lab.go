@@ -47,7 +47,7 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs, common := newRunFlags("lab", labUsage, "pod-partial", "or all", stderr)
 	keep := fs.Bool("keep", false, "leave the last run's namespaces and processes up, and print how to clean up")
 	clean := fs.Bool("clean", false, "remove what a lab left (namespaces kvp2plab-*, their processes, "+lab.StateDir+", "+lab.RegionDir+") and exit")
-	logLevel := fs.String("log-level", "warn", "the processes' log level (their logs are in "+lab.StateDir+"/run-*/)")
+	logLevel := fs.String("log-level", "info", "the processes' log level (their logs are in "+lab.StateDir+"/run-*/; a run with false fallbacks keeps them under "+lab.EvidenceDir+")")
 	reqPath := fs.String("requests", "", "write every request's record (one JSON object a line) to this `file`, to see which requests made a figure")
 	soak := fs.Duration("soak", 0, "run a soak this long instead (e.g. 10m): mixed workload, random faults of every kind the lab makes, checked as it runs; exits non-zero on a violation")
 	seed := fs.Int64("seed", 1, "--soak: the seed of its fault timeline")

@@ -36,7 +36,11 @@ type Options struct {
 	BlockBytes int       // bytes per block; 0: the scenario's
 	Keep       bool      // leave the namespaces and processes up at the end
 	Progress   io.Writer // a line every few seconds; nil: none
-	LogLevel   string    // the processes' --log-level; default warn
+	LogLevel   string    // the processes' --log-level; default info
+	// EvidenceDir: where a run with false fallbacks keeps its logs and
+	// those requests' records (keepEvidence); "" is the package's
+	// EvidenceDir, "-" keeps nothing.
+	EvidenceDir string
 
 	soak *soakState // Soak's checks; nil: none
 }
@@ -136,6 +140,7 @@ func Run(ctx context.Context, sc *scenario.Scenario, policy string, opt Options)
 	}
 	recs := r.wl.Requests()
 	rep := report.Compute(sc, policy, recs, leaked)
+	r.keepEvidence(recs)
 	return report.Run{Policy: policy, Requests: recs, Report: rep}, nil
 }
 
@@ -250,7 +255,7 @@ func (r *run) start(rk *rank) error {
 	if err != nil {
 		return err
 	}
-	if rk.p, err = startServe(r.opt.Bin, rk.ns, rk.cfg, rk.logPath, cmp.Or(r.opt.LogLevel, "warn")); err != nil {
+	if rk.p, err = startServe(r.opt.Bin, rk.ns, rk.cfg, rk.logPath, cmp.Or(r.opt.LogLevel, "info")); err != nil {
 		return err
 	}
 	rk.eng, err = attachEngine(rk.id, rk.sock, rk.region, rk.slots, r.block, time.Now().Add(startWait))
@@ -292,6 +297,31 @@ func (r *run) closeEngines() {
 }
 
 // teardown stops every process and removes everything the run made.
+// keepEvidence keeps the logs of a run with false fallbacks before the
+// teardown removes them, and says where (a failure to keep them is said
+// too, but does not fail the run).
+func (r *run) keepEvidence(recs []report.Request) {
+	root := cmp.Or(r.opt.EvidenceDir, EvidenceDir)
+	false_ := falseFallbacks(r.sc, recs)
+	if root == "-" || len(false_) == 0 {
+		return
+	}
+	if !r.opt.Keep {
+		for _, rk := range r.ranks {
+			if rk.p != nil {
+				rk.p.stop(stopGrace) // their logs complete
+				rk.p = nil
+			}
+		}
+	}
+	dst, err := keepEvidence(root, r.dir, r.sc, r.policy, false_, time.Now())
+	if err != nil {
+		r.progress("%d false fallbacks; keeping their evidence failed: %v", len(false_), err)
+		return
+	}
+	r.progress("%d false fallbacks: the processes' logs and those requests' records are kept in %s", len(false_), dst)
+}
+
 func (r *run) teardown() {
 	r.closeEngines()
 	for _, rk := range r.ranks {
