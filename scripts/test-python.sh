@@ -28,7 +28,7 @@ run() {
   local py=$1
   shift
   set +e
-  (cd python && "$py" -m pytest -q -rs "$@")
+  (cd python && "$py" -m pytest -q -rsxX "$@")
   local rc=$?
   set -e
   if [ "$rc" = 5 ]; then

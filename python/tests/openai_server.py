@@ -14,7 +14,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from kvp2p.testing.real_engine import EngineConfig, kv_transfer_config
+from kvp2p.testing.real_engine import EngineConfig, kv_transfer_config, own_group_below
 
 
 class OpenAIServer:
@@ -41,7 +41,7 @@ class OpenAIServer:
             # CPU first, as with a CPU of their own in a deployment.
             nice = cfg.nice
             self.proc = subprocess.Popen(args, stdout=logf, stderr=subprocess.STDOUT, env=env,
-                                         start_new_session=True, preexec_fn=(lambda: os.nice(nice)) if nice else None)
+                                         preexec_fn=lambda: own_group_below(nice))
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"

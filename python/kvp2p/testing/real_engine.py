@@ -45,7 +45,8 @@ class EngineConfig:
     # worker spin (sched_yield) for a second after each message, and two
     # engines on 2 cores starve the sidecars of CPU for seconds: a
     # deployment gives the sidecar its own CPU (a container with its own
-    # request); here, a lower priority for the engines does that.
+    # request); here, a lower priority for the engines does that
+    # (own_group_below: in the test's own session, for niceness to count).
     nice: int = 10
 
 
@@ -89,10 +90,28 @@ def _child(conn: Connection, cfg: EngineConfig) -> None:
         raise
 
 
+def own_group_below(nice: int) -> None:
+    """Makes this process the leader of a process group of its own (so that
+    one killpg reaches vLLM's processes under it) in the caller's session,
+    and runs it, and those it starts, at niceness `nice`.
+
+    Not a session of its own (setsid): where the kernel schedules by
+    session (CONFIG_SCHED_AUTOGROUP, on by default in many distributions'
+    kernels), a process's niceness orders it only within its session, and
+    an engine in a session of its own at nice 10 got as much CPU as the
+    whole test session, sidecars included (measured: a nice-10 loop in its
+    own session ran as fast as a nice-0 one). Renicing that session
+    (/proc/self/autogroup) was not enough either: a sidecar, mostly asleep,
+    then still waited up to 0.5-0.8 s for a CPU after waking while the
+    engines computed (a session's share on a CPU follows its recent load).
+    In the caller's session, niceness orders each process against each."""
+    os.setpgid(0, 0)
+    if nice:
+        os.nice(nice)
+
+
 def _serve(conn: Connection, cfg: EngineConfig) -> None:
-    os.setsid()  # own process group: the parent's kill() reaches vLLM's children too
-    if cfg.nice:
-        os.nice(cfg.nice)  # inherited by vLLM's engine core and worker processes
+    own_group_below(cfg.nice)  # inherited by vLLM's engine core and worker processes
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(cfg.kv_cache_gb))
     if cfg.threads:
         os.environ["VLLM_CPU_OMP_THREADS_BIND"] = "nobind"
