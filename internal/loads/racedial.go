@@ -113,6 +113,7 @@ func (t *Table) unreject(c *conn) {
 // first ends the racers. A racer finishing while the peer already has
 // another session (its own dial came up meanwhile) is not needed.
 func (t *Table) attemptReady(now time.Time, c *conn) {
+	t.log.Debug("connect attempt's handshake finished", "peer", c.peer, "pending_for", now.Sub(c.s.PendingSince()), "racing", c.racing)
 	if c.racing { // loseRace or crown ends its racing
 		old := t.byPeer[c.peer]
 		if old != nil && old != c && old.s.Ended() == health.CauseNone && !(old.s.Outbound() && old.s.Pending()) {

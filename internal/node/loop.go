@@ -137,6 +137,8 @@ func (n *Node) handle(ev event) {
 			}
 			return
 		}
+		n.log.Debug("connect attempt dialed", "peer", c.key.peer, "conn", ev.id, "control", ev.ctlTook, "control_and_data", ev.dataTook,
+			"loop_late", time.Since(ev.posted))
 		c.nc = ev.ctl
 		c.w = newMsgWriter(ev.ctl, n.timers.HeartbeatTimeout, &n.wg)
 		n.wg.Add(1)
@@ -171,6 +173,8 @@ func (n *Node) handle(ev event) {
 // DataAttach carrying the MAC of the Hello's secret (pairKey); until then
 // both wait in the gate, bounded and expired by the handshake timeout.
 func (n *Node) accepted(now time.Time, ev evAccepted) {
+	n.log.Debug("accepted connection's first frame", "src", ev.raw.RemoteAddr(), "type", ev.first.Type(), "after", ev.firstAfter,
+		"loop_late", time.Since(ev.posted))
 	if n.gate.evicted(ev.raw) { // to make room, since its first frame
 		n.dropConn(ev.nc, ev.raw)
 		return

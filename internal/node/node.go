@@ -110,6 +110,10 @@ type evAccepted struct {
 	first wire.Message
 	ident identity.Peer
 	at    time.Time // when the loop parked it (heldHellos)
+	// From the accept to the first frame read (TLS included), and when it
+	// was posted: logged at debug (see evDialed).
+	firstAfter time.Duration
+	posted     time.Time
 }
 type evAcceptStopped struct{ err error }
 type evDialed struct {
@@ -117,6 +121,12 @@ type evDialed struct {
 	ctl, data net.Conn
 	err       error
 	refused   bool // the control connection's connect was refused: nobody listens
+	// How long the dial goroutine took, from its start, to connect the
+	// control connection (and TLS) and then the data connection with its
+	// attach; and when it posted this. Logged at debug: a slow handshake
+	// is told apart from a slow peer and from this node's own late loop.
+	ctlTook, dataTook time.Duration
+	posted            time.Time
 }
 
 // evDialAnswered: a dial's control connection connected (the peer's kernel
@@ -402,6 +412,7 @@ func firstFrameLimits(l wire.Limits) wire.Limits {
 func (n *Node) readFirst(raw net.Conn) {
 	defer n.wg.Done()
 	nc := raw
+	start := time.Now()
 	fail := func(what string, err error) {
 		n.log.Debug("refusing connection", "src", raw.RemoteAddr(), "at", what, "err", err)
 		n.gate.leave(raw)
@@ -467,7 +478,7 @@ func (n *Node) readFirst(raw net.Conn) {
 	}
 	_ = raw.SetDeadline(time.Time{})
 	n.sessionLimits(rd, m)
-	n.post(evAccepted{nc: nc, raw: raw, rd: rd, first: m, ident: ident})
+	n.post(evAccepted{nc: nc, raw: raw, rd: rd, first: m, ident: ident, firstAfter: time.Since(start), posted: time.Now()})
 }
 
 // ReloadTLS reads the TLS files again (SIGHUP); a no-op without TLS. New
@@ -510,6 +521,7 @@ func (n *Node) dial(id loads.ConnID, peer string, secret [wire.SecretSize]byte, 
 		}
 	}()
 	d := net.Dialer{Control: probe.control}
+	start := time.Now()
 	ctl, err := d.DialContext(ctx, "tcp", addr)
 	probe.done(err == nil)
 	d.Control = nil // the data connection needs no probe
@@ -528,6 +540,7 @@ func (n *Node) dial(id loads.ConnID, peer string, secret [wire.SecretSize]byte, 
 		n.post(evDialed{id: id, err: err})
 		return
 	}
+	ctlTook := time.Since(start)
 	data, err := d.DialContext(ctx, "tcp", addr)
 	if err == nil {
 		data, err = n.handshakeTLS(ctx, data, peer)
@@ -550,7 +563,7 @@ func (n *Node) dial(id loads.ConnID, peer string, secret [wire.SecretSize]byte, 
 		n.post(evDialed{id: id, err: err})
 		return
 	}
-	n.post(evDialed{id: id, ctl: ctl, data: data})
+	n.post(evDialed{id: id, ctl: ctl, data: data, ctlTook: ctlTook, dataTook: time.Since(start), posted: time.Now()})
 }
 
 // dialRefused reports whether a connect failed because nothing listens
