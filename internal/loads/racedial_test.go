@@ -23,13 +23,21 @@ type slowHello struct {
 }
 
 func newSlowHello(t *testing.T, delay time.Duration) *slowHello {
-	f := newFleet(t)
+	f, p, c := newPair(t)
+	p.HelloDelay = delay
+	return &slowHello{fleet: f, p: p, c: c}
+}
+
+const pairProducer = "10.0.0.1:7780"
+
+// newPair is a producer (pairProducer) and a consumer, both under domain,
+// 1 ms apart.
+func newPair(t *testing.T) (f *fleet, p, c *sim.Node) {
+	f = newFleet(t)
 	f.net.Latency = time.Millisecond
-	s := &slowHello{fleet: f}
-	s.p = f.node("10.0.0.1:7780", sim.NodeOpts{Policy: health.Domain})
-	s.c = f.node("10.0.0.2:7777", sim.NodeOpts{Policy: health.Domain})
-	s.p.HelloDelay = delay
-	return s
+	p = f.node(pairProducer, sim.NodeOpts{Policy: health.Domain})
+	c = f.node("10.0.0.2:7777", sim.NodeOpts{Policy: health.Domain})
+	return f, p, c
 }
 
 // stream runs a symmetric request to the producer every gap until stop,
@@ -137,11 +145,8 @@ func TestStaleDialRacesSlowHandshake(t *testing.T) {
 // the fresh attempt's handshake finishes, and the stale one is closed as
 // a duplicate: one session on each side, nothing left racing.
 func TestStaleAnsweredAttemptRacedAfterHeal(t *testing.T) {
-	f := newFleet(t)
-	f.net.Latency = time.Millisecond
-	const peer = "10.0.0.1:7780"
-	p := f.node(peer, sim.NodeOpts{Policy: health.Domain})
-	c := f.node("10.0.0.2:7777", sim.NodeOpts{Policy: health.Domain})
+	f, p, c := newPair(t)
+	const peer = pairProducer
 	if err := c.T.NewRequest(f.net.Now, "r1", sym("kv1", "10.0.0.1", 7780)); err != nil {
 		t.Fatal(err)
 	}
@@ -297,11 +302,7 @@ func TestRacersNotCountedAgainstMaxPeers(t *testing.T) {
 // request must wait on it within its budget, not fall back because that
 // attempt is older than the handshake wait.
 func TestPromotedRacerWaitedOn(t *testing.T) {
-	f := newFleet(t)
-	f.net.Latency = time.Millisecond
-	const peer = "10.0.0.1:7780"
-	p := f.node(peer, sim.NodeOpts{Policy: health.Domain})
-	c := f.node("10.0.0.2:7777", sim.NodeOpts{Policy: health.Domain})
+	f, p, c := newPair(t)
 	p.HelloDelay = 200 * time.Millisecond // the old Hello is read at ~201 ms
 	ks := keys("r1", 2)
 	f.put(p, ks)
