@@ -38,6 +38,31 @@ func (t *Table) DialAnswered(now time.Time, id ConnID) {
 	}
 }
 
+// DataOwed reports whether connection id's session has loads waiting on
+// its data path: the ones whose path the I/O layer measures (PathQuiet).
+func (t *Table) DataOwed(now time.Time, id ConnID) bool {
+	c := t.conns[id]
+	if c == nil {
+		return false
+	}
+	_, _, owed := c.s.DataSilence(now)
+	return owed
+}
+
+// PathQuiet reports the longest silence connection id's data path can
+// show while its peer is alive, as the kernel measures the path (TCP's
+// retransmission timeout plus a round trip): the progress watchdog waits
+// at least that long (session.SetPathQuiet).
+func (t *Table) PathQuiet(now time.Time, id ConnID, d time.Duration) {
+	c := t.conns[id]
+	if c == nil || c.s.PathQuiet() == d {
+		return
+	}
+	c.s.SetPathQuiet(d)
+	t.touch(c) // its watchdog's deadline moves
+	t.settle(now)
+}
+
 // Connected reports that an outbound dial succeeded.
 func (t *Table) Connected(now time.Time, id ConnID) {
 	c := t.conns[id]

@@ -20,6 +20,7 @@ type ctlConn struct {
 	nc     net.Conn
 	w      *msgWriter
 	data   *datapath.Conn
+	dataNC net.Conn // data's connection, for the kernel's view of its path (checkPaths)
 	st     ctlState
 	key    attachKey
 	dialed bool // we dialed it: its Hello carries key.attempt and secret

@@ -38,6 +38,7 @@ func (n *Node) loop() {
 				now = n.caughtUp(d)
 			}
 			n.checkDials(now)
+			n.checkPaths(now)
 			n.tb.Tick(now)
 			n.expirePending(now)
 			n.expireDataLoss(now)

@@ -77,6 +77,7 @@ type Node struct {
 	serveErr    error
 	conns       map[loads.ConnID]*ctlConn
 	dialing     map[loads.ConnID]pendingDial // dials whose connect no one reported yet (checkDials)
+	pathsAt     time.Time                    // checkPaths last asked the kernel
 	heldHellos  map[pairKey]evAccepted       // inbound Hellos waiting for their data connection
 	pendingData map[pairKey]pendingData
 	open        map[uint64]JobResult // jobs submitted and not yet polled: a failed result each
@@ -605,7 +606,7 @@ func (n *Node) startData(c *ctlConn, nc net.Conn, rd *wire.Reader) {
 		n.moveCtl(c, ctlDataDown)
 		return
 	}
-	c.data = dc
+	c.data, c.dataNC = dc, nc
 }
 
 func (n *Node) String() string { return fmt.Sprintf("kvp2p.Node(%s)", n.cfg.PeerID) }

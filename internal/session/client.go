@@ -523,9 +523,9 @@ func (c *client) tick(s *Session, now time.Time) {
 				"job_id", l.job, "queued_for", now.Sub(l.queuedAt))
 			c.fail(s, now, l, ReasonStartBudget)
 			c.abort(s, now, l)
-		case !l.reported && !l.dataEnded && s.cfg.StallTimeout > 0 && now.Sub(c.silentSince(l)) >= s.cfg.StallTimeout:
+		case !l.reported && !l.dataEnded && s.cfg.StallTimeout > 0 && now.Sub(c.silentSince(l)) >= s.stallWindow():
 			s.logger().Warn("data path stalled", "req", l.req, "round", l.round, "job_id", l.job,
-				"silent_for", now.Sub(c.silentSince(l)), "bytes", l.bytes)
+				"silent_for", now.Sub(c.silentSince(l)), "bytes", l.bytes, "path_quiet", s.pathQuiet)
 			s.EndOnFault(now, health.CauseProgressStall)
 			return
 		case l.reported && now.Sub(l.failedAt) >= s.cfg.AbortAckTimeout && !c.draining(s, now, l):
@@ -545,7 +545,8 @@ func (c *client) tick(s *Session, now time.Time) {
 
 // draining reports whether failed load l, whose producer has stopped
 // (AbortAck or TransferDone) but whose terminal data frame has not come,
-// is still draining: the data connection delivered within StallTimeout.
+// is still draining: the data connection delivered within the watchdog's
+// window (stallWindow).
 // Its terminal frame waits behind bytes already in the producer's send
 // buffer (a deliberately failed slow load's own, on a slow link): that is
 // not a fault, and the session stays (issue 24: slow is not dead). The
@@ -555,14 +556,14 @@ func (c *client) draining(s *Session, now time.Time, l *load) bool {
 }
 
 // drainsUntil is when failed load l stops draining (draining): one
-// StallTimeout after the data connection last delivered; zero if l is
+// stallWindow after the data connection last delivered; zero if l is
 // not draining at all (its producer has not stopped, or its terminal
 // frame came).
 func (c *client) drainsUntil(s *Session, l *load) time.Time {
 	if !l.producerDone || l.dataEnded || s.cfg.StallTimeout <= 0 || c.dataAt.IsZero() {
 		return time.Time{}
 	}
-	return c.dataAt.Add(s.cfg.StallTimeout)
+	return c.dataAt.Add(s.stallWindow())
 }
 
 // close fails every load at once. Their slots are released by dataClosed.

@@ -125,6 +125,23 @@ func (s *Session) DataEnd(now time.Time, job uint64, ok bool, bytes uint64) {
 	c.maybeRelease(s, l)
 }
 
+// SetPathQuiet tells the session the longest silence its data path can
+// show while the peer is alive, as this node's kernel measures the path:
+// TCP's retransmission timeout plus a round trip (the I/O layer reads
+// both). The progress watchdog waits at least that long (stallWindow). On
+// a path whose queue holds a second of data (a slow link), a lost segment
+// is retransmitted after more than a second and arrives a round trip
+// later; a second of silence there proves nothing. On a fast path it is
+// well under StallTimeout and changes nothing.
+func (s *Session) SetPathQuiet(d time.Duration) { s.pathQuiet = max(d, 0) }
+
+// PathQuiet is what SetPathQuiet last told the session.
+func (s *Session) PathQuiet() time.Duration { return s.pathQuiet }
+
+// stallWindow is the silence after which the progress watchdog ends the
+// session: StallTimeout, or the path's own quiet if longer.
+func (s *Session) stallWindow() time.Duration { return max(s.cfg.StallTimeout, s.pathQuiet) }
+
 // DataSilence is how long this session's data path has owed bytes and
 // shown no life: the longest any running load has waited on it (the
 // quantity the progress watchdog judges). left is the time until the
@@ -144,7 +161,7 @@ func (s *Session) DataSilence(now time.Time) (silent, left time.Duration, owed b
 		silent = max(silent, now.Sub(c.silentSince(l)))
 	}
 	if owed && s.cfg.StallTimeout > 0 {
-		left = max(s.cfg.StallTimeout-silent, 0)
+		left = max(s.stallWindow()-silent, 0)
 	}
 	return silent, left, owed
 }

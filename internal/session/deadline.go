@@ -64,7 +64,7 @@ func (c *client) deadline(s *Session, d *deadline) {
 		}
 		d.at(l.submitted.Add(c.loadTimeout(s, l)))
 		if !l.dataEnded && s.cfg.StallTimeout > 0 {
-			d.at(c.silentSince(l).Add(s.cfg.StallTimeout))
+			d.at(c.silentSince(l).Add(s.stallWindow()))
 		}
 	}
 }

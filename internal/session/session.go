@@ -86,6 +86,10 @@ type Session struct {
 	created   time.Time
 	peerHello wire.Hello
 	queued    []wire.Message // our sends held until the handshake completes
+	// pathQuiet: the longest silence this session's data path can show
+	// while its peer is alive, as this node's kernel sees the path
+	// (SetPathQuiet); 0 until told.
+	pathQuiet time.Duration
 }
 
 // New creates a session. For an outbound session peer is the id dialed and
