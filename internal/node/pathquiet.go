@@ -14,14 +14,16 @@ const pathQuietEvery = 100 * time.Millisecond
 // bytes, the longest silence that path can show while its peer is alive,
 // as this node's kernel measures the path (tcpQuiet: TCP's retransmission
 // timeout from its round-trip estimates, plus a round trip; issue 24: slow
-// is not dead). Behind a
-// slow link whose queue holds a second of data the round trip is a second
-// too; a segment lost there is sent again only after the retransmission
-// timeout and arrives a round trip later, and the session's data path is
-// silent all that time while the peer is alive and delivering (measured in
-// the lab: 1.005 s of silence on a 1 MiB/s rank, and the watchdog closed
-// it). On a fast path the figure is a few hundred milliseconds, under the
-// watchdog's own timeout, and changes nothing.
+// is not dead). Behind a slow link whose queue holds a second of data the
+// round trip is a second too; a segment lost there is sent again only
+// after the retransmission timeout and arrives a round trip later, and the
+// session's data path is silent all that time while the peer is alive and
+// delivering (measured in the lab: 1.005 s of silence on a 1 MiB/s rank,
+// and the watchdog closed it). On a fast path the figure is a few hundred
+// milliseconds, under the watchdog's own timeout, and changes nothing.
+// A path that was slow and then goes dark keeps its last round trip (no
+// new samples come): its watchdog stays that wide, at most the heartbeat
+// timeout.
 func (n *Node) checkPaths(now time.Time) {
 	if now.Sub(n.pathsAt) < pathQuietEvery {
 		return
