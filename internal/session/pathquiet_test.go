@@ -24,15 +24,7 @@ func TestPathQuietWidensStall(t *testing.T) {
 		{"slow link", 2500 * time.Millisecond, 2500 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pr := readyPair(t, func(c, p *Config) {
-				c.HeartbeatTimeout, p.HeartbeatTimeout = time.Hour, time.Hour
-				c.StallTimeout = stall
-			})
-			ks := keys("a", 2)
-			pr.p.blocks.add(ks...)
-			allHit(t, pr.lookup("kv", ks))
-			pr.load(1, "kv", ks, false)
-			t0 := pr.now // the load's last data: its submission
+			pr, t0 := runningLoad(t, stall)
 			pr.c.s.SetPathQuiet(tc.quiet)
 			if _, left, owed := pr.c.s.DataSilence(pr.now); !owed || left != tc.want {
 				t.Fatalf("DataSilence: left %v owed %v, want %v owed", left, owed, tc.want)

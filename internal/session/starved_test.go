@@ -13,15 +13,7 @@ import (
 // is still caught by the watchdog at the postponed deadline.
 func TestStarvedPostponesStall(t *testing.T) {
 	const stall, starved = time.Second, 700 * time.Millisecond
-	pr := readyPair(t, func(c, p *Config) {
-		c.HeartbeatTimeout, p.HeartbeatTimeout = time.Hour, time.Hour
-		c.StallTimeout = stall
-	})
-	ks := keys("a", 2)
-	pr.p.blocks.add(ks...)
-	allHit(t, pr.lookup("kv", ks))
-	pr.load(1, "kv", ks, false)
-	t0 := pr.now // the load's last data: its submission
+	pr, t0 := runningLoad(t, stall)
 
 	pr.advance(300 * time.Millisecond)
 	pr.c.s.Starved(starved)
@@ -37,6 +29,22 @@ func TestStarvedPostponesStall(t *testing.T) {
 	if c := pr.c.s.Ended(); c != health.CauseProgressStall {
 		t.Fatalf("at the postponed deadline the session's end is %v, want progress-stall", c)
 	}
+}
+
+// runningLoad is a ready pair whose consumer runs load 1 (two blocks)
+// under a progress watchdog of stall, heartbeats out of the way; t0 is the
+// load's submission, its last data so far.
+func runningLoad(t *testing.T, stall time.Duration) (*pair, time.Time) {
+	t.Helper()
+	pr := readyPair(t, func(c, p *Config) {
+		c.HeartbeatTimeout, p.HeartbeatTimeout = time.Hour, time.Hour
+		c.StallTimeout = stall
+	})
+	ks := keys("a", 2)
+	pr.p.blocks.add(ks...)
+	allHit(t, pr.lookup("kv", ks))
+	pr.load(1, "kv", ks, false)
+	return pr, pr.now
 }
 
 // TestStarvedWithoutLoads: a starvation report on a session with no load
