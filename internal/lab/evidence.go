@@ -18,23 +18,6 @@ import (
 // what its run kept, or not at all.
 const EvidenceDir = "/var/tmp/kvp2p-lab"
 
-// falseFallbacks are the requests report.Compute counts as false: fallbacks
-// no fault touched (by the same FaultIndex) that the consumer did not
-// choose.
-func falseFallbacks(sc *scenario.Scenario, reqs []report.Request) []report.Request {
-	j := report.NewFaultIndex(sc)
-	var out []report.Request
-	for _, q := range reqs {
-		if q.Outcome != report.Fallback || q.Deliberate {
-			continue
-		}
-		if _, hit := j.Affected(q); !hit {
-			out = append(out, q)
-		}
-	}
-	return out
-}
-
 // keepEvidence copies the run's directory (each rank's log and config)
 // to a new directory under root and writes the false fallbacks' records
 // there (false.jsonl, as --requests writes them). It returns that

@@ -34,12 +34,12 @@ func TestKeepEvidence(t *testing.T) {
 		{ID: "chosen", Consumer: "d/0", Source: "a/0", Arrived: 14 * s, Resolved: 15 * s, Outcome: report.Fallback, Deliberate: true},
 		{ID: "crashed", Consumer: "d/0", Source: "a/1", Arrived: 12 * s, Resolved: 13 * s, Outcome: report.Fallback},
 	}
-	got := falseFallbacks(sc, reqs)
+	got := report.FalseFallbacks(sc, reqs)
 	if len(got) != 1 || got[0].ID != "false" {
 		t.Fatalf("false fallbacks %+v, want only the request named false", got)
 	}
 	if rep := report.Compute(sc, "domain", reqs, 0); rep.FalseFallbacks != len(got) {
-		t.Fatalf("report counts %d false, falseFallbacks finds %d", rep.FalseFallbacks, len(got))
+		t.Fatalf("report counts %d false, FalseFallbacks finds %d", rep.FalseFallbacks, len(got))
 	}
 
 	run, root := t.TempDir(), t.TempDir()

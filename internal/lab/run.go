@@ -296,23 +296,17 @@ func (r *run) closeEngines() {
 	}
 }
 
-// teardown stops every process and removes everything the run made.
 // keepEvidence keeps the logs of a run with false fallbacks before the
 // teardown removes them, and says where (a failure to keep them is said
 // too, but does not fail the run).
 func (r *run) keepEvidence(recs []report.Request) {
 	root := cmp.Or(r.opt.EvidenceDir, EvidenceDir)
-	false_ := falseFallbacks(r.sc, recs)
+	false_ := report.FalseFallbacks(r.sc, recs)
 	if root == "-" || len(false_) == 0 {
 		return
 	}
 	if !r.opt.Keep {
-		for _, rk := range r.ranks {
-			if rk.p != nil {
-				rk.p.stop(stopGrace) // their logs complete
-				rk.p = nil
-			}
-		}
+		r.stopProcs() // their logs complete
 	}
 	dst, err := keepEvidence(root, r.dir, r.sc, r.policy, false_, time.Now())
 	if err != nil {
@@ -322,15 +316,21 @@ func (r *run) keepEvidence(recs []report.Request) {
 	r.progress("%d false fallbacks: the processes' logs and those requests' records are kept in %s", len(false_), dst)
 }
 
+// teardown stops every process and removes everything the run made.
 func (r *run) teardown() {
 	r.closeEngines()
+	r.stopProcs()
+	_ = Clean()
+}
+
+// stopProcs stops every rank's process that still runs.
+func (r *run) stopProcs() {
 	for _, rk := range r.ranks {
 		if rk.p != nil {
 			rk.p.stop(stopGrace)
 			rk.p = nil
 		}
 	}
-	_ = Clean()
 }
 
 // Consumer and Source make the run the workload's Fleet.

@@ -135,6 +135,25 @@ type sample struct {
 	censored bool
 }
 
+// isFalse: a fallback no fault touched (affected false) and the consumer
+// did not choose (Deliberate): what the report counts as false.
+func isFalse(r Request, affected bool) bool {
+	return r.Outcome == Fallback && !affected && !r.Deliberate
+}
+
+// FalseFallbacks returns the requests Compute counts as false fallbacks,
+// so that a run with some can say which (the fault lab keeps their logs).
+func FalseFallbacks(sc *scenario.Scenario, reqs []Request) []Request {
+	j := NewFaultIndex(sc)
+	var out []Request
+	for _, r := range reqs {
+		if _, hit := j.Affected(r); isFalse(r, hit) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // Compute reduces one run's request records to docs/design.md §7's report.
 // leakedSlots is measured by the runner (slots still reserved after the
 // run has drained) and is passed through; so are the slot counts measured
@@ -179,10 +198,10 @@ func Compute(sc *scenario.Scenario, policy string, reqs []Request, leakedSlots i
 				// fault overlapped it, it still took that long.
 				rep.DeliberateFallbacks++
 			}
+			if isFalse(r, hit) {
+				rep.FalseFallbacks++
+			}
 			if !hit {
-				if !r.Deliberate {
-					rep.FalseFallbacks++
-				}
 				break
 			}
 			ttf = append(ttf, sample{ms: sinceFault(r.Resolved)})
