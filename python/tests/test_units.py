@@ -349,9 +349,14 @@ def test_sidecar_process_runnable_tells_starved_from_frozen_and_idle() -> None:
             while st is None:
                 st = _proc_stat(p.pid)
             procs[name] = SidecarProcess(p.pid, st[1])
-        assert procs["busy"].runnable()
         import time
 
+        # Until the interpreter has started and spins: while it starts it
+        # may sleep on a file read (seen once in CI, just after spawn).
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not procs["busy"].runnable():
+            time.sleep(0.01)
+        assert procs["busy"].runnable()
         deadline = time.monotonic() + 30  # until the interpreter has started and sleeps
         while time.monotonic() < deadline:
             if _proc_stat(idle.pid)[0] == "S" and not procs["idle"].runnable():
