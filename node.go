@@ -2,7 +2,6 @@ package kvp2p
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 
@@ -17,14 +16,10 @@ var ErrClosed = node.ErrClosed
 // (internal/node), which owns all of its state. See the package doc.
 type Node struct{ n *node.Node }
 
-// NewNode validates cfg and builds a node; Serve runs it. A config with
-// an engine (Config.Engine) is refused: the engine sidecar is wired by the
-// kvp2p command, so that this package links no gRPC.
+// NewNode validates cfg and builds a node with its own store; Serve runs
+// it.
 func NewNode(cfg Config) (*Node, error) {
-	if cfg.Engine.Enabled() {
-		return nil, errors.New("kvp2p: config: engine: the engine sidecar is served by `kvp2p serve`, not by NewNode")
-	}
-	n, err := node.NewNode(cfg.node())
+	n, err := node.NewNode(cfg)
 	if err != nil {
 		return nil, err
 	}
