@@ -8,8 +8,8 @@ import "github.com/kvp2p/kvp2p/internal/node"
 // name. The fields carry the yaml names of a kvp2p.yaml's node settings
 // (its engine and metrics_addr sections are `kvp2p serve`'s own: the
 // engine API and the metrics endpoint are not this package's). It is the
-// node's own config type (internal/node documents each field), so nothing
-// is copied or converted on the way in.
+// node's own config type, so nothing is copied or converted on the way in;
+// `go doc github.com/kvp2p/kvp2p/internal/node.Config` documents each field.
 type Config = node.Config
 
 type (

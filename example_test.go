@@ -36,33 +36,6 @@ func start() (n *kvp2p.Node, stop func()) {
 	}
 }
 
-// lookup asks for keys' verdicts the way an engine's scheduler does: every
-// step it looks up the keys not answered yet, then ends the step (its
-// probes leave then). A verdict is RETRY until the peer has answered; the
-// first step also dials the peer.
-func lookup(ctx context.Context, m *kvp2p.Manager, reqID string, keys ...kvp2p.Key) []kvp2p.Verdict {
-	vs := make([]kvp2p.Verdict, len(keys))
-	for ctx.Err() == nil {
-		retry := -1
-		for i, k := range keys {
-			if vs[i] == kvp2p.Retry {
-				if vs[i] = m.Lookup(reqID, k); vs[i] == kvp2p.Retry {
-					retry = i
-				}
-			}
-		}
-		if retry < 0 {
-			break
-		}
-		m.EndStep()
-		// Nothing else to schedule: wait up to a step for an answer.
-		step, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
-		m.LookupWait(step, reqID, keys[retry])
-		cancel()
-	}
-	return vs
-}
-
 // Two nodes in one process: the producer's engine computed a block, the
 // consumer's engine needs it and one block nobody has. The consumer looks
 // both up in one scheduler step, loads the hit from the producer and
@@ -90,9 +63,20 @@ func Example() {
 	}
 	defer m.RequestFinished("req-1")
 
+	// Scheduler steps: a lookup answers RETRY until the producer has; a
+	// step's probes leave when it ends (the first step also dials).
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	fmt.Println("verdicts:", lookup(ctx, m, "req-1", shared, unknown))
+	var v1, v2 kvp2p.Verdict // RETRY
+	for (v1 == kvp2p.Retry || v2 == kvp2p.Retry) && ctx.Err() == nil {
+		v1, v2 = m.Lookup("req-1", shared), m.Lookup("req-1", unknown)
+		m.EndStep()
+		// Nothing else to schedule: wait up to a step for an answer.
+		step, stepDone := context.WithTimeout(ctx, 20*time.Millisecond)
+		m.LookupWait(step, "req-1", shared)
+		stepDone()
+	}
+	fmt.Println("verdicts:", v1, v2)
 
 	// Load the hit; the miss is the engine's to compute.
 	if _, err := m.SubmitLoad("req-1", []kvp2p.Key{shared}); err != nil {
@@ -104,7 +88,7 @@ func Example() {
 	got, ok := m.ReadBlock(shared)
 	fmt.Println("same bytes:", ok && bytes.Equal(got, block))
 	// Output:
-	// verdicts: [HIT MISS]
+	// verdicts: HIT MISS
 	// load ok=true bytes=4096
 	// same bytes: true
 }

@@ -49,10 +49,9 @@ func (n *Node) Close() error { return n.n.Close() }
 func (n *Node) ReloadTLS() error { return n.n.ReloadTLS() }
 
 // Snapshot is a node's state and counts at one instant: what the status
-// page, `kvp2p status` and a metrics scrape show. It stays an alias of
-// internal/metrics' type, a plain data tree (no Prometheus): a copy here
-// would be a dozen mirrored types that drift from the one the status page
-// and the metrics definitions read.
+// page, `kvp2p status` and a metrics scrape show. Like the package's other
+// types it is the one definition (internal/metrics', a plain data tree with
+// no Prometheus), named here.
 type Snapshot = metrics.Snapshot
 
 // Status returns a snapshot of the node, taken in its loop: the caller
