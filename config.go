@@ -5,9 +5,10 @@ import "github.com/kvp2p/kvp2p/internal/node"
 // Config configures a Node: its peer id and failure domain, the failure
 // policy, the store's geometry, timers, TLS and limits. The zero value of
 // every field means its default; Validate reports the first bad field by
-// name. The fields carry the yaml names of a kvp2p.yaml's node settings
-// (its engine and metrics_addr sections are `kvp2p serve`'s own: the
-// engine API and the metrics endpoint are not this package's). It is the
+// name. The fields carry the yaml names of a kvp2p.yaml's node settings;
+// its listen, engine and metrics_addr are `kvp2p serve`'s own: Node.Serve
+// takes the caller's listener, and the engine API and the metrics endpoint
+// are not this package's. It is the
 // node's own config type, so nothing is copied or converted on the way in;
 // `go doc github.com/kvp2p/kvp2p/internal/node.Config` documents each field.
 type Config = node.Config

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"reflect"
 	"sort"
@@ -18,11 +19,14 @@ import (
 )
 
 // Serve is the configuration of `kvp2p serve`: the node's (node.Config,
-// the library's Config) and the settings of what the command serves
-// beside it. A kvp2p.yaml is one flat document; the node's fields sit at
-// its top level next to these.
+// the library's Config) and the settings of the listeners the command
+// opens for it and beside it. A kvp2p.yaml is one flat document; the
+// node's fields sit at its top level next to these.
 type Serve struct {
 	node.Config `yaml:",inline"`
+
+	// Listen is the address the node's listener binds; default PeerID.
+	Listen string `yaml:"listen"`
 
 	// Engine makes the node an engine's sidecar (internal/sidecar).
 	Engine sidecar.EngineConfig `yaml:"engine"`
@@ -37,13 +41,22 @@ type Serve struct {
 // arena is its engine's region, so it is not held against this machine's
 // memory.
 func (s *Serve) Validate() error {
+	var err error
 	if !s.Engine.Enabled() {
-		return s.Config.Validate()
+		err = s.Config.Validate()
+	} else if err = s.Engine.Validate(); err == nil {
+		err = node.ValidateWithSidecar(s.Config)
 	}
-	if err := s.Engine.Validate(); err != nil {
+	if err != nil || s.Listen == "" {
 		return err
 	}
-	return node.ValidateWithSidecar(s.Config)
+	if _, p, err := net.SplitHostPort(s.Listen); err != nil {
+		return fmt.Errorf("kvp2p: config: listen %q: %v", s.Listen, err)
+	} else if n, err := strconv.Atoi(p); err != nil || n < 0 || n > 65535 {
+		// 0 (any free port) is allowed: peers dial peer_id, not listen.
+		return fmt.Errorf("kvp2p: config: listen %q: port must be 0-65535", s.Listen)
+	}
+	return nil
 }
 
 // Error is a configuration refused at start. The kvp2p command exits 2 for it, as for

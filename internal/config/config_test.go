@@ -111,11 +111,11 @@ func TestPrecedence(t *testing.T) {
 		{
 			// The command's own settings sit in the same flat file.
 			name: "engine and metrics_addr",
-			file: baseYAML + "metrics_addr: 127.0.0.1:9464\nengine:\n  socket: /run/kvp2p/engine.sock\n  max_jobs: 8\n",
+			file: baseYAML + "listen: 0.0.0.0:7600\nmetrics_addr: 127.0.0.1:9464\nengine:\n  socket: /run/kvp2p/engine.sock\n  max_jobs: 8\n",
 			env:  map[string]string{"KVP2P_ENGINE_SERVE_TIMEOUT": "2s"},
 			sets: []Setting{flagSet("metrics_addr", "127.0.0.1:9465")},
 			want: func(c *Serve) {
-				c.MetricsAddr = "127.0.0.1:9465"
+				c.Listen, c.MetricsAddr = "0.0.0.0:7600", "127.0.0.1:9465"
 				c.Engine = sidecar.EngineConfig{Socket: "/run/kvp2p/engine.sock", MaxJobs: 8, ServeTimeout: 2 * time.Second}
 			},
 		},
@@ -224,7 +224,7 @@ func TestEveryFieldSettable(t *testing.T) {
 	if !groups["timers"] || !groups["engine"] || len(fields) < 20 {
 		t.Fatalf("Fields found %d fields and groups %v; want every yaml field of Serve", len(fields), groups)
 	}
-	for _, p := range []string{"peer_id", "timers.stall_timeout", "engine.socket", "metrics_addr"} {
+	for _, p := range []string{"peer_id", "listen", "timers.stall_timeout", "engine.socket", "metrics_addr"} {
 		if !fields[p].IsValid() {
 			t.Errorf("Fields has no %s", p)
 		}

@@ -1,7 +1,7 @@
 // Package config loads a node's configuration the way the kvp2p command
 // takes it: defaults < YAML file < KVP2P_* environment < flags, into a
-// Serve (the node's node.Config and the engine API and metrics settings
-// the command serves beside it), then validates it.
+// Serve (the node's node.Config and the settings of the listeners the
+// command opens: listen, engine, metrics_addr), then validates it.
 //
 // Contract: every error is an *Error (the command exits 2) or a
 // *MachineError (a config beyond the machine: exit 3) that names the field

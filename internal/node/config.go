@@ -19,8 +19,6 @@ type Config struct {
 	// PeerID is the node's advertised, routable host:port (vLLM's
 	// host:base_port+dp_rank). Required.
 	PeerID string `yaml:"peer_id"`
-	// Listen is the address to bind; default PeerID.
-	Listen string `yaml:"listen"`
 	// FailureDomain names what fails with this node (a pod UID, a node
 	// name); empty means the node is its own domain.
 	FailureDomain string `yaml:"failure_domain"`
@@ -151,14 +149,6 @@ func (c *Config) validate(physMem uint64) error {
 		// Peers dial the peer id, so it needs a host.
 		return fmt.Errorf("kvp2p: config: peer_id %q: host is required", c.PeerID)
 	}
-	if c.Listen != "" {
-		if _, p, err := net.SplitHostPort(c.Listen); err != nil {
-			return fmt.Errorf("kvp2p: config: listen %q: %v", c.Listen, err)
-		} else if n, err := strconv.Atoi(p); err != nil || n < 0 || n > 65535 {
-			// 0 (any free port) is allowed: peers dial peer_id, not listen.
-			return fmt.Errorf("kvp2p: config: listen %q: port must be 0-65535", c.Listen)
-		}
-	}
 	if c.Policy != "" {
 		if _, err := health.New(c.Policy, health.Options{}); err != nil {
 			return fmt.Errorf("kvp2p: config: policy: %v", err)
@@ -196,9 +186,6 @@ const maxArena = 1 << 40
 
 // withDefaults returns the config with every zero field filled.
 func (c Config) withDefaults() Config {
-	if c.Listen == "" {
-		c.Listen = c.PeerID
-	}
 	if c.Policy == "" {
 		c.Policy = DefaultPolicy
 	}
