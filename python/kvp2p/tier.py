@@ -13,12 +13,9 @@ state; nothing holds it across a call to the sidecar, a read of /proc or
 a log line. A lock and not a queue to the worker: a lookup is answered at
 once, from the scheduler's thread, however long a Step takes.
 
-Grants of a lost sidecar are released when the sidecar registers again
-(it refuses that while an old chunk is in use) or when its process has
-exited, however long that takes: the step socket names the process
-(SidecarProcess), and the worker asks /proc each turn. Only when the
-process is unknown (no step socket) are they released after `grant_hold`
-seconds, which a longer freeze outlasts.
+Chunks lent through a lost sidecar are held until it registers again or
+its process has exited (kvp2p.lent): the step socket names the process
+(SidecarProcess), and the worker asks /proc each turn (tick).
 """
 
 from __future__ import annotations

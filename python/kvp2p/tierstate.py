@@ -30,24 +30,21 @@ sidecar since lost, is in the failed set (_fall_back): it answers MISS
 from then on (vLLM prefills it locally) and its new jobs fail at once.
 When the sidecar is lost every job in flight fails (the sidecar revokes
 the region as soon as it learns the stream is gone, so no late peer write
-reaches a chunk vLLM reuses). Lent chunks are held longer: a sidecar that
-is alive but was frozen may still be sending one to a peer once it runs
-again. They are released when the sidecar registers again (attached: it
-refuses that while an old chunk is in use) or when its process has exited
-(release_held's `gone`); only when the process is unknown (no step socket)
-after `grant_hold` seconds, which a longer freeze outlasts.
+reaches a chunk vLLM reuses). Chunks lent to peers are held longer (see
+kvp2p.lent).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
 from kvp2p import roles as roles_mod
 from kvp2p._pb import engine_pb2 as pb
 from kvp2p.client import SidecarProcess
+from kvp2p.lent import Lent
 from kvp2p.outbox import Budget, Outbox, pack
 from kvp2p.roles import Roles
 
@@ -133,11 +130,7 @@ class TierState:
         self._done: list[Done] = []
         self._asks: list[pb.ServeAsk] = []
         self._asks_since = 0.0  # when the oldest ask in _asks arrived
-        self._grants: set[int] = set()  # pins lent to peers
-        # Pins of a lost sidecar -> when it was lost, and its process if known.
-        self._held: dict[int, tuple[float, SidecarProcess | None]] = {}
-        self._hold_warned: set[SidecarProcess] = set()
-        self._grant_hold = grant_hold
+        self._lent = Lent(grant_hold)
         self._sidecar_pending = False
         self._counts: dict[str, int] = {}  # since take_counts; see COUNTS
 
@@ -166,16 +159,15 @@ class TierState:
             self._publish()  # the step's first lookup: a pass boundary
             self._pass_open = True
         r = self._reqs.get(req_id)
-        if r is None:
-            return Verdict.MISS
-        if r.roles.source is None:
+        if r is None or r.roles.source is None:
             return self._lookup_unnamed(req_id, k16)
         return self._lookup_source(req_id, r, k16)
 
     def _lookup_unnamed(self, req_id: str, k16: bytes) -> Verdict:
-        """A request that names no source. No peer is asked: MISS. (Where
-        a lookup without a named source would consult a local summary of
-        what peers hold.)"""
+        """A request that names no source (no kv_transfer_params, or only a
+        remote_decoder): no peer is asked, MISS. This is where a lookup
+        without a named source would consult a local summary of what peers
+        hold."""
         return Verdict.MISS
 
     def _lookup_source(self, req_id: str, r: _Req, k16: bytes) -> Verdict:
@@ -261,7 +253,7 @@ class TierState:
         """`chunks` chunks were lent to a peer under API pin id `pin` (0:
         none pinned); it is reported done when the sidecar releases it."""
         if pin:
-            self._grants.add(pin)
+            self._lent.lend(pin)
         self._count("served_chunks", chunks)
 
     def take_counts(self) -> dict[str, int]:
@@ -271,17 +263,17 @@ class TierState:
 
     def has_pending_work(self) -> bool:
         return bool(self._jobs or self._asking or self._incoming or self._incoming_pd or self._asks
-                    or self._grants or self._held or self._done or self._out.has_work() or self._out.end_step
+                    or self._lent.lent() or self._lent.held() or self._done or self._out.has_work() or self._out.end_step
                     or self._sidecar_pending)
 
     def in_flight(self) -> tuple[int, int]:
         """Jobs in flight, and pins lent to peers not given back yet (a
         lost sidecar's held ones included): what vLLM's drain waits for."""
-        return len(self._jobs), len(self._grants) + len(self._held)
+        return len(self._jobs), self._lent.lent() + self._lent.held()
 
     def lent(self) -> int:
         """Pins lent to the attached sidecar's peers, not released yet."""
-        return len(self._grants)
+        return self._lent.lent()
 
     def awaits_sidecar(self) -> bool:
         """Whether jobs or lookups wait for the sidecar's answer: the worker
@@ -303,10 +295,7 @@ class TierState:
 
     def released(self, pins: Sequence[int]) -> None:
         """The sidecar gave pins back: they are reported done."""
-        for pin in pins:
-            if pin in self._grants:
-                self._grants.discard(pin)
-                self._done.append(Done(pin - 1, Kind.PIN, True))
+        self._pins_done(self._lent.release(pins))
 
     def lost(self, why: str, now: float, proc: SidecarProcess | None) -> None:
         """The sidecar (its process `proc`, if known) was lost: every job
@@ -325,42 +314,25 @@ class TierState:
         self._asking.clear()
         self._out = Outbox()
         self._asks.clear()
-        for pin in self._grants:
-            self._held[pin] = (now, proc)
-        self._grants.clear()
+        self._lent.lose(now, proc)
         self._sidecar_pending = False
 
     def attached(self) -> None:
         """A sidecar registered us: it refuses that while any chunk a lost
         one was lent is in use, so those are free."""
-        for pin in self._held:
-            self._done.append(Done(pin - 1, Kind.PIN, True))
-        self._held.clear()
-        self._hold_warned.clear()
+        self._pins_done(self._lent.attached())
 
     def held_processes(self) -> set[SidecarProcess]:
         """The processes of lost sidecars whose lent chunks are held."""
-        return {proc for _, proc in self._held.values() if proc is not None}
+        return self._lent.processes()
 
     def release_held(self, now: float, gone: Collection[SidecarProcess]) -> list[tuple[SidecarProcess, float]]:
-        """Gives back the chunks a lost sidecar was lent once its process
+        """Gives back the chunks lent through a lost sidecar whose process
         is `gone` (exited), or, its process unknown, `grant_hold` after the
         loss. Returns the processes newly found alive past grant_hold (and
         how long since their loss), to be told once: frozen, most likely."""
-        overdue: list[tuple[SidecarProcess, float]] = []
-        for pin, (lost_at, proc) in list(self._held.items()):
-            if proc is None:
-                free = now - lost_at >= self._grant_hold
-            else:
-                free = proc in gone
-                if not free and now - lost_at >= self._grant_hold and proc not in self._hold_warned:
-                    self._hold_warned.add(proc)
-                    overdue.append((proc, now - lost_at))
-            if free:
-                del self._held[pin]
-                self._done.append(Done(pin - 1, Kind.PIN, True))
-        if not self._held:
-            self._hold_warned.clear()
+        freed, overdue = self._lent.release_held(now, gone)
+        self._pins_done(freed)
         return overdue
 
     # -- the worker's Steps -----------------------------------------------------
@@ -455,6 +427,9 @@ class TierState:
             self._fail_job(j.job_id, why)
 
     # -- helpers --------------------------------------------------------------
+
+    def _pins_done(self, pins: list[int]) -> None:
+        self._done.extend(Done(pin - 1, Kind.PIN, True) for pin in pins)
 
     def _count(self, name: str, n: int = 1) -> None:
         self._counts[name] = self._counts.get(name, 0) + n
