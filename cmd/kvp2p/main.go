@@ -28,6 +28,7 @@ commands:
   bench    measure loads against raw TCP, and lookup round trips, on 127.0.0.1
   demo     run a small fleet on 127.0.0.1 with injected faults, per policy
   lab      real processes in network namespaces, faults made by the kernel (needs root)
+  proxy    an OpenAI-compatible front for vLLM engines: symmetric or prefill/decode
   sim      simulate scenarios under each failure policy
   serve    run one node from a YAML config, environment and flags
   status   show a running node's peers, domains, sessions and loads
@@ -50,6 +51,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runDemo(ctx, args[1:], stdout, stderr)
 	case "lab":
 		err = runLab(ctx, args[1:], stdout, stderr)
+	case "proxy":
+		err = runProxy(ctx, args[1:], stdout, stderr)
 	case "serve":
 		err = runServe(ctx, args[1:], stdout, stderr)
 	case "sim":
