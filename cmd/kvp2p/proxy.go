@@ -65,8 +65,7 @@ func parseProxyFlags(args []string, stderr io.Writer) (proxyOptions, error) {
 	fs.DurationVar(&o.connect, "connect-timeout", 5*time.Second, "bound on connecting to an engine")
 	fs.DurationVar(&o.legTimeout, "timeout", 0, "bound on each request to an engine, to the end of its response (0: none)")
 	fs.DurationVar(&o.health, "health-timeout", 2*time.Second, "bound on each engine's /health check")
-	fs.StringVar(&o.logFormat, "log-format", "", "log `format`: text or json (default text; env KVP2P_LOG_FORMAT)")
-	fs.StringVar(&o.logLevel, "log-level", "", "log `level`: debug, info, warn or error (default info; env KVP2P_LOG_LEVEL)")
+	addLogFlags(fs, &o.logFormat, &o.logLevel)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: kvp2p proxy [--mode symmetric] --engine URL[,kv=HOST:PORT] ...\n"+
 			"       kvp2p proxy --mode pd --prefiller URL,kv=HOST:PORT ... --decoder URL ...\n\n"+
@@ -76,17 +75,7 @@ func parseProxyFlags(args []string, stderr io.Writer) (proxyOptions, error) {
 			"remote_decoder then remote_prefiller (pd). SIGTERM/SIGINT stop it.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return o, err
-		}
-		return o, errReported
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "kvp2p proxy: unexpected argument %q (flags only)\n", fs.Arg(0))
-		return o, errReported
-	}
-	return o, nil
+	return o, parseFlagsOnly(fs, args, stderr)
 }
 
 // proxyConfig turns proxy's flags into a proxy.Config.
