@@ -148,7 +148,7 @@ func front(t *testing.T, cfg Config) (string, *http.Client, *Proxy) {
 }
 
 // newServer serves h on loopback until the test ends and returns its URL.
-func newServer(t *testing.T, h http.Handler) string {
+func newServer(t testing.TB, h http.Handler) string {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv.URL

@@ -3,8 +3,6 @@ package proxy
 import (
 	"container/list"
 	"context"
-	"encoding/binary"
-	"hash/fnv"
 	"sync"
 )
 
@@ -43,19 +41,20 @@ const (
 
 // prefixKeys returns a hash of each whole chunk prefix of p, shortest
 // first: key k covers chunks 0..k. Two prompts share key k exactly when
-// (hashes aside) they share their first k+1 chunks.
+// (hashes aside) they share their first k+1 chunks. The hash is 64-bit
+// FNV-1a over the model's name, then each token's eight bytes (little
+// endian) or the text's bytes.
 func prefixKeys(p Prompt) []uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(p.Model))
+	h := fnvString(fnvOffset, p.Model)
 	var keys []uint64
 	if p.Tokens != nil {
-		h.Write([]byte{0, 't'})
-		var b [8]byte
+		h = fnvString(h, "\x00t")
 		for i, t := range p.Tokens {
-			binary.LittleEndian.PutUint64(b[:], uint64(t))
-			h.Write(b[:])
+			for k := range 8 {
+				h = (h ^ uint64(byte(t>>(8*k)))) * fnvPrime
+			}
 			if (i+1)%chunkTokens == 0 {
-				keys = append(keys, h.Sum64())
+				keys = append(keys, h)
 				if len(keys) == maxChunks {
 					break
 				}
@@ -63,12 +62,24 @@ func prefixKeys(p Prompt) []uint64 {
 		}
 		return keys
 	}
-	h.Write([]byte{0, 's'})
+	h = fnvString(h, "\x00s")
 	for off := 0; off+chunkBytes <= len(p.Text) && len(keys) < maxChunks; off += chunkBytes {
-		h.Write([]byte(p.Text[off : off+chunkBytes]))
-		keys = append(keys, h.Sum64())
+		h = fnvString(h, p.Text[off:off+chunkBytes])
+		keys = append(keys, h)
 	}
 	return keys
+}
+
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+func fnvString(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint64(s[i])) * fnvPrime
+	}
+	return h
 }
 
 // Memory is a Locator that remembers, for the prefixes of the prompts it
