@@ -24,6 +24,7 @@ import http.client
 import json
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -41,6 +42,7 @@ from kvp2p.testing import tiny_model
 from kvp2p.testing.real_engine import EngineConfig
 
 SIDECAR = ["--set", f"engine.serve_timeout={SERVE_TIMEOUT}", *CONSUMER]
+READY_S = 1800.0
 BUSY_TOKENS = 1500  # A's stream while B loads from it: long enough to outlast the load
 
 
@@ -113,8 +115,10 @@ def fleet() -> Iterator[Fleet]:
     a = OpenAIServer(EngineConfig(sa.name, model, sa.socket, **cfg), free_port(), os.path.join(d, "a.log"))
     b = OpenAIServer(EngineConfig(sb.name, model, sb.socket, **cfg), free_port(), os.path.join(d, "b.log"))
     try:
-        a.ready()
-        b.ready()
+        # Two engines start at once at nice 10 (EngineConfig.nice) on a
+        # shared machine: one took over ten minutes under a load of 20.
+        a.ready(READY_S)
+        b.ready(READY_S)
         yield Fleet(model, d, sa, sb, a, b)
     finally:
         for srv in (a, b):
@@ -176,7 +180,10 @@ def test_proxy_symmetric_names_the_holder(fleet: Fleet) -> None:
         assert tokens_of(out) == tokens_of(warm)
 
         # The client of the stream goes away: the proxy aborts it on A.
-        busy.sock.close()  # type: ignore[union-attr]
+        # (shutdown: the response's file still holds the socket open.)
+        busy.sock.shutdown(socket.SHUT_RDWR)  # type: ignore[union-attr]
+        resp.close()
+        busy.close()
         busy = None
         wait_until("the proxy's count of A back at 0", lambda: proxy.health()["engines"][0]["in_flight"] == 0)
         wait_until("A's stream aborted", lambda: running(a) == 0)
