@@ -84,8 +84,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 		fs.Var(settingFlag{name: f.name, path: f.path, list: &o.sets}, f.name, f.usage)
 	}
 	fs.Var(settingFlag{name: "set", list: &o.sets}, "set", "set any config `field=value`, e.g. timers.stall_timeout=1s (repeatable)")
-	fs.StringVar(&o.logFormat, "log-format", "", "log `format`: text or json (default text; env KVP2P_LOG_FORMAT)")
-	fs.StringVar(&o.logLevel, "log-level", "", "log `level`: debug, info, warn or error (default info; env KVP2P_LOG_LEVEL)")
+	addLogFlags(fs, &o.logFormat, &o.logLevel)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: kvp2p serve [--config FILE] [flags]\n\n"+
 			"Precedence: defaults < file < env KVP2P_<FIELD> (e.g. KVP2P_TIMERS_STALL_TIMEOUT) < flags.\n\n"+
@@ -94,17 +93,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 			"SIGUSR2 toggles refusing new handshakes (as incompatible); each logs what it did.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return o, err
-		}
-		return o, errReported
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "kvp2p serve: unexpected argument %q (flags only)\n", fs.Arg(0))
-		return o, errReported
-	}
-	return o, nil
+	return o, parseFlagsOnly(fs, args, stderr)
 }
 
 // server is what serve runs: a *node.Node, or a *sidecar.Sidecar, whose
