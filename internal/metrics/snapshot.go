@@ -108,10 +108,20 @@ type Counters struct {
 	Ejections            uint64            `json:"ejections"`
 	SessionReplacements  uint64            `json:"session_replacements"`
 	TakeoversRefused     uint64            `json:"takeovers_refused"`
+	ConnsRefused         Refusals          `json:"conns_refused"` // before they became a session
 	StallsDetected       uint64            `json:"stalls_detected"`
 	BytesIn              uint64            `json:"bytes_in"`
 	BytesOut             uint64            `json:"bytes_out"`
 	FailedLoadBytes      uint64            `json:"failed_load_bytes"`
+}
+
+// Refusals count accepted connections closed before they became a
+// session, by where.
+type Refusals struct {
+	Gate     uint64 `json:"gate"`     // over max_handshakes or max_handshakes_per_source, or evicted to make room
+	TLS      uint64 `json:"tls"`      // TLS handshake failed (no or untrusted certificate, allow_peers)
+	Frame    uint64 `json:"frame"`    // first frame missing, oversized, malformed or not a Hello or DataAttach
+	Identity uint64 `json:"identity"` // claimed peer id not covered by the certificate or the source address
 }
 
 // Clone returns a copy that shares nothing with c.

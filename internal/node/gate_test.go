@@ -120,6 +120,49 @@ func TestGatePrefixHoldsHalf(t *testing.T) {
 	}
 }
 
+// TestGateEvictsFromTheLargestSource: at a cap shared by several sources,
+// the newcomer evicts the oldest connection of the source holding the
+// most, not the oldest overall, so a reconnect storm evicts its own: a
+// genuine peer's handshake, one connection from a quiet address, stays
+// however many times the flood reopens. A source that completed a
+// handshake lately is evicted only by its own or another such source.
+func TestGateEvictsFromTheLargestSource(t *testing.T) {
+	g := newConnGate(128, 32)
+	for i := range 60 {
+		mustEnter(t, g, from(fmt.Sprintf("127.0.0.%d", 2+i%5)))
+	}
+	victim := from("127.0.0.1") // the oldest of the prefix but one source's one
+	mustEnter(t, g, victim)
+	for i := range 1000 { // the storm: every newcomer evicts
+		mustEnter(t, g, from(fmt.Sprintf("127.0.0.%d", 2+i%5)))
+	}
+	if victim.closed {
+		t.Fatal("a storm from five addresses evicted the one connection of a quiet address")
+	}
+	// A recent source's connections are safe from strangers even where it
+	// holds the most.
+	g2 := newConnGate(8, 8)
+	known := from("10.0.0.1")
+	g2.handshook(known, gateT0)
+	var mine []*fakeConn
+	for range 4 {
+		c := from("10.0.0.1")
+		mustEnter(t, g2, c)
+		mine = append(mine, c)
+	}
+	for range 4 {
+		mustEnter(t, g2, from("10.0.1.2"))
+	}
+	for range 100 {
+		mustEnter(t, g2, from("10.0.2.3"))
+	}
+	for i, c := range mine {
+		if c.closed {
+			t.Fatalf("a stranger evicted connection %d of a source that completed a handshake", i)
+		}
+	}
+}
+
 // TestGateReservesForRecentSources: sources that never completed a
 // handshake fill at most three quarters of the gate; the last quarter is
 // for sources that completed one lately, which get in without evicting

@@ -51,6 +51,7 @@ func (n *Node) snapshot(now time.Time) *Snapshot {
 	s.Counters.ProbesFailed, s.Counters.Ejections = v.Policy.ProbesFailed, v.Policy.Ejections
 	r := n.tb.Replacements()
 	s.Counters.SessionReplacements, s.Counters.TakeoversRefused = r.Replaced, r.Refused
+	s.Counters.ConnsRefused = n.connsRefused()
 
 	// Domains as the policy sees them; peers with sessions the policy does
 	// not know (per-peer keeps no state) go in their own.
