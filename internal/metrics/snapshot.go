@@ -33,6 +33,14 @@ type Node struct {
 	// engine has registered a region.
 	EngineExpected bool `json:"engine_expected"`
 	EngineAttached bool `json:"engine_attached"`
+	// Identity is what proves a peer's claim: mtls, plain-tcp or
+	// plain-tcp-trust-claimed-host. SharedHosts are the hosts with two or
+	// more ranks in view (this node and its peers); Exposure says what a
+	// process on such a host can do here and how to close it (empty under
+	// mTLS, or on plain TCP with no shared host in view).
+	Identity    string   `json:"identity"`
+	SharedHosts []string `json:"shared_hosts,omitempty"`
+	Exposure    string   `json:"exposure,omitempty"`
 }
 
 // Ready is what /readyz answers: listening, and the engine registered
