@@ -93,6 +93,7 @@ func TestAttackGateChurn(t *testing.T) {
 		p := startTN(t, nodeOpt{mut: func(c *Config) { c.Timers.HandshakeTimeout = 30 * time.Second }})
 		c := startTN(t, nodeOpt{})
 		stop := churn(t, p.PeerID(), ips, 160)
+		churnFrom := time.Now()
 		waitFor(t, func() bool { return p.gate.len() >= 64 })
 		before := p.Refused().Gate
 		start := time.Now()
@@ -117,8 +118,10 @@ func TestAttackGateChurn(t *testing.T) {
 		}
 		ok, slowest := handshakes(t, p, 10, 32000+run*100)
 		opened := stop()
-		t.Logf("attack 3 (churn), run %d: consumer in after %v; %d of 10 handshakes, slowest %v; %d attacker connections opened, %d refused or evicted",
-			run, in.Round(time.Millisecond), ok, slowest.Round(time.Millisecond), opened, p.Refused().Gate-before)
+		took := time.Since(churnFrom)
+		t.Logf("attack 3 (churn), run %d: consumer in after %v; %d of 10 handshakes, slowest %v; %d attacker connections opened in %v (%.0f/s), %d refused or evicted",
+			run, in.Round(time.Millisecond), ok, slowest.Round(time.Millisecond), opened, took.Round(time.Millisecond),
+			float64(opened)/took.Seconds(), p.Refused().Gate-before)
 		if in > churnConsumerBound {
 			t.Errorf("run %d: the consumer got in after %v, over %v", run, in, churnConsumerBound)
 		}
