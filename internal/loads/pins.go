@@ -3,7 +3,6 @@ package loads
 import (
 	"net"
 
-	"github.com/kvp2p/kvp2p/internal/session"
 	"github.com/kvp2p/kvp2p/internal/store"
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
@@ -95,15 +94,15 @@ func (b peerBlocks) PinKey(k wire.Key) (store.Slot, bool) {
 		_ = t.store.Unpin(sl) // cannot fail: pinned just now
 		return 0, false
 	}
+	if src == nil {
+		src = &pinSource{slots: map[store.Slot]int{}}
+		t.pinSources[c.source()] = src
+	}
 	if c.pins == nil {
 		c.pins = map[store.Slot]int{}
 	}
 	c.pins[sl]++
 	if !mine {
-		if src == nil {
-			src = &pinSource{slots: map[store.Slot]int{}}
-			t.pinSources[c.source()] = src
-		}
 		src.slots[sl]++
 		t.peerSlots[sl]++
 	}
@@ -135,42 +134,6 @@ func (b peerBlocks) Unpin(sl store.Slot) error {
 		delete(t.peerSlots, sl)
 	}
 	return nil
-}
-
-// SourceQuota is the lookup quota c's session shares with the other
-// sessions of its source (session.SourceQuota: open rounds and lookup keys
-// per second), so that many sessions from one host get one session's
-// share of the loop's work.
-func (b peerBlocks) SourceQuota() *session.SourceQuota {
-	t, c := b.t, b.c
-	if c.share == nil {
-		sh := t.shares[c.source()]
-		if sh == nil {
-			sh = &sourceShare{}
-			t.shares[c.source()] = sh
-		}
-		sh.conns++
-		c.share = sh
-	}
-	return &c.share.q
-}
-
-// sourceShare is a source's lookup quota and the sessions sharing it.
-type sourceShare struct {
-	q     session.SourceQuota
-	conns int
-}
-
-// leaveSource drops c from its source's share; the share goes with the
-// source's last session.
-func (t *Table) leaveSource(c *conn) {
-	if c.share == nil {
-		return
-	}
-	if c.share.conns--; c.share.conns <= 0 {
-		delete(t.shares, c.source())
-	}
-	c.share = nil
 }
 
 // Pending reports whether k is being loaded here, or the engine is asked

@@ -55,6 +55,22 @@ func stealHandoff(t *testing.T, p *tnode, kv string, ks []Key) (stolen int64, sp
 	return <-got, sp
 }
 
+// decoderLoad is the decoder c's PD load of kv's blocks ks from p: its
+// result, and how long the request took from its start.
+func decoderLoad(t *testing.T, c, p *tnode, kv string, ks []Key) (JobResult, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	if err := c.m.NewRequest("d1", pdParams(t, kv, p)); err != nil {
+		t.Fatal(err)
+	}
+	if v := waitVerdict(t, c.m, "d1", ks[0]); v != Hit {
+		t.Fatalf("decoder's lookup = %v, want HIT", v)
+	}
+	j, _ := c.m.SubmitLoad("d1", ks)
+	r := waitResult(t, c.m, j, 10*time.Second)
+	return r, time.Since(start)
+}
+
 // TestAttackStolenHandoffNamedDecoder: the prefiller's remote_decoder
 // names the decoder, so the attacker's fetch is refused at once and gets
 // 0 bytes, and the decoder's load then succeeds with the prefiller's bytes.
@@ -76,17 +92,9 @@ func TestAttackStolenHandoffNamedDecoder(t *testing.T) {
 		t.Fatal(err)
 	}
 	stolen, _ := stealHandoff(t, p, kv, ks)
-	start := time.Now()
-	if err := c.m.NewRequest("d1", pdParams(t, kv, p)); err != nil {
-		t.Fatal(err)
-	}
-	if v := waitVerdict(t, c.m, "d1", ks[0]); v != Hit {
-		t.Fatalf("decoder's lookup = %v, want HIT", v)
-	}
-	j, _ := c.m.SubmitLoad("d1", ks)
-	r := waitResult(t, c.m, j, 10*time.Second)
+	r, took := decoderLoad(t, c, p, kv, ks)
 	t.Logf("stolen hand-off, decoder named: the attacker got %d bytes; the decoder's load ok=%v in %v",
-		stolen, r.OK, time.Since(start).Round(time.Millisecond))
+		stolen, r.OK, took.Round(time.Millisecond))
 	if stolen != 0 {
 		t.Fatalf("the attacker received %d bytes of a hand-off that names its decoder", stolen)
 	}
@@ -111,16 +119,7 @@ func TestAttackStolenHandoffCapability(t *testing.T) {
 	storeBlocks(t, p, kv, ks)
 	stolen, sp := stealHandoff(t, p, kv, ks)
 	defer sp.ctl.Close()
-	start := time.Now()
-	if err := c.m.NewRequest("d1", pdParams(t, kv, p)); err != nil {
-		t.Fatal(err)
-	}
-	if v := waitVerdict(t, c.m, "d1", ks[0]); v != Hit {
-		t.Fatalf("decoder's lookup = %v, want HIT", v)
-	}
-	j, _ := c.m.SubmitLoad("d1", ks)
-	r := waitResult(t, c.m, j, 10*time.Second)
-	took := time.Since(start)
+	r, took := decoderLoad(t, c, p, kv, ks)
 	t.Logf("stolen hand-off, id only: the attacker got %d bytes; the decoder's load ok=%v in %v (%s)",
 		stolen, r.OK, took.Round(time.Millisecond), r.Reason)
 	if r.OK {

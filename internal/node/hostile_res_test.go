@@ -25,6 +25,11 @@ import (
 // keeps at least 90% of its hits (all of them, in practice) and its loads
 // succeed while the attacker keeps looking up.
 func TestAttackLookupPinsHealthyKeepsHits(t *testing.T) {
+	if ln, err := net.Listen("tcp", "127.0.0.2:0"); err != nil {
+		t.Skipf("no loopback address 127.0.0.2 here: %v", err)
+	} else {
+		ln.Close()
+	}
 	p := startTN(t, nodeOpt{mut: func(c *Config) { c.Slots = 128 }})
 	c := startTN(t, nodeOpt{})
 	hot := keysOf("hot", 100)
@@ -33,7 +38,9 @@ func TestAttackLookupPinsHealthyKeepsHits(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	sp := startSpoofer(t, p.PeerID(), "127.0.0.1:1", nil)
+	// The attacker is on another host (127.0.0.2): pins are shared by
+	// host, and a process on the consumer's own host shares its quota.
+	sp := startSpooferFrom(t, p.PeerID(), "127.0.0.2:1", 0xBAD, nil, "127.0.0.2")
 	select {
 	case <-sp.ready:
 	case <-time.After(5 * time.Second):

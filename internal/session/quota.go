@@ -24,50 +24,13 @@ import (
 //     a fetch that nothing backs (no store job, no supply) fails after
 //     unbackedFetchTimeout rather than live as long as the session.
 
-// SourceQuota is what all sessions from one source (a host: the table
-// decides) share: their open rounds together stay within MaxInflight, and
-// their lookup keys within one LookupKeysPerSecond bucket, so that any
-// number of sessions from one source get one session's share of the
-// loop's work. A Blocks that implements SourceBlocks hands it to its
-// session; the sessions sharing it run in one goroutine.
-type SourceQuota struct {
-	rounds   int       // rounds its sessions' peers opened, not finalized
-	tokens   float64   // lookup keys that may be served now
-	refilled time.Time // tokens were last refilled at this time
-}
-
-// SourceBlocks is a Blocks whose sessions share a SourceQuota with the
-// other sessions of their source.
-type SourceBlocks interface {
-	Blocks
-	SourceQuota() *SourceQuota
-}
-
-// srcQuota is the session's source quota; nil if its Blocks has none.
-func (s *Session) srcQuota() *SourceQuota {
-	if sb, ok := s.blocks.(SourceBlocks); ok {
-		return sb.SourceQuota()
-	}
-	return nil
-}
-
-// overRounds reports whether a new round of a peer's would pass the
-// session's or its source's cap.
-func (sv *server) overRounds(s *Session) bool {
-	if sv.quota.peerRounds >= s.maxInflight() {
-		return true
-	}
-	q := s.srcQuota()
-	return q != nil && q.rounds >= s.maxInflight()
-}
-
 // DefaultLookupKeysPerSecond is LookupKeysPerSecond's default.
 const DefaultLookupKeysPerSecond = 1 << 20
 
 // quota is the producer side's per-session accounting.
 type quota struct {
 	peerRounds int       // rounds a peer's lookup or fetch opened, not finalized
-	tokens     float64   // lookup keys that may be served now (without a SourceQuota)
+	tokens     float64   // lookup keys that may be served now
 	refilled   time.Time // tokens were last refilled at this time
 	refused    uint64    // lookups refused; logged with the first and every 1024th
 }
@@ -90,29 +53,23 @@ func (s *Session) keysPerSecond() float64 {
 // cap, and its keys fit the rate budget. A refused lookup is answered MISS.
 func (sv *server) admitLookup(s *Session, now time.Time, m *wire.Lookup) bool {
 	q := &sv.quota
-	// The bucket is the source's when the session has one: its sessions
-	// share one rate.
-	tokens, refilled := &q.tokens, &q.refilled
-	if src := s.srcQuota(); src != nil {
-		tokens, refilled = &src.tokens, &src.refilled
-	}
 	rate := s.keysPerSecond()
-	if refilled.IsZero() {
-		*tokens = rate
-	} else if dt := now.Sub(*refilled).Seconds(); dt > 0 {
-		*tokens = min(rate, *tokens+dt*rate)
+	if q.refilled.IsZero() {
+		q.tokens = rate
+	} else if dt := now.Sub(q.refilled).Seconds(); dt > 0 {
+		q.tokens = min(rate, q.tokens+dt*rate)
 	}
-	*refilled = now
+	q.refilled = now
 	why := ""
 	switch {
-	case sv.roundOf(m.ReqID, m.Round) == nil && sv.overRounds(s):
+	case sv.roundOf(m.ReqID, m.Round) == nil && q.peerRounds >= s.maxInflight():
 		why = "open rounds"
 	case len(sv.parked) >= s.maxInflight():
 		why = "parked lookups"
-	case float64(len(m.Keys)) > *tokens:
+	case float64(len(m.Keys)) > q.tokens:
 		why = "lookup keys per second"
 	default:
-		*tokens -= float64(len(m.Keys))
+		q.tokens -= float64(len(m.Keys))
 		return true
 	}
 	if q.refused%1024 == 0 {

@@ -82,51 +82,6 @@ func TestLookupKeyRate(t *testing.T) {
 	}
 }
 
-// TestSourceSharesQuota: two sessions of one source share one lookup
-// key rate and one cap on open rounds (SourceQuota): a second session
-// gets no more than what the first left (issue 34: one host's sessions
-// under many ports of its own).
-func TestSourceSharesQuota(t *testing.T) {
-	mod := func(c, p *Config) { p.LookupKeysPerSecond = 100 }
-	a, b := readyPair(t, mod), readyPair(t, mod)
-	src := &SourceQuota{}
-	a.p.blocks.src, b.p.blocks.src = src, src
-	ks := keys("shared", 60)
-	a.p.blocks.add(ks...)
-	b.p.blocks.add(ks...)
-	a.p.s.Receive(a.now, &wire.Lookup{ReqID: "a", Round: 1, Keys: ks})
-	a.p.collect(t)
-	b.p.s.Receive(b.now, &wire.Lookup{ReqID: "b", Round: 1, Keys: ks})
-	b.p.collect(t)
-	if _, hit := lookupAnswers(a.p); hit != 60 {
-		t.Fatalf("first session: %d hits, want 60", hit)
-	}
-	if answered, hit := lookupAnswers(b.p); answered != 1 || hit != 0 {
-		t.Fatalf("second session of the source: %d answered, %d hits; want 1 answered all MISS (the source's 100 keys/s spent)", answered, hit)
-	}
-	// Open rounds: the source's sessions together hold at most MaxInflight
-	// (64), and give them back as their rounds end.
-	c, d := readyPair(t, nil), readyPair(t, nil)
-	src2 := &SourceQuota{}
-	c.p.blocks.src, d.p.blocks.src = src2, src2
-	k1 := keys("rounds", 1)
-	c.p.blocks.add(k1...)
-	d.p.blocks.add(k1...)
-	for i := range 40 {
-		c.p.s.Receive(c.now, &wire.Lookup{ReqID: fmt.Sprintf("c%d", i), Round: 1, Keys: k1})
-		d.p.s.Receive(d.now, &wire.Lookup{ReqID: fmt.Sprintf("d%d", i), Round: 1, Keys: k1})
-	}
-	c.p.collect(t)
-	d.p.collect(t)
-	if n := c.p.s.server.quota.peerRounds + d.p.s.server.quota.peerRounds; n != 64 || src2.rounds != 64 {
-		t.Fatalf("the source's sessions hold %d rounds (source counts %d), want 64", n, src2.rounds)
-	}
-	c.advance(10*time.Second + 20*time.Millisecond) // c's lookup pins lapse: its rounds end
-	if src2.rounds != d.p.s.server.quota.peerRounds {
-		t.Fatalf("source counts %d rounds after c's ended, want d's %d", src2.rounds, d.p.s.server.quota.peerRounds)
-	}
-}
-
 // TestFetchOverMaxInflight: a fetch beyond the MaxInflight our Hello
 // advertised breaks the peer's promise: the session ends with a protocol
 // error rather than holding unbounded jobs.

@@ -112,15 +112,12 @@ func (sv *server) round(id string, num uint64, now time.Time) *round {
 
 // peerRound is round for a peer's lookup or fetch: a new one counts
 // against the peer's quota.
-func (sv *server) peerRound(s *Session, id string, num uint64, now time.Time) *round {
+func (sv *server) peerRound(id string, num uint64, now time.Time) *round {
 	rd := sv.roundOf(id, num)
 	if rd == nil {
 		rd = sv.round(id, num, now)
 		rd.byPeer = true
 		sv.quota.peerRounds++
-		if q := s.srcQuota(); q != nil {
-			q.rounds++
-		}
 	}
 	return rd
 }
@@ -181,7 +178,7 @@ func (sv *server) onLookup(s *Session, now time.Time, m *wire.Lookup) error {
 	if !sv.admitLookup(s, now, m) {
 		return nil
 	}
-	rd := sv.peerRound(s, m.ReqID, m.Round, now)
+	rd := sv.peerRound(m.ReqID, m.Round, now)
 	if rd.demand != nil {
 		return fmt.Errorf("lookup for round %d of %s after its fetch", m.Round, m.ReqID)
 	}
@@ -267,11 +264,11 @@ func (sv *server) onFetch(s *Session, now time.Time, m *wire.Fetch) error {
 	if len(sv.byJob) >= s.maxInflight() {
 		return fmt.Errorf("fetch over max_inflight %d", s.maxInflight())
 	}
-	if sv.roundOf(m.ReqID, m.Round) == nil && sv.overRounds(s) {
-		return fmt.Errorf("fetch opens a round over the cap of %d (its session's or its source's)", s.maxInflight())
+	if sv.roundOf(m.ReqID, m.Round) == nil && sv.quota.peerRounds >= s.maxInflight() {
+		return fmt.Errorf("fetch opens a round over the cap of %d", s.maxInflight())
 	}
 	r := sv.req(m.ReqID)
-	rd := sv.peerRound(s, m.ReqID, m.Round, now)
+	rd := sv.peerRound(m.ReqID, m.Round, now)
 	if rd.demand != nil {
 		return fmt.Errorf("second fetch for %s round %d", m.ReqID, m.Round)
 	}
@@ -426,9 +423,6 @@ func (sv *server) finalize(s *Session, now time.Time, rd *round, ok bool) {
 		delete(r.rounds, rd.num)
 		if rd.byPeer {
 			sv.quota.peerRounds--
-			if q := s.srcQuota(); q != nil {
-				q.rounds--
-			}
 		}
 		sv.prune(rd.req)
 	}
@@ -517,9 +511,6 @@ func (sv *server) close(s *Session, now time.Time) {
 	}
 	sv.reqs, sv.byJob, sv.stores = nil, nil, nil
 	sv.parked = nil
-	if q := s.srcQuota(); q != nil {
-		q.rounds -= sv.quota.peerRounds
-	}
 	sv.quota.peerRounds = 0
 }
 
