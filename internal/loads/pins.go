@@ -3,6 +3,7 @@ package loads
 import (
 	"net"
 
+	"github.com/kvp2p/kvp2p/internal/session"
 	"github.com/kvp2p/kvp2p/internal/store"
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
@@ -134,6 +135,41 @@ func (b peerBlocks) Unpin(sl store.Slot) error {
 		delete(t.peerSlots, sl)
 	}
 	return nil
+}
+
+// SourceQuota is the quota of open rounds c's session shares with the
+// other sessions of its source (session.SourceQuota).
+func (b peerBlocks) SourceQuota() *session.SourceQuota {
+	t, c := b.t, b.c
+	if c.share == nil {
+		sh := t.shares[c.source()]
+		if sh == nil {
+			sh = &sourceShare{}
+			t.shares[c.source()] = sh
+		}
+		sh.conns++
+		c.share = sh
+	}
+	return &c.share.q
+}
+
+// sourceShare is a source's quota of open rounds and the sessions that
+// share it.
+type sourceShare struct {
+	q     session.SourceQuota
+	conns int
+}
+
+// leaveSource drops c from its source's share; the share goes with the
+// source's last session.
+func (t *Table) leaveSource(c *conn) {
+	if c.share == nil {
+		return
+	}
+	if c.share.conns--; c.share.conns <= 0 {
+		delete(t.shares, c.source())
+	}
+	c.share = nil
 }
 
 // Pending reports whether k is being loaded here, or the engine is asked

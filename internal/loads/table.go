@@ -52,6 +52,9 @@ type conn struct {
 	// src: the source the node named (SetSource); empty: its peer id's
 	// host (conn.source).
 	src string
+	// share: the quota of open rounds its session shares with its
+	// source's other sessions, once its session asked (pins.go).
+	share *sourceShare
 }
 
 // request is one engine request.
@@ -128,6 +131,7 @@ type Table struct {
 	// and what each source pins (pins.go).
 	peerSlots  map[store.Slot]int
 	pinSources map[string]*pinSource
+	shares     map[string]*sourceShare // open rounds by source (pins.go)
 
 	results []JobResult
 	actions []Action
@@ -165,7 +169,7 @@ func New(cfg Config, st *store.Store) (*Table, error) {
 		reqs: map[string]*request{}, failed: map[string]struct{}{}, liveSrc: map[string]int{}, jobs: map[uint64]*job{},
 		bound: map[string]*conn{}, decoders: map[string]string{}, unbound: map[string][]unboundBatch{}, finished: map[string]bool{},
 		reaped: map[string]time.Time{}, filling: map[wire.Key]int{}, peerSlots: map[store.Slot]int{},
-		pinSources: map[string]*pinSource{},
+		pinSources: map[string]*pinSource{}, shares: map[string]*sourceShare{},
 	}
 	for k := range t.queues {
 		t.queues[k].k = k
