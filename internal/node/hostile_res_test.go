@@ -428,6 +428,12 @@ func isTimeout(err error) bool {
 // HelloAck within a second, and how long the slowest took.
 func handshakes(t *testing.T, p *tnode, n, port int) (ok int, slowest time.Duration) {
 	t.Helper()
+	return handshakesWithin(t, p, n, port, time.Second)
+}
+
+// handshakesWithin is handshakes, each given within to complete.
+func handshakesWithin(t *testing.T, p *tnode, n, port int, within time.Duration) (ok int, slowest time.Duration) {
+	t.Helper()
 	for i := range n {
 		start := time.Now()
 		sp := startSpoofer(t, p.PeerID(), fmt.Sprintf("127.0.0.1:%d", port+i), nil)
@@ -435,7 +441,7 @@ func handshakes(t *testing.T, p *tnode, n, port int) (ok int, slowest time.Durat
 		case <-sp.ready:
 			ok++
 			slowest = max(slowest, time.Since(start))
-		case <-time.After(time.Second):
+		case <-time.After(within):
 		}
 		sp.ctl.Close()
 		sp.data.Close()
