@@ -41,7 +41,11 @@ import (
 //   - a connection from a source that completed a handshake lately is
 //     evicted only by a newcomer of its own source or of another such
 //     source: a peer that got in lately gets in again however fast
-//     sources that never complete a handshake reconnect.
+//     sources that never complete a handshake reconnect;
+//   - a source that completed no handshake lately enters at most
+//     maxPerSource times a second, after a burst of twice that (rateOK):
+//     the per-source cap holds for reconnect storms, not only for held
+//     connections.
 //
 // A connection evicted after its first frame is a half handshake the
 // loop holds: it drops it at its next tick (halves), or when the first
@@ -68,6 +72,9 @@ type connGate struct {
 	recent   map[string]time.Time // source -> last handshake completed
 	closed   bool
 	nEvicted uint64
+	// rate: each source's bucket of entries (rateFor), for sources that
+	// completed no handshake lately; at most recentMax remembered.
+	rate map[string]*bucket
 	// gone: connections evicted after their first frame, which the loop
 	// holds or is about to (halves); they go at their leave.
 	gone map[net.Conn]bool
@@ -78,6 +85,12 @@ type gateEntry struct {
 	seq      uint64 // order of arrival: the oldest has the least
 	spoke    bool   // its first frame was read
 	recent   bool   // its source had completed a handshake when it came
+}
+
+// bucket is a token bucket of a source's entries.
+type bucket struct {
+	tokens float64
+	at     time.Time
 }
 
 // How long, and how many, sources that completed a handshake are
@@ -92,8 +105,43 @@ func newConnGate(maxTotal, maxPerSource int) *connGate {
 		maxTotal: maxTotal, maxPerSource: maxPerSource,
 		maxPerPrefix: max(1, maxTotal/2), reserved: maxTotal / 4,
 		conns: map[net.Conn]*gateEntry{}, perSrc: map[string]int{}, perPfx: map[string]int{},
-		recent: map[string]time.Time{}, gone: map[net.Conn]bool{},
+		recent: map[string]time.Time{}, gone: map[net.Conn]bool{}, rate: map[string]*bucket{},
 	}
+}
+
+// rateOK takes one of src's entry tokens: a source that completed no
+// handshake lately enters at most maxPerSource times a second after a
+// burst of twice that. A reconnect storm is then refused at the door,
+// before the goroutine and the eviction an entry costs, and its evictions
+// of its own connections are bounded; a genuine peer's first handshake
+// takes two entries. When recentMax sources are remembered, the idle
+// (full) ones are forgotten; if none is, a new source is not limited.
+func (g *connGate) rateOK(src string, now time.Time) bool {
+	rate, burst := float64(g.maxPerSource), 2*float64(g.maxPerSource)
+	b := g.rate[src]
+	if b == nil {
+		if len(g.rate) >= recentMax {
+			for s, o := range g.rate {
+				if o.tokens+now.Sub(o.at).Seconds()*rate >= burst {
+					delete(g.rate, s)
+				}
+			}
+			if len(g.rate) >= recentMax {
+				return true
+			}
+		}
+		b = &bucket{tokens: burst, at: now}
+		g.rate[src] = b
+	}
+	if dt := now.Sub(b.at).Seconds(); dt > 0 {
+		b.tokens = min(burst, b.tokens+dt*rate)
+	}
+	b.at = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
 }
 
 // gateRefusal says why enter refused a connection.
@@ -124,6 +172,9 @@ func (g *connGate) enter(nc net.Conn, now time.Time) gateRefusal {
 		return gateClosed
 	}
 	recent := g.isRecent(src, now)
+	if !recent && !g.rateOK(src, now) {
+		return gateSourceFull
+	}
 	evict := func(full bool, in func(*gateEntry) bool) bool {
 		if !full {
 			return true
@@ -328,6 +379,7 @@ func (g *connGate) closeAll() {
 	clear(g.perSrc)
 	clear(g.perPfx)
 	clear(g.gone)
+	clear(g.rate)
 	g.nRecent = 0
 	g.mu.Unlock()
 	for _, nc := range conns {
