@@ -28,16 +28,6 @@ func (t *Table) Accept(now time.Time) ConnID {
 	return c.id
 }
 
-// SetSource names the source an inbound session's pins are shared by
-// (pins.go), before its Hello: the connection's address, where the peer
-// id's host is not proven (trust_claimed_host). Without it the source is
-// the host of the session's peer id.
-func (t *Table) SetSource(id ConnID, src string) {
-	if c := t.conns[id]; c != nil {
-		c.src = src
-	}
-}
-
 // DialAnswered reports that an outbound dial's first connection was
 // answered by the peer's kernel (its TCP connect completed; TLS, the data
 // connection and the handshake may still be to come): the attempt did not

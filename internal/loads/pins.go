@@ -48,14 +48,12 @@ type pinSource struct{ slots map[store.Slot]int }
 // peerShare is the number of slots peers' lookups may pin.
 func (t *Table) peerShare() int { return t.store.NumSlots() / 2 }
 
-// source is the host c's pins, lookups and asks are shared by: the one
-// the node set (SetSource: the connection's address, when the peer id is
-// not proven), else the host of its peer id, which the handshake proved
-// (the source address under plain TCP, the certificate under mTLS).
+// source is the host c's pins and rounds are shared by: the host of its
+// peer id, which the handshake proved (the source address under plain
+// TCP, the certificate under mTLS). With trust_claimed_host it is the
+// host claimed, unproven: that mode trusts every claim (the demo labels
+// hosts 10.0.0.x on one loopback address).
 func (c *conn) source() string {
-	if c.src != "" {
-		return c.src
-	}
 	h, _, err := net.SplitHostPort(c.peer)
 	if err != nil {
 		return c.peer

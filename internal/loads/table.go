@@ -49,9 +49,6 @@ type conn struct {
 	// pins: the slots its peer's lookups pin, and how often; nil if none
 	// (pins.go).
 	pins map[store.Slot]int
-	// src: the source the node named (SetSource); empty: its peer id's
-	// host (conn.source).
-	src string
 	// share: the quota of open rounds its session shares with its
 	// source's other sessions, once its session asked (pins.go).
 	share *sourceShare

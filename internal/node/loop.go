@@ -224,10 +224,6 @@ func (n *Node) admit(now time.Time, ctl evAccepted, h *wire.Hello, data pendingD
 	n.gate.leave(ctl.raw)
 	n.gate.leave(data.raw)
 	id := n.tb.Accept(now)
-	if n.cfg.TrustClaimedHost && n.tls == nil {
-		// The claimed host is not proven: the address is the source.
-		n.tb.SetSource(id, sourceHost(ctl.raw))
-	}
 	c := &ctlConn{id: id, nc: ctl.nc, w: newMsgWriter(ctl.nc, n.timers.HeartbeatTimeout, &n.wg),
 		key: attachKey{h.PeerID, h.Incarnation, h.Attempt}}
 	n.conns[id] = c
