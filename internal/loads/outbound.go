@@ -39,6 +39,7 @@ func (t *Table) FailUnboundStores(now time.Time, reason string) int {
 		}
 		delete(t.unbound, id)
 		delete(t.finished, id)
+		delete(t.decoders, id) // a late fetch is refused as reaped
 		t.markFailed(id, reason)
 		t.reaped[id] = now
 	}

@@ -152,6 +152,9 @@ func (n *Node) handle(ev event) {
 			return
 		}
 		n.obs.received(now, ev.id, ev.msg)
+		if h, ok := ev.msg.(*wire.Hello); ok {
+			n.noteRank(h.PeerID)
+		}
 		n.tb.Receive(now, ev.id, n.helloIn(ev.msg))
 	case evCtlLost:
 		if c := n.conns[ev.id]; c != nil && !c.closing() {
@@ -232,6 +235,7 @@ func (n *Node) admit(now time.Time, ctl evAccepted, h *wire.Hello, data pendingD
 		return
 	}
 	n.startData(c, data.nc, data.rd)
+	n.noteRank(h.PeerID)
 	n.tb.Receive(now, id, n.helloIn(h))
 }
 

@@ -30,6 +30,7 @@ type spoofer struct {
 	ended     chan struct{} // the control connection ended
 	fetches   atomic.Int32  // fetches served with forged blocks
 	answers   atomic.Int32  // lookup answers received
+	hits      atomic.Int64  // keys those answers said HIT
 	mu        sync.Mutex    // one writer at a time
 }
 
@@ -53,8 +54,20 @@ func startSpoofer(t *testing.T, target, claim string, tc *tls.Config) *spoofer {
 // startSpooferAs is startSpoofer claiming incarnation inc.
 func startSpooferAs(t *testing.T, target, claim string, inc uint64, tc *tls.Config) *spoofer {
 	t.Helper()
+	return startSpooferFrom(t, target, claim, inc, tc, "")
+}
+
+// startSpooferFrom is startSpooferAs dialing from the local address
+// local (empty: any), so that a claim of another loopback host passes
+// the source check.
+func startSpooferFrom(t *testing.T, target, claim string, inc uint64, tc *tls.Config, local string) *spoofer {
+	t.Helper()
+	var d net.Dialer
+	if local != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(local)}
+	}
 	dial := func() net.Conn {
-		nc, err := net.Dial("tcp", target)
+		nc, err := d.Dial("tcp", target)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,6 +100,11 @@ func startSpooferAs(t *testing.T, target, claim string, inc uint64, tc *tls.Conf
 				send(s.ctl, &wire.Pong{Seq: m.Seq})
 			case *wire.LookupResp:
 				s.answers.Add(1)
+				for _, h := range m.Hits {
+					if h {
+						s.hits.Add(1)
+					}
+				}
 			case *wire.Fetch:
 				if len(m.Keys) == 0 {
 					continue

@@ -48,7 +48,10 @@ type fakeBlocks struct {
 	pending map[wire.Key]bool
 	pins    map[store.Slot]int
 	next    store.Slot
+	src     *SourceQuota // shared with other sessions of the source; nil: none
 }
+
+func (b *fakeBlocks) SourceQuota() *SourceQuota { return b.src }
 
 func newFakeBlocks() *fakeBlocks {
 	return &fakeBlocks{held: map[wire.Key]store.Slot{}, pending: map[wire.Key]bool{}, pins: map[store.Slot]int{}, next: 1000}
