@@ -13,9 +13,11 @@ import (
 // unbounded memory, pins or per-tick work.
 //
 //   - Rounds a peer opened (by lookup or fetch) and that are not settled:
-//     at most MaxInflight per session. Every tick visits each round, so
-//     this also bounds the tick's work per session.
-//   - Parked lookups (waiting for keys being filled): at most MaxInflight.
+//     at most MaxInflight per session, and per source in two levels
+//     (SourceQuota). Every tick visits each round, so this also bounds
+//     the tick's work per session.
+//   - Parked lookups (waiting for keys being filled): at most MaxInflight
+//     per session, and per source in two levels (SourceQuota).
 //   - Lookup keys per second: a token bucket (LookupKeysPerSecond, burst
 //     one second's worth), so that lookups cannot keep the loop busy.
 //   - Fetches in flight: at most MaxInflight, the value our Hello
@@ -25,19 +27,53 @@ import (
 //     unbackedFetchTimeout rather than live as long as the session.
 
 // SourceQuota is what the sessions of one source (a host; the table
-// decides) share: the rounds their peers' lookups and fetches opened, and
-// how many of them hold any. A lookup that would open a round while its
-// source holds MaxInflight is refused (MISS) if its session holds its
-// part already, MaxInflight/k for k sessions of the source with rounds
+// decides) share, each count in two levels (sourceShare): the rounds
+// their peers' lookups and fetches opened, and the lookups parked
+// waiting for keys being filled. A lookup that would open a round while
+// its source holds MaxInflight rounds, or that comes while the source has
+// MaxInflight lookups parked, is refused (MISS) if its session holds its
+// part already, MaxInflight/k for k sessions of the source holding any,
 // counting itself: a lone session keeps its whole cap, many sessions of
 // one host share one cap once the older ones' rounds end (a lookup pin
-// timeout at most), and a session of the host with few rounds is never
-// refused for the others'. Fetches are never refused by it: our Hello
-// promised each session MaxInflight. The sessions sharing one run in one
-// goroutine.
+// timeout at most) or their parked lookups are answered
+// (LookupPendingTimeout at most), and a session of the host with few is
+// never refused for the others'. Fetches are never refused by it: our
+// Hello promised each session MaxInflight. The sessions sharing one run
+// in one goroutine.
 type SourceQuota struct {
-	rounds   int // rounds its sessions' peers opened, not finalized
-	sessions int // its sessions holding any
+	rounds sourceShare // rounds its sessions' peers opened, not finalized
+	parked sourceShare // lookups its sessions parked
+}
+
+// sourceShare is one count the sessions of a source share: its total,
+// and how many sessions hold any.
+type sourceShare struct {
+	n        int
+	sessions int
+}
+
+// add counts d more (or, negative, fewer) for a session that held before.
+func (sh *sourceShare) add(before, d int) {
+	sh.n += d
+	switch after := before + d; {
+	case before == 0 && after > 0:
+		sh.sessions++
+	case before > 0 && after == 0:
+		sh.sessions--
+	}
+}
+
+// over reports whether a session holding mine may take no more: the
+// source holds limit, and the session its part of it.
+func (sh *sourceShare) over(mine, limit int) bool {
+	if sh.n < limit {
+		return false
+	}
+	k := sh.sessions
+	if mine == 0 {
+		k++
+	}
+	return mine >= max(1, limit/k)
 }
 
 // SourceBlocks is a Blocks whose session shares a SourceQuota with the
@@ -59,31 +95,34 @@ func (s *Session) srcQuota() *SourceQuota {
 func (sv *server) addRounds(s *Session, d int) {
 	before := sv.quota.peerRounds
 	sv.quota.peerRounds += d
-	q := s.srcQuota()
-	if q == nil {
-		return
-	}
-	q.rounds += d
-	switch {
-	case before == 0 && sv.quota.peerRounds > 0:
-		q.sessions++
-	case before > 0 && sv.quota.peerRounds == 0:
-		q.sessions--
+	if q := s.srcQuota(); q != nil {
+		q.rounds.add(before, d)
 	}
 }
 
-// overSource reports whether a new lookup round would pass the source's
-// cap while this session holds its part of it (SourceQuota).
-func (sv *server) overSource(s *Session) bool {
+// countParked brings the source's count of parked lookups up to date
+// with the session's, after sv.parked changed.
+func (sv *server) countParked(s *Session) {
+	before := sv.quota.parked
+	sv.quota.parked = len(sv.parked)
+	if q := s.srcQuota(); q != nil {
+		q.parked.add(before, sv.quota.parked-before)
+	}
+}
+
+// overSource names the source's cap a new lookup would pass while this
+// session holds its part of it (SourceQuota), or returns "".
+func (sv *server) overSource(s *Session, opens bool) string {
 	q := s.srcQuota()
-	if q == nil || q.rounds < s.maxInflight() {
-		return false
+	switch {
+	case q == nil:
+		return ""
+	case opens && q.rounds.over(sv.quota.peerRounds, s.maxInflight()):
+		return "open rounds of its source"
+	case q.parked.over(sv.quota.parked, s.maxInflight()):
+		return "parked lookups of its source"
 	}
-	k := q.sessions
-	if sv.quota.peerRounds == 0 {
-		k++
-	}
-	return sv.quota.peerRounds >= max(1, s.maxInflight()/k)
+	return ""
 }
 
 // DefaultLookupKeysPerSecond is LookupKeysPerSecond's default.
@@ -92,6 +131,7 @@ const DefaultLookupKeysPerSecond = 1 << 20
 // quota is the producer side's per-session accounting.
 type quota struct {
 	peerRounds int       // rounds a peer's lookup or fetch opened, not finalized
+	parked     int       // len(server.parked), as its source counts it
 	tokens     float64   // lookup keys that may be served now
 	refilled   time.Time // tokens were last refilled at this time
 	refused    uint64    // lookups refused; logged with the first and every 1024th
@@ -122,14 +162,14 @@ func (sv *server) admitLookup(s *Session, now time.Time, m *wire.Lookup) bool {
 		q.tokens = min(rate, q.tokens+dt*rate)
 	}
 	q.refilled = now
-	why := ""
+	opens := sv.roundOf(m.ReqID, m.Round) == nil
+	why := sv.overSource(s, opens)
 	switch {
-	case sv.roundOf(m.ReqID, m.Round) == nil && q.peerRounds >= s.maxInflight():
+	case opens && q.peerRounds >= s.maxInflight():
 		why = "open rounds"
-	case sv.roundOf(m.ReqID, m.Round) == nil && sv.overSource(s):
-		why = "open rounds of its source"
 	case len(sv.parked) >= s.maxInflight():
 		why = "parked lookups"
+	case why != "": // over its part of its source's cap
 	case float64(len(m.Keys)) > q.tokens:
 		why = "lookup keys per second"
 	default:
