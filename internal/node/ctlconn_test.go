@@ -184,4 +184,17 @@ func TestSendQueuesShareBySource(t *testing.T) {
 	if n := q.queued(src); n != 0 || len(q.src) != 0 {
 		t.Fatalf("after every writer ended: %d bytes, %d sources kept", n, len(q.src))
 	}
+	// The loop may send on a writer that a write error ended before it
+	// heard: nothing is queued or counted.
+	a, b = net.Pipe()
+	w := newMsgWriter(a, time.Minute, &q, &wg)
+	b.Close()
+	w.send(resp) // its write fails: the writer ends
+	wg.Wait()
+	w.send(resp)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.queued != 0 || w.share.queued != 0 || len(w.queue) != 0 {
+		t.Fatalf("a send after the writer ended queued %d bytes (source %d)", w.queued, w.share.queued)
+	}
 }

@@ -58,8 +58,9 @@ func (q *sendQueues) join(nc net.Conn, w *msgWriter) *sendShare {
 	return sh
 }
 
-// leave drops w from its share (its writer ended); the share goes with
-// its source's last writer.
+// leave drops w from its share (its writer ended, maybe on a write
+// error the loop has not heard of yet); the share goes with its source's
+// last writer.
 func (q *sendQueues) leave(w *msgWriter) {
 	sh := w.share
 	if q != nil {
@@ -67,9 +68,8 @@ func (q *sendQueues) leave(w *msgWriter) {
 		defer q.mu.Unlock()
 	}
 	sh.mu.Lock()
+	sh.drop(w) // a send after its writer ended queues nothing
 	delete(sh.writers, w)
-	sh.queued -= w.queued
-	w.queued = 0
 	last := len(sh.writers) == 0
 	sh.mu.Unlock()
 	if last && q != nil && q.src[sh.name] == sh {
@@ -106,6 +106,9 @@ func (sh *sendShare) overflow(w *msgWriter) []*msgWriter {
 			if big == nil || o.queued > big.queued {
 				big = o
 			}
+		}
+		if big == nil || big.queued == 0 {
+			break // cannot be: queued is its writers' sum
 		}
 		sh.drop(big)
 		out = append(out, big)
