@@ -34,11 +34,7 @@ func (q *sendQueues) conns(src string) int {
 // answers throughout.
 func TestAttackManyFacesQueues(t *testing.T) {
 	const attacker = "127.0.0.2"
-	if ln, err := net.Listen("tcp", attacker+":0"); err != nil {
-		t.Skipf("no loopback address %s here: %v", attacker, err)
-	} else {
-		ln.Close()
-	}
+	needAddr(t, attacker)
 	p := startTN(t, nodeOpt{})
 	good := startSpooferFrom(t, p.PeerID(), attacker+":41100", 0x600D, nil, attacker)
 	<-good.ready
