@@ -31,7 +31,9 @@ func (q *sendQueues) conns(src string) int {
 // queues for the host every millisecond and checks that it stays within
 // maxQueued, that the 8 sessions are closed, and that a ninth session of
 // the same host, which reads its answers, keeps its session and its
-// answers throughout.
+// answers throughout. How many of its answers came during the attack is
+// logged, not asserted (it depends on the machine's load): the lookup key
+// rate the host's sessions share keeps the 8 from holding the node's loop.
 func TestAttackManyFacesQueues(t *testing.T) {
 	const attacker = "127.0.0.2"
 	needAddr(t, attacker)
@@ -94,13 +96,13 @@ func TestAttackManyFacesQueues(t *testing.T) {
 	}
 	left := p.sendq.conns(attacker)
 	close(stop)
-	sent := <-lookedUp
+	sent := <-lookedUp + 1
 	// The reading session's answers keep coming after the attack.
 	before := good.answers.Load()
 	good.send(good.ctl, &wire.Lookup{ReqID: "good-after", Round: 1, Keys: ks[:1]})
 	waitFor(t, func() bool { return good.answers.Load() > before })
-	t.Logf("many faces, buffered bytes: peak %d bytes queued for %s (bound %d); %d of %d connections left; the reading session got %d answers to %d lookups",
-		peak, attacker, maxQueued, left, faces+1, good.answers.Load(), sent+1)
+	t.Logf("many faces, buffered bytes: peak %d bytes queued for %s (bound %d); %d of %d connections left; the reading session had %d answers to its %d lookups when the attack ended",
+		peak, attacker, maxQueued, left, faces+1, before, sent)
 	if peak > maxQueued {
 		t.Fatalf("the node queued %d bytes for one host, over %d", peak, maxQueued)
 	}

@@ -19,7 +19,8 @@ import (
 //   - Parked lookups (waiting for keys being filled): at most MaxInflight
 //     per session, and per source in two levels (SourceQuota).
 //   - Lookup keys per second: a token bucket (LookupKeysPerSecond, burst
-//     one second's worth), so that lookups cannot keep the loop busy.
+//     one second's worth), so that lookups cannot keep the loop busy; per
+//     source in two levels (SourceQuota).
 //   - Fetches in flight: at most MaxInflight, the value our Hello
 //     advertised; the consumer side keeps under the peer's (RequestBlocks).
 //   - A lookup pin no fetch claims is released after LookupPinTimeout, and
@@ -40,9 +41,43 @@ import (
 // never refused for the others'. Fetches are never refused by it: our
 // Hello promised each session MaxInflight. The sessions sharing one run
 // in one goroutine.
+//
+// Lookup keys per second are shared in two levels too (keyShare): a
+// lookup its session's bucket allows is served if the source's bucket
+// (LookupKeysPerSecond, shared) has the keys, or else if its session used
+// less than its part of the rate in the last second, the rate over the
+// source's sessions that looked up. Those under their part may take the
+// source's bucket below zero, together at most one rate a second, so a
+// source's sessions get at most twice LookupKeysPerSecond (plus a burst),
+// however many they are.
 type SourceQuota struct {
 	rounds sourceShare // rounds its sessions' peers opened, not finalized
 	parked sourceShare // lookups its sessions parked
+	keys   keyShare
+}
+
+// keyShare is a source's bucket of lookup keys.
+type keyShare struct {
+	tokens   float64
+	refilled time.Time
+	sessions int // its sessions that looked up, not ended
+}
+
+// take reports whether n keys of a lookup that its session's bucket
+// allows may be served, and takes them from the source's bucket. used is
+// what the session took in the last second, about (its bucket's deficit).
+func (ks *keyShare) take(now time.Time, rate, used float64, n int) bool {
+	if ks.refilled.IsZero() {
+		ks.tokens = rate
+	} else if dt := now.Sub(ks.refilled).Seconds(); dt > 0 {
+		ks.tokens = min(rate, ks.tokens+dt*rate)
+	}
+	ks.refilled = now
+	if float64(n) > ks.tokens && used+float64(n) > rate/float64(max(1, ks.sessions)) {
+		return false
+	}
+	ks.tokens -= float64(n)
+	return true
 }
 
 // sourceShare is one count the sessions of a source share: its total,
@@ -132,6 +167,7 @@ const DefaultLookupKeysPerSecond = 1 << 20
 type quota struct {
 	peerRounds int       // rounds a peer's lookup or fetch opened, not finalized
 	parked     int       // len(server.parked), as its source counts it
+	keyed      bool      // counted in its source's keyShare.sessions
 	tokens     float64   // lookup keys that may be served now
 	refilled   time.Time // tokens were last refilled at this time
 	refused    uint64    // lookups refused; logged with the first and every 1024th
@@ -172,6 +208,8 @@ func (sv *server) admitLookup(s *Session, now time.Time, m *wire.Lookup) bool {
 	case why != "": // over its part of its source's cap
 	case float64(len(m.Keys)) > q.tokens:
 		why = "lookup keys per second"
+	case !sv.takeSourceKeys(s, now, rate, len(m.Keys)):
+		why = "lookup keys per second of its source"
 	default:
 		q.tokens -= float64(len(m.Keys))
 		return true
@@ -182,6 +220,28 @@ func (sv *server) admitLookup(s *Session, now time.Time, m *wire.Lookup) bool {
 	q.refused++
 	s.send(now, &wire.LookupResp{ReqID: m.ReqID, Round: m.Round, Keys: m.Keys, Hits: make([]bool, len(m.Keys))})
 	return false
+}
+
+// takeSourceKeys takes n keys from the session's source's bucket, if it
+// has one (SourceQuota).
+func (sv *server) takeSourceKeys(s *Session, now time.Time, rate float64, n int) bool {
+	src := s.srcQuota()
+	if src == nil {
+		return true
+	}
+	if !sv.quota.keyed {
+		sv.quota.keyed = true
+		src.keys.sessions++
+	}
+	return src.keys.take(now, rate, rate-sv.quota.tokens, n)
+}
+
+// leaveSourceKeys stops counting the ended session among its source's.
+func (sv *server) leaveSourceKeys(s *Session) {
+	if sv.quota.keyed {
+		sv.quota.keyed = false
+		s.srcQuota().keys.sessions--
+	}
 }
 
 // roundOf returns an existing round, or nil; it never creates one.

@@ -177,6 +177,49 @@ func TestSourceSharesParkedLookups(t *testing.T) {
 	}
 }
 
+// TestSourceSharesKeyRate: the sessions of one source share one bucket of
+// lookup keys (100 a second here), each keeping its part. A first session
+// takes the whole bucket; a second, its own bucket full, gets its part of
+// the rate (50 of 100 keys) past the empty source bucket, where before it
+// got its own 100; a third session, healthy, is still served (its part is
+// a third).
+func TestSourceSharesKeyRate(t *testing.T) {
+	rate := func(c, p *Config) { p.LookupKeysPerSecond = 100 }
+	a, b, c := readyPair(t, rate), readyPair(t, rate), readyPair(t, rate)
+	src := &SourceQuota{}
+	a.p.blocks.src, b.p.blocks.src, c.p.blocks.src = src, src, src
+	ks := keys("rate", 10)
+	for _, sd := range []*side{a.p, b.p, c.p} {
+		sd.blocks.add(ks...)
+	}
+	flood := func(pr *pair, name string) int {
+		for i := range 10 {
+			pr.p.s.Receive(pr.now, &wire.Lookup{ReqID: fmt.Sprint(name, i), Round: 1, Keys: ks})
+		}
+		pr.p.collect(t)
+		_, hit := lookupAnswers(pr.p)
+		return hit
+	}
+	if hit := flood(a, "a"); hit != 100 {
+		t.Fatalf("first session: %d of 100 keys hit, want its whole bucket", hit)
+	}
+	if hit := flood(b, "b"); hit != 50 {
+		t.Fatalf("second session beside the first: %d of 100 keys hit, want its part, 50", hit)
+	}
+	c.p.s.Receive(c.now, &wire.Lookup{ReqID: "c", Round: 1, Keys: ks})
+	c.p.collect(t)
+	if _, hit := lookupAnswers(c.p); hit != 10 {
+		t.Fatalf("third session: %d of 10 keys hit, want all (under its part, 33)", hit)
+	}
+	if src.keys.sessions != 3 {
+		t.Fatalf("%d sessions counted in the source's key rate, want 3", src.keys.sessions)
+	}
+	a.p.s.Close(a.now, health.CauseConnReset)
+	if src.keys.sessions != 2 {
+		t.Fatalf("after one ended: %d sessions counted, want 2", src.keys.sessions)
+	}
+}
+
 // TestFetchOverMaxInflight: a fetch beyond the MaxInflight our Hello
 // advertised breaks the peer's promise: the session ends with a protocol
 // error rather than holding unbounded jobs.

@@ -516,6 +516,7 @@ func (sv *server) close(s *Session, now time.Time) {
 	sv.parked = nil
 	sv.countParked(s)
 	sv.addRounds(s, -sv.quota.peerRounds)
+	sv.leaveSourceKeys(s)
 }
 
 func (sv *server) dataClosed(s *Session) {
