@@ -5,7 +5,7 @@ package prefixsim
 type tier struct {
 	at         map[uint64]int32 // key → chunk
 	key        []uint64         // chunk → key
-	prev, next []int32 // LRU list over chunks; head is the most recent
+	prev, next []int32          // LRU list over chunks; head is the most recent
 	head, tail int32
 	free       int32 // chunks never used yet: [free, len)
 }

@@ -173,8 +173,11 @@ func (x *Index) Find(q Query) (best Candidate, ok bool) {
 		var l int
 		switch {
 		case bestLen < n && s.has(q.Keys[bestLen]):
-			// It may beat the best: check the prefix below, then gallop.
-			if !checkpoints(s, q.Keys, bestLen) {
+			// It may beat the best: check the prefix below and the next
+			// few keys (one key's false positive must not make a peer
+			// worth asking), then gallop.
+			need := min(max(q.From+MinRun-bestLen, 1), n-bestLen)
+			if !checkpoints(s, q.Keys, bestLen) || !runOf(s, q.Keys, bestLen, need) {
 				continue
 			}
 			l = gallop(s, q.Keys, bestLen)
@@ -215,6 +218,23 @@ func (x *Index) Prefixes(q Query) []Candidate {
 
 func (x *Index) usable(s *peerSummary, q Query) bool {
 	return s.ok && (q.MaxAge == 0 || q.Now.Sub(s.updated) <= q.MaxAge)
+}
+
+// MinRun is how many keys in a row past Query.From a peer's summary must
+// hold for Find to name it (fewer where the request ends sooner): with
+// about 0.4% false positives a key, a peer with none of them is named for
+// a request with the odds of 0.4% cubed, so that among 1,000 peers a
+// request nobody can serve is almost never sent to ask (6e-5).
+const MinRun = 3
+
+// runOf reports whether s probably holds keys[from:from+n].
+func runOf(s *peerSummary, keys []wire.Key, from, n int) bool {
+	for i := from; i < from+n; i++ {
+		if !s.has(keys[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // checkpoints reports whether s probably holds keys[0:m]: it probes keys
