@@ -42,6 +42,10 @@ type Config struct {
 	// sidecar itself is internal/sidecar).
 	Engine EngineConfig `yaml:"engine"`
 
+	// Find shares summaries of what the node can serve with its peers
+	// and finds sources no request names (find.go).
+	Find FindConfig `yaml:"find"`
+
 	// MetricsAddr is where `kvp2p serve` serves /metrics, /status.json,
 	// the status page (/), /healthz and /readyz, e.g. 127.0.0.1:9464.
 	// Empty: off. The library itself opens no listener for it (see

@@ -276,3 +276,12 @@ func gallop(s *peerSummary, keys []wire.Key, from int) int {
 	}
 	return lo + 1
 }
+
+// Peers lists the peers held, in no particular order.
+func (x *Index) Peers() []string {
+	out := make([]string, len(x.peers))
+	for i, s := range x.peers {
+		out[i] = s.id
+	}
+	return out
+}
