@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/loads"
@@ -18,12 +19,12 @@ import (
 // and answers FindSource from them.
 type FindConfig struct {
 	Enabled bool `yaml:"enabled"`
-	// Peers is the deployment's membership as the operator has it (a
-	// static list, or what `kvp2p serve` resolved from a headless
-	// Service): the node keeps a session to each, so that it has their
-	// summaries before a request needs them. Sessions opened by requests
-	// exchange summaries too.
-	Peers []string `yaml:"peers"`
+	// Peers is the deployment's membership as the operator has it: peer
+	// ids (host:port), comma-separated. The node keeps a session to each,
+	// so that it has their summaries before a request needs them (its own
+	// id may be in the list). Sessions opened by requests exchange
+	// summaries too.
+	Peers string `yaml:"peers"`
 	// Interval is how often the node sends what changed (and proves its
 	// summary fresh); default 1 s.
 	Interval time.Duration `yaml:"interval"`
@@ -44,11 +45,12 @@ func (c FindConfig) withDefaults() FindConfig {
 
 // finder is the node's summary state; the loop owns it.
 type finder struct {
-	cfg    FindConfig
-	prod   *summary.Producer
-	index  *summary.Index
-	synced map[loads.ConnID]bool // connections that got a snapshot: they get deltas
-	next   time.Time             // the next flush
+	cfg     FindConfig
+	prod    *summary.Producer
+	index   *summary.Index
+	members []string              // FindConfig.Peers, split
+	synced  map[loads.ConnID]bool // connections that got a snapshot: they get deltas
+	next    time.Time             // the next flush
 	// scan: the producer learns the tier from the node's own store (a node
 	// without an engine); an engine sidecar reports its stores instead
 	// (NoteStored).
@@ -62,7 +64,13 @@ func newFinder(cfg FindConfig, slots int, epoch uint64, scan bool) (*finder, err
 	if err != nil {
 		return nil, err
 	}
-	return &finder{cfg: cfg.withDefaults(), prod: p, index: summary.NewIndex(0), synced: map[loads.ConnID]bool{}, scan: scan}, nil
+	f := &finder{cfg: cfg.withDefaults(), prod: p, index: summary.NewIndex(0), synced: map[loads.ConnID]bool{}, scan: scan}
+	for _, m := range strings.Split(cfg.Peers, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			f.members = append(f.members, m)
+		}
+	}
+	return f, nil
 }
 
 // findTick runs at every loop tick: at each interval it brings the
@@ -109,7 +117,7 @@ func (n *Node) findTick(now time.Time) {
 			f.index.Remove(p)
 		}
 	}
-	for _, p := range f.cfg.Peers {
+	for _, p := range f.members {
 		if p != n.cfg.PeerID && !ready[p] {
 			n.tb.Connect(now, p)
 		}
