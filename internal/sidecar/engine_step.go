@@ -38,6 +38,7 @@ func (e *engine) step(n *node.Node, now time.Time, req *pb.StepRequest) (*pb.Ste
 			n.Table().RequestFinished(now, id)
 		}
 	}
+	noteStored(n, req.Stored)
 	for _, r := range req.NewRequests {
 		if err := n.Table().NewRequest(now, r.ReqId, transferParams(r.Params)); err != nil {
 			// Registered without a P2P role (its lookups MISS); the engine
@@ -162,6 +163,13 @@ func (e *engine) checkStep(n *node.Node, req *pb.StepRequest) error {
 			}
 		}
 	}
+	if st := req.Stored; st != nil {
+		for _, c := range append(st.ChunkIds[:len(st.ChunkIds):len(st.ChunkIds)], st.RemovedChunks...) {
+			if uint64(c) >= e.geo.NumChunks {
+				return status.Errorf(codes.InvalidArgument, "stored: chunk %d out of range [0,%d)", c, e.geo.NumChunks)
+			}
+		}
+	}
 	// Two stores of one step naming one chunk must agree on its key.
 	seen := map[uint32]string{}
 	for i, j := range req.Stores {
@@ -176,6 +184,23 @@ func (e *engine) checkStep(n *node.Node, req *pb.StepRequest) error {
 }
 
 var jobWhat = [2]string{"loads", "stores"}
+
+// noteStored tells the node's summary what the engine's CPU tier now
+// holds (StepRequest.stored; checked: chunks in range, one key each).
+func noteStored(n *node.Node, st *pb.StoredBlocks) {
+	if st == nil {
+		return
+	}
+	for _, c := range st.RemovedChunks {
+		n.NoteRemoved(int(c))
+	}
+	for i, c := range st.ChunkIds {
+		if err := n.NoteStored(int(c), wire.Key(st.KeysPacked[i*wire.KeySize:(i+1)*wire.KeySize])); err != nil {
+			n.Log().Error("stored blocks not summarised", "err", err)
+			return
+		}
+	}
+}
 
 func jobKeys(j *pb.Job) ([]wire.Key, []store.Slot) {
 	keys := make([]wire.Key, len(j.Keys))

@@ -1340,7 +1340,11 @@ type StepRequest struct {
 	// Requests preempted this step: treated as finished (loads in flight are
 	// aborted, their chunks come back through JobDone). A preempted request
 	// that is scheduled again is registered again with new_requests.
-	Preempted     []string `protobuf:"bytes,8,rep,name=preempted,proto3" json:"preempted,omitempty"`
+	Preempted []string `protobuf:"bytes,8,rep,name=preempted,proto3" json:"preempted,omitempty"`
+	// Blocks the engine's CPU tier now holds, since the last step: what the
+	// sidecar's summary, which its peers find sources by, is built from
+	// (docs/find.md). Ignored unless the sidecar has find enabled.
+	Stored        *StoredBlocks `protobuf:"bytes,9,opt,name=stored,proto3" json:"stored,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1431,6 +1435,84 @@ func (x *StepRequest) GetPreempted() []string {
 	return nil
 }
 
+func (x *StepRequest) GetStored() *StoredBlocks {
+	if x != nil {
+		return x.Stored
+	}
+	return nil
+}
+
+// StoredBlocks reports the engine's CPU tier. vLLM: every submit_store the
+// tier receives (the primary tier cascades every completed store to its
+// secondary tiers, with the chunks that hold the keys) adds its keys and
+// chunk_ids here; nothing else is needed on the engine's side.
+type StoredBlocks struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Chunk chunk_ids[i] now holds the key keys_packed[16*i : 16*i+16]. A
+	// chunk reported again with another key no longer holds the first: that
+	// is how evictions are learnt, with no event from the engine (a chunk
+	// freed and not reused stays in the summary until it is; a peer that
+	// asks for it gets MISS, as for any false positive).
+	KeysPacked []byte   `protobuf:"bytes,1,opt,name=keys_packed,json=keysPacked,proto3" json:"keys_packed,omitempty"`
+	ChunkIds   []uint32 `protobuf:"varint,2,rep,packed,name=chunk_ids,json=chunkIds,proto3" json:"chunk_ids,omitempty"`
+	// Chunks known to hold nothing now (optional: an engine that sees its
+	// evictions may report them).
+	RemovedChunks []uint32 `protobuf:"varint,3,rep,packed,name=removed_chunks,json=removedChunks,proto3" json:"removed_chunks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StoredBlocks) Reset() {
+	*x = StoredBlocks{}
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StoredBlocks) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StoredBlocks) ProtoMessage() {}
+
+func (x *StoredBlocks) ProtoReflect() protoreflect.Message {
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StoredBlocks.ProtoReflect.Descriptor instead.
+func (*StoredBlocks) Descriptor() ([]byte, []int) {
+	return file_kvp2p_engine_v1_engine_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *StoredBlocks) GetKeysPacked() []byte {
+	if x != nil {
+		return x.KeysPacked
+	}
+	return nil
+}
+
+func (x *StoredBlocks) GetChunkIds() []uint32 {
+	if x != nil {
+		return x.ChunkIds
+	}
+	return nil
+}
+
+func (x *StoredBlocks) GetRemovedChunks() []uint32 {
+	if x != nil {
+		return x.RemovedChunks
+	}
+	return nil
+}
+
 type StepResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Lookups  []*LookupAnswer        `protobuf:"bytes,1,rep,name=lookups,proto3" json:"lookups,omitempty"`
@@ -1447,7 +1529,7 @@ type StepResponse struct {
 
 func (x *StepResponse) Reset() {
 	*x = StepResponse{}
-	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[16]
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1459,7 +1541,7 @@ func (x *StepResponse) String() string {
 func (*StepResponse) ProtoMessage() {}
 
 func (x *StepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[16]
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1472,7 +1554,7 @@ func (x *StepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepResponse.ProtoReflect.Descriptor instead.
 func (*StepResponse) Descriptor() ([]byte, []int) {
-	return file_kvp2p_engine_v1_engine_proto_rawDescGZIP(), []int{16}
+	return file_kvp2p_engine_v1_engine_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StepResponse) GetLookups() []*LookupAnswer {
@@ -1598,7 +1680,7 @@ const file_kvp2p_engine_v1_engine_proto_rawDesc = "" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x14\n" +
 	"\x05bytes\x18\x06 \x01(\x04R\x05bytes\x12\x1f\n" +
 	"\vtransfer_us\x18\a \x01(\x04R\n" +
-	"transferUs\"\xd8\x02\n" +
+	"transferUs\"\x8f\x03\n" +
 	"\vStepRequest\x12\"\n" +
 	"\fregistration\x18\x01 \x01(\x04R\fregistration\x12>\n" +
 	"\fnew_requests\x18\x02 \x03(\v2\x1b.kvp2p.engine.v1.NewRequestR\vnewRequests\x126\n" +
@@ -1607,7 +1689,13 @@ const file_kvp2p_engine_v1_engine_proto_rawDesc = "" +
 	"\x06stores\x18\x05 \x03(\v2\x14.kvp2p.engine.v1.JobR\x06stores\x12\x1a\n" +
 	"\bfinished\x18\x06 \x03(\tR\bfinished\x12\x19\n" +
 	"\bend_step\x18\a \x01(\bR\aendStep\x12\x1c\n" +
-	"\tpreempted\x18\b \x03(\tR\tpreempted\"\xc9\x01\n" +
+	"\tpreempted\x18\b \x03(\tR\tpreempted\x125\n" +
+	"\x06stored\x18\t \x01(\v2\x1d.kvp2p.engine.v1.StoredBlocksR\x06stored\"s\n" +
+	"\fStoredBlocks\x12\x1f\n" +
+	"\vkeys_packed\x18\x01 \x01(\fR\n" +
+	"keysPacked\x12\x1b\n" +
+	"\tchunk_ids\x18\x02 \x03(\rR\bchunkIds\x12%\n" +
+	"\x0eremoved_chunks\x18\x03 \x03(\rR\rremovedChunks\"\xc9\x01\n" +
 	"\fStepResponse\x127\n" +
 	"\alookups\x18\x01 \x03(\v2\x1d.kvp2p.engine.v1.LookupAnswerR\alookups\x124\n" +
 	"\bfinished\x18\x02 \x03(\v2\x18.kvp2p.engine.v1.JobDoneR\bfinished\x12'\n" +
@@ -1643,7 +1731,7 @@ func file_kvp2p_engine_v1_engine_proto_rawDescGZIP() []byte {
 }
 
 var file_kvp2p_engine_v1_engine_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_kvp2p_engine_v1_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_kvp2p_engine_v1_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_kvp2p_engine_v1_engine_proto_goTypes = []any{
 	(ApiVersion)(0),        // 0: kvp2p.engine.v1.ApiVersion
 	(Verdict)(0),           // 1: kvp2p.engine.v1.Verdict
@@ -1664,7 +1752,8 @@ var file_kvp2p_engine_v1_engine_proto_goTypes = []any{
 	(*Job)(nil),            // 16: kvp2p.engine.v1.Job
 	(*JobDone)(nil),        // 17: kvp2p.engine.v1.JobDone
 	(*StepRequest)(nil),    // 18: kvp2p.engine.v1.StepRequest
-	(*StepResponse)(nil),   // 19: kvp2p.engine.v1.StepResponse
+	(*StoredBlocks)(nil),   // 19: kvp2p.engine.v1.StoredBlocks
+	(*StepResponse)(nil),   // 20: kvp2p.engine.v1.StepResponse
 }
 var file_kvp2p_engine_v1_engine_proto_depIdxs = []int32{
 	0,  // 0: kvp2p.engine.v1.Register.api_version:type_name -> kvp2p.engine.v1.ApiVersion
@@ -1686,17 +1775,18 @@ var file_kvp2p_engine_v1_engine_proto_depIdxs = []int32{
 	14, // 16: kvp2p.engine.v1.StepRequest.lookups:type_name -> kvp2p.engine.v1.LookupBatch
 	16, // 17: kvp2p.engine.v1.StepRequest.loads:type_name -> kvp2p.engine.v1.Job
 	16, // 18: kvp2p.engine.v1.StepRequest.stores:type_name -> kvp2p.engine.v1.Job
-	15, // 19: kvp2p.engine.v1.StepResponse.lookups:type_name -> kvp2p.engine.v1.LookupAnswer
-	17, // 20: kvp2p.engine.v1.StepResponse.finished:type_name -> kvp2p.engine.v1.JobDone
-	6,  // 21: kvp2p.engine.v1.Engine.Attach:input_type -> kvp2p.engine.v1.EngineMessage
-	18, // 22: kvp2p.engine.v1.Engine.Step:input_type -> kvp2p.engine.v1.StepRequest
-	7,  // 23: kvp2p.engine.v1.Engine.Attach:output_type -> kvp2p.engine.v1.SidecarMessage
-	19, // 24: kvp2p.engine.v1.Engine.Step:output_type -> kvp2p.engine.v1.StepResponse
-	23, // [23:25] is the sub-list for method output_type
-	21, // [21:23] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	19, // 19: kvp2p.engine.v1.StepRequest.stored:type_name -> kvp2p.engine.v1.StoredBlocks
+	15, // 20: kvp2p.engine.v1.StepResponse.lookups:type_name -> kvp2p.engine.v1.LookupAnswer
+	17, // 21: kvp2p.engine.v1.StepResponse.finished:type_name -> kvp2p.engine.v1.JobDone
+	6,  // 22: kvp2p.engine.v1.Engine.Attach:input_type -> kvp2p.engine.v1.EngineMessage
+	18, // 23: kvp2p.engine.v1.Engine.Step:input_type -> kvp2p.engine.v1.StepRequest
+	7,  // 24: kvp2p.engine.v1.Engine.Attach:output_type -> kvp2p.engine.v1.SidecarMessage
+	20, // 25: kvp2p.engine.v1.Engine.Step:output_type -> kvp2p.engine.v1.StepResponse
+	24, // [24:26] is the sub-list for method output_type
+	22, // [22:24] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_kvp2p_engine_v1_engine_proto_init() }
@@ -1721,7 +1811,7 @@ func file_kvp2p_engine_v1_engine_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kvp2p_engine_v1_engine_proto_rawDesc), len(file_kvp2p_engine_v1_engine_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -211,7 +211,7 @@ class JobDone(_message.Message):
     def __init__(self, job_id: _Optional[int] = ..., kind: _Optional[_Union[JobKind, str]] = ..., success: _Optional[bool] = ..., successful: _Optional[_Iterable[int]] = ..., reason: _Optional[str] = ..., bytes: _Optional[int] = ..., transfer_us: _Optional[int] = ...) -> None: ...
 
 class StepRequest(_message.Message):
-    __slots__ = ("registration", "new_requests", "lookups", "loads", "stores", "finished", "end_step", "preempted")
+    __slots__ = ("registration", "new_requests", "lookups", "loads", "stores", "finished", "end_step", "preempted", "stored")
     REGISTRATION_FIELD_NUMBER: _ClassVar[int]
     NEW_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     LOOKUPS_FIELD_NUMBER: _ClassVar[int]
@@ -220,6 +220,7 @@ class StepRequest(_message.Message):
     FINISHED_FIELD_NUMBER: _ClassVar[int]
     END_STEP_FIELD_NUMBER: _ClassVar[int]
     PREEMPTED_FIELD_NUMBER: _ClassVar[int]
+    STORED_FIELD_NUMBER: _ClassVar[int]
     registration: int
     new_requests: _containers.RepeatedCompositeFieldContainer[NewRequest]
     lookups: _containers.RepeatedCompositeFieldContainer[LookupBatch]
@@ -228,7 +229,18 @@ class StepRequest(_message.Message):
     finished: _containers.RepeatedScalarFieldContainer[str]
     end_step: bool
     preempted: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, registration: _Optional[int] = ..., new_requests: _Optional[_Iterable[_Union[NewRequest, _Mapping]]] = ..., lookups: _Optional[_Iterable[_Union[LookupBatch, _Mapping]]] = ..., loads: _Optional[_Iterable[_Union[Job, _Mapping]]] = ..., stores: _Optional[_Iterable[_Union[Job, _Mapping]]] = ..., finished: _Optional[_Iterable[str]] = ..., end_step: _Optional[bool] = ..., preempted: _Optional[_Iterable[str]] = ...) -> None: ...
+    stored: StoredBlocks
+    def __init__(self, registration: _Optional[int] = ..., new_requests: _Optional[_Iterable[_Union[NewRequest, _Mapping]]] = ..., lookups: _Optional[_Iterable[_Union[LookupBatch, _Mapping]]] = ..., loads: _Optional[_Iterable[_Union[Job, _Mapping]]] = ..., stores: _Optional[_Iterable[_Union[Job, _Mapping]]] = ..., finished: _Optional[_Iterable[str]] = ..., end_step: _Optional[bool] = ..., preempted: _Optional[_Iterable[str]] = ..., stored: _Optional[_Union[StoredBlocks, _Mapping]] = ...) -> None: ...
+
+class StoredBlocks(_message.Message):
+    __slots__ = ("keys_packed", "chunk_ids", "removed_chunks")
+    KEYS_PACKED_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_IDS_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    keys_packed: bytes
+    chunk_ids: _containers.RepeatedScalarFieldContainer[int]
+    removed_chunks: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, keys_packed: _Optional[bytes] = ..., chunk_ids: _Optional[_Iterable[int]] = ..., removed_chunks: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class StepResponse(_message.Message):
     __slots__ = ("lookups", "finished", "failed_requests", "pending_work")
