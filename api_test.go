@@ -51,6 +51,7 @@ func TestConfigMirrorsNode(t *testing.T) {
 	c := Config{PeerID: "127.0.0.1:1", Listen: "127.0.0.1:0", FailureDomain: "d", Policy: "per-peer",
 		BlockBytes: 4096, Slots: 8, ChunkBytes: 1024, Fingerprint: "f", HashSeed: "h", Incarnation: 7,
 		Timers: Timers{HeartbeatInterval: time.Second, MaxPeers: 3}, Engine: EngineConfig{Socket: "/s", MaxJobs: 2},
+		Find:        FindConfig{Enabled: true, Peers: "p:1", Interval: time.Second},
 		MetricsAddr: "m", TLS: TLSConfig{CertFile: "c", AllowPeers: "a"}, TrustClaimedHost: true,
 		Limits: Limits{MaxHandshakes: 5, MaxFrameMemory: 6}}
 	nc := c.node()

@@ -41,6 +41,10 @@ type Config struct {
 	// that a kvp2p.yaml loads into this type unchanged.
 	Engine EngineConfig `yaml:"engine"`
 
+	// Find shares summaries of what the node can serve with its peers and
+	// finds sources that no request names (FindConfig, docs/find.md).
+	Find FindConfig `yaml:"find"`
+
 	// MetricsAddr is where `kvp2p serve` serves /metrics, /status.json,
 	// the status page (/), /healthz and /readyz, e.g. 127.0.0.1:9464.
 	// Empty: off. The library itself opens no listener for it (see
@@ -134,6 +138,19 @@ type EngineConfig struct {
 	MaxJobs int `yaml:"max_jobs"`
 }
 
+// FindConfig turns on finding sources no request names (docs/find.md).
+// Zero value: off.
+type FindConfig struct {
+	Enabled bool `yaml:"enabled"`
+	// Peers lists the deployment's members (host:port, comma-separated):
+	// the node keeps a session to each for their summaries.
+	Peers string `yaml:"peers"`
+	// Interval is how often changes are sent; default 1 s.
+	Interval time.Duration `yaml:"interval"`
+	// MaxAge: an older summary is not used; default three intervals.
+	MaxAge time.Duration `yaml:"max_age"`
+}
+
 // Enabled reports whether the engine sidecar is configured.
 func (e EngineConfig) Enabled() bool { return node.EngineConfig(e).Enabled() }
 
@@ -169,7 +186,7 @@ func (c Config) node() node.Config {
 		PeerID: c.PeerID, Listen: c.Listen, FailureDomain: c.FailureDomain, Policy: c.Policy,
 		BlockBytes: c.BlockBytes, Slots: c.Slots, ChunkBytes: c.ChunkBytes,
 		Fingerprint: c.Fingerprint, HashSeed: c.HashSeed, Incarnation: c.Incarnation,
-		Timers: node.Timers(c.Timers), Engine: node.EngineConfig(c.Engine),
+		Timers: node.Timers(c.Timers), Engine: node.EngineConfig(c.Engine), Find: node.FindConfig(c.Find),
 		MetricsAddr: c.MetricsAddr, TLS: node.TLSConfig(c.TLS), TrustClaimedHost: c.TrustClaimedHost,
 		Limits: node.Limits(c.Limits), Dial: c.Dial, WrapAccepted: c.WrapAccepted, Log: c.Log,
 	}
