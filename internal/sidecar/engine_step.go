@@ -1,14 +1,15 @@
 package sidecar
 
 import (
-	"github.com/kvp2p/kvp2p/internal/node"
-	"github.com/kvp2p/kvp2p/internal/session"
+	"encoding/binary"
 	"slices"
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/engineapi"
 	pb "github.com/kvp2p/kvp2p/internal/engineapi/enginepb"
 	"github.com/kvp2p/kvp2p/internal/loads"
+	"github.com/kvp2p/kvp2p/internal/node"
+	"github.com/kvp2p/kvp2p/internal/session"
 	"github.com/kvp2p/kvp2p/internal/store"
 	"github.com/kvp2p/kvp2p/internal/wire"
 	"google.golang.org/grpc/codes"
@@ -241,4 +242,45 @@ func transferParams(p *pb.TransferParams) loads.TransferParams {
 	tp.RemoteDecoder = conv(p.RemoteDecoder)
 	tp.RemoteKVSource = conv(p.RemoteKvSource)
 	return tp
+}
+
+// WatchSummaries implements engineapi.SummaryBackend: the node's peer
+// summaries, for the attached engine only, as engine API updates.
+func (b engineBackend) WatchSummaries(reg uint64, post func(*pb.SummaryUpdate) bool) (func(), error) {
+	var refuse error
+	if err := b.n.Do(func(time.Time) {
+		if b.e.reg == 0 || b.e.reg != reg {
+			refuse = status.Errorf(codes.FailedPrecondition, "registration %d is not the attached engine's (%d)", reg, b.e.reg)
+		}
+	}); err != nil {
+		return nil, errNodeClosed
+	}
+	if refuse != nil {
+		return nil, refuse
+	}
+	stop, err := b.n.WatchSummaries(func(peer string, m *wire.Summary) bool {
+		if b.e.reg != reg { // in the loop: the engine detached
+			post(nil)
+			return false
+		}
+		return post(summaryUpdate(peer, m))
+	})
+	if err != nil {
+		return nil, status.Error(codes.Unimplemented, err.Error())
+	}
+	return stop, nil
+}
+
+// summaryUpdate is m as the engine API carries it; nil m: the peer is gone.
+func summaryUpdate(peer string, m *wire.Summary) *pb.SummaryUpdate {
+	if m == nil {
+		return &pb.SummaryUpdate{Peer: peer, Gone: true}
+	}
+	u := &pb.SummaryUpdate{Peer: peer, Format: uint32(m.Format), Reset_: m.Reset, Last: m.Last,
+		Epoch: m.Epoch, Seq: m.Seq, Size: m.Size, WordsPacked: make([]byte, 0, 12*len(m.Words))}
+	for i, w := range m.Words {
+		u.WordsPacked = binary.LittleEndian.AppendUint32(u.WordsPacked, w)
+		u.WordsPacked = binary.LittleEndian.AppendUint64(u.WordsPacked, m.Values[i])
+	}
+	return u
 }

@@ -285,3 +285,22 @@ func (x *Index) Peers() []string {
 	}
 	return out
 }
+
+// Snapshot returns peer's summary as a snapshot (a reset, then its
+// non-zero words) at its epoch and sequence number, for a new watcher of
+// the index; nil when the peer's summary is not usable.
+func (x *Index) Snapshot(peer string) []wire.Summary {
+	i, ok := x.byID[peer]
+	if !ok || !x.peers[i].ok || x.peers[i].partial {
+		return nil
+	}
+	s := x.peers[i]
+	var words []uint32
+	var values []uint64
+	for w, v := range s.words {
+		if v != 0 {
+			words, values = append(words, uint32(w)), append(values, v)
+		}
+	}
+	return splitParts(s.epoch, s.seq, uint32(len(s.words)), true, words, values)
+}

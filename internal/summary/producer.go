@@ -148,14 +148,18 @@ func (p *Producer) Snapshot() []wire.Summary {
 	return p.parts(true, words, values)
 }
 
-// parts splits an update into wire parts of at most MaxEntries words.
 func (p *Producer) parts(reset bool, words []uint32, values []uint64) []wire.Summary {
+	return splitParts(p.epoch, p.seq, uint32(len(p.words)), reset, words, values)
+}
+
+// splitParts splits an update into wire parts of at most MaxEntries words.
+func splitParts(epoch, seq uint64, size uint32, reset bool, words []uint32, values []uint64) []wire.Summary {
 	n := max(1, (len(words)+MaxEntries-1)/MaxEntries)
 	out := make([]wire.Summary, n)
 	for i := range out {
 		lo, hi := i*MaxEntries, min((i+1)*MaxEntries, len(words))
 		out[i] = wire.Summary{Format: Format, Reset: reset && i == 0, Last: i == n-1,
-			Epoch: p.epoch, Seq: p.seq, Size: uint32(len(p.words))}
+			Epoch: epoch, Seq: seq, Size: size}
 		if lo < hi {
 			out[i].Words, out[i].Values = words[lo:hi:hi], values[lo:hi:hi]
 		}

@@ -34,6 +34,34 @@ JOB_KIND_UNSPECIFIED: JobKind
 JOB_KIND_LOAD: JobKind
 JOB_KIND_STORE: JobKind
 
+class WatchSummariesRequest(_message.Message):
+    __slots__ = ("registration",)
+    REGISTRATION_FIELD_NUMBER: _ClassVar[int]
+    registration: int
+    def __init__(self, registration: _Optional[int] = ...) -> None: ...
+
+class SummaryUpdate(_message.Message):
+    __slots__ = ("peer", "gone", "format", "reset", "last", "epoch", "seq", "size", "words_packed")
+    PEER_FIELD_NUMBER: _ClassVar[int]
+    GONE_FIELD_NUMBER: _ClassVar[int]
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
+    RESET_FIELD_NUMBER: _ClassVar[int]
+    LAST_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    WORDS_PACKED_FIELD_NUMBER: _ClassVar[int]
+    peer: str
+    gone: bool
+    format: int
+    reset: bool
+    last: bool
+    epoch: int
+    seq: int
+    size: int
+    words_packed: bytes
+    def __init__(self, peer: _Optional[str] = ..., gone: _Optional[bool] = ..., format: _Optional[int] = ..., reset: _Optional[bool] = ..., last: _Optional[bool] = ..., epoch: _Optional[int] = ..., seq: _Optional[int] = ..., size: _Optional[int] = ..., words_packed: _Optional[bytes] = ...) -> None: ...
+
 class Register(_message.Message):
     __slots__ = ("api_version", "engine_id", "region_path", "num_chunks", "row_stride", "fingerprint", "hash_seed")
     API_VERSION_FIELD_NUMBER: _ClassVar[int]
