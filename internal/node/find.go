@@ -55,11 +55,11 @@ type finder struct {
 	// scan: the producer learns the tier from the node's own store (a node
 	// without an engine); an engine sidecar reports its stores instead
 	// (NoteStored).
-	scan    bool
+	scan     bool
 	watchers map[int]SummaryWatcher // WatchSummaries
 	watchID  int
 	applied  uint64 // summary parts applied
-	refused uint64 // parts refused (a gap, a format or size this side does not take)
+	refused  uint64 // parts refused (a gap, a format or size this side does not take)
 }
 
 func newFinder(cfg FindConfig, slots int, epoch uint64, scan bool) (*finder, error) {
