@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -32,14 +31,8 @@ func runSimFind(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&d.Requests, "requests", d.Requests, "requests in the run")
 	fs.Uint64Var(&d.Seed, "seed", d.Seed, "random seed")
 	fs.DurationVar(&d.Interval, "interval", d.Interval, "how often a node flushes its summary delta")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return errReported
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	if err := parseRunArgs(fs, args); err != nil {
+		return err
 	}
 	r, err := prefixsim.Run(d)
 	if err != nil {

@@ -52,49 +52,30 @@ func Default() Config {
 
 func (c *Config) fill() error {
 	d := Default()
-	set := func(v *int, dv int) {
-		if *v == 0 {
-			*v = dv
-		}
+	def(&c.Seed, d.Seed)
+	for _, f := range []struct {
+		v *int
+		d int
+	}{
+		{&c.Pods, d.Pods}, {&c.Ranks, d.Ranks}, {&c.ChunksPerRank, d.ChunksPerRank}, {&c.BlockTokens, d.BlockTokens},
+		{&c.Requests, d.Requests}, {&c.Docs, d.Docs}, {&c.DocTokensMin, d.DocTokensMin}, {&c.DocTokensMax, d.DocTokensMax},
+		{&c.LiveSessions, d.LiveSessions}, {&c.MaxTurns, d.MaxTurns},
+		{&c.QuestionTokensMin, d.QuestionTokensMin}, {&c.QuestionTokensMax, d.QuestionTokensMax},
+		{&c.AnswerTokensMin, d.AnswerTokensMin}, {&c.AnswerTokensMax, d.AnswerTokensMax},
+	} {
+		def(f.v, f.d)
 	}
-	set(&c.Pods, d.Pods)
-	set(&c.Ranks, d.Ranks)
-	set(&c.ChunksPerRank, d.ChunksPerRank)
-	set(&c.BlockTokens, d.BlockTokens)
-	set(&c.Requests, d.Requests)
-	set(&c.Docs, d.Docs)
-	set(&c.DocTokensMin, d.DocTokensMin)
-	set(&c.DocTokensMax, d.DocTokensMax)
-	set(&c.LiveSessions, d.LiveSessions)
-	set(&c.MaxTurns, d.MaxTurns)
-	set(&c.QuestionTokensMin, d.QuestionTokensMin)
-	set(&c.QuestionTokensMax, d.QuestionTokensMax)
-	set(&c.AnswerTokensMin, d.AnswerTokensMin)
-	set(&c.AnswerTokensMax, d.AnswerTokensMax)
-	if c.Seed == 0 {
-		c.Seed = d.Seed
+	for _, f := range []struct {
+		v *float64
+		d float64
+	}{
+		{&c.WarmupFraction, d.WarmupFraction}, {&c.RatePerPod, d.RatePerPod}, {&c.ZipfS, d.ZipfS},
+		{&c.FollowUp, d.FollowUp}, {&c.NICBitsPerSecond, d.NICBitsPerSecond},
+	} {
+		def(f.v, f.d)
 	}
-	if c.WarmupFraction == 0 {
-		c.WarmupFraction = d.WarmupFraction
-	}
-	if c.RatePerPod == 0 {
-		c.RatePerPod = d.RatePerPod
-	}
-	if c.ZipfS == 0 {
-		c.ZipfS = d.ZipfS
-	}
-	if c.FollowUp == 0 {
-		c.FollowUp = d.FollowUp
-	}
-	if c.Interval == 0 {
-		c.Interval = d.Interval
-	}
-	if c.MaxAge == 0 {
-		c.MaxAge = d.MaxAge
-	}
-	if c.NICBitsPerSecond == 0 {
-		c.NICBitsPerSecond = d.NICBitsPerSecond
-	}
+	def(&c.Interval, d.Interval)
+	def(&c.MaxAge, d.MaxAge)
 	switch {
 	case c.Pods < 2:
 		return fmt.Errorf("prefixsim: %d pods, want at least 2", c.Pods)
@@ -106,4 +87,12 @@ func (c *Config) fill() error {
 		return fmt.Errorf("prefixsim: fractions must be in [0, 1)")
 	}
 	return nil
+}
+
+// def sets *v to d when *v is zero.
+func def[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 
+	"github.com/kvp2p/kvp2p/internal/summary"
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
@@ -102,24 +103,15 @@ func (w *workload) keys(s *session, tokens int, ks []uint64) []uint64 {
 		if (b+1)*bt > doc {
 			owner = s.id<<1 | 1
 		}
-		k = mix(k ^ mix(owner+0x51ed27) ^ uint64(b)*0x2545f4914f6cdd1d)
+		k = summary.Mix(k ^ summary.Mix(owner+0x51ed27) ^ uint64(b)*0x2545f4914f6cdd1d)
 		ks = append(ks, k)
 	}
 	return ks
 }
 
-func mix(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
-}
-
 // wireKey is the 16-byte key a block's summary entry is made from.
 func wireKey(k uint64) (out wire.Key) {
 	binary.LittleEndian.PutUint64(out[:8], k)
-	binary.LittleEndian.PutUint64(out[8:], mix(k^0x5bd1e995))
+	binary.LittleEndian.PutUint64(out[8:], summary.Mix(k^0x5bd1e995))
 	return out
 }

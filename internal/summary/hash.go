@@ -31,9 +31,10 @@ const (
 	seedB = 0x243f6a8885a308d3
 )
 
-// mix is splitmix64's finaliser: keys are hashes already, but a key whose
-// halves are structured (a test's, a counter) must still spread.
-func mix(x uint64) uint64 {
+// Mix is splitmix64's finaliser, the mixing Position applies: keys are
+// hashes already, but a key whose halves are structured (a test's, a
+// counter) must still spread. The simulator makes its keys with it too.
+func Mix(x uint64) uint64 {
 	x ^= x >> 30
 	x *= 0xbf58476d1ce4e5b9
 	x ^= x >> 27
@@ -51,8 +52,8 @@ func mix(x uint64) uint64 {
 //	word = a & (words-1)
 //	bit i (i = 0..5) = (b >> (6*i)) & 63
 func Position(k wire.Key, words uint32) (word uint32, mask uint64) {
-	a := mix(binary.LittleEndian.Uint64(k[0:8]) ^ seedA)
-	b := mix(binary.LittleEndian.Uint64(k[8:16]) ^ a ^ seedB)
+	a := Mix(binary.LittleEndian.Uint64(k[0:8]) ^ seedA)
+	b := Mix(binary.LittleEndian.Uint64(k[8:16]) ^ a ^ seedB)
 	for i := range Hashes {
 		mask |= 1 << ((b >> (6 * i)) & 63)
 	}
