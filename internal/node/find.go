@@ -1,7 +1,6 @@
 package node
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -56,7 +55,7 @@ type finder struct {
 	// without an engine); an engine sidecar reports its stores instead
 	// (NoteStored).
 	scan     bool
-	watchers map[int]SummaryWatcher // WatchSummaries
+	watchers map[int]*watcher // WatchSummaries (find_watch.go)
 	watchID  int
 	applied  uint64 // summary parts applied
 	refused  uint64 // parts refused (a gap, a format or size this side does not take)
@@ -68,7 +67,7 @@ func newFinder(cfg FindConfig, slots int, epoch uint64, scan bool) (*finder, err
 		return nil, err
 	}
 	f := &finder{cfg: cfg.withDefaults(), prod: p, index: summary.NewIndex(0), synced: map[loads.ConnID]bool{}, scan: scan,
-		watchers: map[int]SummaryWatcher{}}
+		watchers: map[int]*watcher{}}
 	for _, m := range strings.Split(cfg.Peers, ",") {
 		if m = strings.TrimSpace(m); m != "" {
 			f.members = append(f.members, m)
@@ -154,52 +153,13 @@ func (n *Node) findReceive(now time.Time, id loads.ConnID, m *wire.Summary) {
 		f.refused++
 		n.log.Debug("peer summary refused", "peer", peer, "err", err)
 		// A resync: the peer sends a snapshot when a session starts, so the
-		// way to ask for one is a new session. Until then FindSource skips it.
+		// way to ask for one is a new session. Until then FindSource skips
+		// it, and so must the watchers.
+		f.tell(peer, nil)
 		return
 	}
 	f.applied++
 	f.tell(peer, m)
-}
-
-// SummaryWatcher receives, in the node's loop, each part of a peer's
-// summary the node applies (m), or nil when the node dropped the peer's
-// summary. It must not block; it returns false to stop watching.
-type SummaryWatcher func(peer string, m *wire.Summary) bool
-
-// WatchSummaries gives w a snapshot of every usable peer summary at once,
-// then every part applied and every peer dropped, until w returns false or
-// stop is called. It runs w in the loop. An error: finding is off, or the
-// node stopped.
-func (n *Node) WatchSummaries(w SummaryWatcher) (stop func(), err error) {
-	if n.find == nil {
-		return nil, errors.New("node: find is off")
-	}
-	id := 0
-	if err := n.Do(func(time.Time) {
-		f := n.find
-		for _, p := range f.index.Peers() {
-			for _, part := range f.index.Snapshot(p) {
-				if !w(p, &part) {
-					return
-				}
-			}
-		}
-		f.watchID++
-		id = f.watchID
-		f.watchers[id] = w
-	}); err != nil {
-		return nil, err
-	}
-	return func() { _ = n.Do(func(time.Time) { delete(n.find.watchers, id) }) }, nil
-}
-
-// tell hands a peer's part (or nil: dropped) to the watchers.
-func (f *finder) tell(peer string, m *wire.Summary) {
-	for id, w := range f.watchers {
-		if !w(peer, m) {
-			delete(f.watchers, id)
-		}
-	}
 }
 
 // NoteStored tells the node's summary that chunk now holds key (an engine
