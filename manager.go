@@ -83,3 +83,21 @@ func (m *Manager) Stats() (Stats, error) {
 	s, err := m.m.Stats()
 	return Stats(s), err
 }
+
+// Found is a source FindSource chose: a peer (host:port, what
+// remote_kv_source names) and how many of the keys asked it probably holds.
+type Found struct {
+	Peer   string
+	Blocks int
+}
+
+// FindSource returns the peer whose summary says it probably holds the
+// longest prefix of keys beyond the first from (those held already), the
+// least loaded among equals, never one the failure policy holds anything
+// against; ok is false when none probably holds more, or Config.Find is
+// off. Ask it with the ordinary symmetric lookup (a request naming it as
+// remote_kv_source): its answer decides (docs/find.md).
+func (m *Manager) FindSource(ks []Key, from int) (f Found, ok bool) {
+	nf, ok := m.m.FindSource(keys(ks), from)
+	return Found{Peer: nf.Peer, Blocks: nf.Blocks}, ok
+}
