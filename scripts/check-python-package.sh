@@ -65,7 +65,8 @@ modules = sorted(n for n in names if n.endswith(".py"))
 harness = [n for n in modules if n.startswith("kvp2p/testing/") or os.path.basename(n)[:-3] in (
     "testing", "fake_engine", "vllm_harness", "vllm_scheduler", "real_engine", "tiny_model", "demo")]
 assert not harness, f"the wheel ships test harnesses: {harness}"
-for want in ("kvp2p/client.py", "kvp2p/tier.py", "kvp2p/vllm.py", "kvp2p/cpu_worker.py", "kvp2p/plugin.py",
+for want in ("kvp2p/client.py", "kvp2p/tier.py", "kvp2p/tierstate.py", "kvp2p/outbox.py", "kvp2p/lent.py",
+             "kvp2p/vllm.py", "kvp2p/cpu_worker.py", "kvp2p/plugin.py",
              "kvp2p/_pb/engine_pb2.py", "kvp2p/_pb/engine_pb2_grpc.py"):
     assert want in names, f"the wheel lacks {want}"
 

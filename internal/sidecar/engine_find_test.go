@@ -13,8 +13,8 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-func findOn(peers string) func(*Config) {
-	return func(c *Config) {
+func findOn(peers string) func(*sidecarConfig) {
+	return func(c *sidecarConfig) {
 		c.Find = node.FindConfig{Enabled: true, Peers: peers, Interval: 50 * time.Millisecond}
 	}
 }

@@ -19,7 +19,7 @@ const goneBound = time.Second
 
 // patientDecoder gives a decoder's sidecar timers that cannot end a load
 // within goneBound: a failure in time is the producer's doing.
-func patientDecoder(c *Config) {
+func patientDecoder(c *sidecarConfig) {
 	c.Timers.LoadTimeoutPD = time.Minute
 	c.Timers.StallTimeout = -1
 	c.Timers.LoadStartBudget = -1

@@ -114,7 +114,7 @@ func TestEnginePD(t *testing.T) {
 func TestEngineBadCalls(t *testing.T) {
 	// The watchdog is off so that the load below stays in flight however
 	// slowly the test runs.
-	s := startSidecar(t, func(c *Config) { c.Engine.MaxJobs = 3; c.Timers.StallTimeout = -1 })
+	s := startSidecar(t, func(c *sidecarConfig) { c.Engine.MaxJobs = 3; c.Timers.StallTimeout = -1 })
 	e := attach(t, s)
 	k := testKey("bad", 0)
 	// A load in flight that does not finish (its PD producer never stores)
@@ -231,7 +231,7 @@ func TestEngineBadCalls(t *testing.T) {
 // and accepts a restarted engine, which gets the chunk back.
 func TestEngineDeathAbortsAndReregisters(t *testing.T) {
 	p := startNode(t, nil)
-	s := startSidecar(t, func(c *Config) { c.Timers.StallTimeout = -1 })
+	s := startSidecar(t, func(c *sidecarConfig) { c.Timers.StallTimeout = -1 })
 	e := attach(t, s)
 	k := testKey("death", 0)
 	host, port := hostPort(t, p.PeerID())

@@ -23,11 +23,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // The node's names, for the tests that moved from it.
 type (
-	Config       = node.Config
-	EngineConfig = node.EngineConfig
-	Key          = wire.Key
-	Manager      = node.Manager
-	JobResult    = node.JobResult
+	Config    = node.Config
+	Key       = wire.Key
+	Manager   = node.Manager
+	JobResult = node.JobResult
 )
 
 const testBlock = 64 << 10

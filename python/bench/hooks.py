@@ -39,7 +39,7 @@ def main() -> None:
     eng = None
     try:
         eng = _Engine(name, sc.socket, 64, 16384)
-        assert eng.tier._core.client.wait_attached(5)
+        assert eng.tier.core.client.wait_attached(5)
         eng.hook_times(2000)  # warm-up
         res = eng.hook_times(args.n)
         print(f"Kvp2pTier hooks with no work, {args.n} calls each, microseconds")

@@ -47,8 +47,8 @@ def main() -> None:
         client = b.core.client
         params = pb.TransferParams(remote_kv_source=pb.Remote(host="127.0.0.1", port=sa.port, kv_request_id="kv"))
         client.step(pb.StepRequest(new_requests=[pb.NewRequest(req_id="r", params=params)], end_step=True))
-        sess = client._sess  # noqa: SLF001 - which transport the steps take
-        via = f"the step socket {sess.steps and client.registered.step_socket}" if sess and sess.steps else f"gRPC on {sb.socket}"
+        reg = client.registered
+        via = f"the step socket {reg.step_socket}" if reg and client.step_transport == "socket" else f"gRPC on {sb.socket}"
         print(f"Step over {via}, {args.n} calls each, microseconds")
         worst = {}
         for nkeys, packed in ((0, False), (64, False), (64, True), (1024, False), (1024, True)):

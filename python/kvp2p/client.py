@@ -87,7 +87,7 @@ def _stat_fields(path: str) -> list[str]:
         return []
 
 
-def _proc_stat(pid: int) -> tuple[str, str] | None:
+def proc_stat(pid: int) -> tuple[str, str] | None:
     """A process's state letter and start time (/proc/pid/stat fields 3
     and 22), or None if there is no such process."""
     fields = _stat_fields(f"/proc/{pid}/stat")
@@ -109,7 +109,7 @@ class SidecarProcess:
             pid, _, _ = _CRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CRED.size))
         except (AttributeError, OSError):  # not Linux, or not a Unix socket
             return None
-        st = _proc_stat(pid) if pid > 0 else None
+        st = proc_stat(pid) if pid > 0 else None
         return cls(pid, st[1]) if st is not None else None
 
     def runnable(self) -> bool:
@@ -124,11 +124,11 @@ class SidecarProcess:
     def gone(self) -> bool:
         """True once the process has exited: nothing of it can still read
         the region. A stopped (frozen) process is not gone."""
-        st = _proc_stat(self.pid)
+        st = proc_stat(self.pid)
         return st is None or st[0] in ("Z", "X") or st[1] != self.start
 
 
-class _StepSocket:
+class StepSocket:
     """A connection to the sidecar's step socket (engine.proto, Registered.step_socket).
 
     Not thread-safe: EngineClient serializes its use.
@@ -190,7 +190,7 @@ class _Session:
 
     def __init__(self, channel: grpc.Channel, stub: pb_grpc.EngineStub, registered: pb.Registered,
                  out: "queue.SimpleQueue[pb.EngineMessage | None]", call: grpc.Future,
-                 steps: _StepSocket | None = None, *, now: float) -> None:
+                 steps: StepSocket | None = None, *, now: float) -> None:
         self.channel = channel
         self.stub = stub
         self.registered = registered
@@ -286,6 +286,28 @@ class EngineClient:
 
     def wait_attached(self, timeout: float) -> bool:
         return self._attached.wait(timeout)
+
+    @property
+    def step_transport(self) -> str | None:
+        """How steps go while attached: "socket" (the step socket) or
+        "grpc" (the Step RPC); None while not attached."""
+        s = self._sess
+        if s is None:
+            return None
+        return "socket" if s.steps is not None else "grpc"
+
+    @property
+    def last_heard(self) -> float | None:
+        """When the attached sidecar was last heard from (the client's
+        clock); None while not attached."""
+        s = self._sess
+        return s.heard if s is not None else None
+
+    @property
+    def dead_after(self) -> float:
+        """A sidecar silent this long is taken for gone (longer while it is
+        runnable: starved of CPU, not frozen)."""
+        return self._dead_after
 
     # -- calls -----------------------------------------------------------
 
@@ -451,12 +473,12 @@ class EngineClient:
             out.put(None)
             channel.close()
 
-    def _dial_steps(self, registered: pb.Registered) -> _StepSocket | None:
+    def _dial_steps(self, registered: pb.Registered) -> StepSocket | None:
         """The step socket the sidecar named, or None: steps go over gRPC."""
         if not registered.step_socket:
             return None
         try:
-            return _StepSocket(registered.step_socket, self._step_timeout)
+            return StepSocket(registered.step_socket, self._step_timeout)
         except OSError as e:
             log.info("kvp2p: step socket %s: %s; stepping over gRPC", registered.step_socket, e)
             return None

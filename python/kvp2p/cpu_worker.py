@@ -51,7 +51,7 @@ from vllm.v1.kv_offload.tiering.spec import TieringOffloadingSpec
 
 
 @dataclass(frozen=True)
-class _Part:
+class Part:
     """One copy unit: `page` bytes of a block in engine tensor `tensor`."""
 
     tensor: int
@@ -71,7 +71,7 @@ class CPUCopyWorker(OffloadingWorker):
         self,
         engine: Sequence[torch.Tensor],
         region: Sequence[torch.Tensor],
-        groups: Sequence[Sequence[_Part]],
+        groups: Sequence[Sequence[Part]],
         blocks_per_chunk: int,
         on_shutdown: object = None,
     ) -> None:
@@ -201,7 +201,7 @@ class CPUTieringOffloadingSpec(TieringOffloadingSpec):
         try:
             engine = engine_views(kv_caches)
             views = [region.create_next_worker_view(e.shape[1] * self.blocks_per_chunk) for e in engine]
-            groups = [[_Part(r.tensor_idx, r.page_size_bytes) for r in refs] for refs in kv_caches.group_data_refs]
+            groups = [[Part(r.tensor_idx, r.page_size_bytes) for r in refs] for refs in kv_caches.group_data_refs]
             return CPUCopyWorker(engine, views, groups, self.blocks_per_chunk, on_shutdown=region.cleanup)
         except Exception:
             region.cleanup()

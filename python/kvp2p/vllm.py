@@ -132,8 +132,8 @@ class Kvp2pTier(SecondaryTierManager):
             # a seed other than its hash_seed (when both are set).
             hash_seed=hash_seed if hash_seed is not None else os.environ.get("PYTHONHASHSEED", ""),
         )
-        self._core = TierCore(socket, register, poll_interval=poll_interval_s, grant_hold=grant_hold_s,
-                              client_opts={"dead_after": dead_after_s})
+        self.core = TierCore(socket, register, poll_interval=poll_interval_s, grant_hold=grant_hold_s,
+                             client_opts={"dead_after": dead_after_s})
         self._loads: dict[int, list[OffloadKey]] = {}  # load job -> its keys, for successful_keys
         self._book = KeyBook(max(4 * num_chunks, 1024))
         self._serve_wait = serve_wait_s
@@ -143,10 +143,10 @@ class Kvp2pTier(SecondaryTierManager):
         # stepping (and so serving peers) until this monotonic time.
         self._idle_serve = max(0.0, float(idle_serve_s)) if not OFF_THREAD_POLLING else 0.0
         self._awake_until = 0.0
-        self._core.start()
-        if not self._core.client.wait_attached(attach_timeout_s):
+        self.core.start()
+        if not self.core.client.wait_attached(attach_timeout_s):
             log.warning("Kvp2pTier: sidecar at %s not attached yet (%s); P2P falls back to local "
-                        "prefill until it is", socket, self._core.client.last_error)
+                        "prefill until it is", socket, self.core.client.last_error)
         log.info("Kvp2pTier: engine %s, region %s (%d chunks of %d bytes), sidecar %s",
                  engine_id, self.region_path, num_chunks, row_stride, socket)
         if not OFF_THREAD_POLLING:
@@ -165,7 +165,7 @@ class Kvp2pTier(SecondaryTierManager):
         # key, so a peer asking for it while it is still being written can
         # wait for it (serve_external_requests) instead of hearing MISS.
         self._book.remember(h, key)
-        return _VERDICT[self._core.lookup(req_context.req_id, h)]
+        return _VERDICT[self.core.lookup(req_context.req_id, h)]
 
     def _active(self) -> None:
         """Request activity (scheduler thread): see idle_serve_s."""
@@ -174,7 +174,7 @@ class Kvp2pTier(SecondaryTierManager):
 
     def on_new_request(self, req_context: ReqContext) -> RequestOffloadingContext:
         self._active()
-        roles = self._core.new_request(req_context.req_id, req_context.kv_transfer_params)
+        roles = self.core.new_request(req_context.req_id, req_context.kv_transfer_params)
         if roles.dest is not None and roles.dest.kv_request_id:
             # The decoder needs every block of the request, not only the
             # ones this request computed (as vLLM's P2P tier).
@@ -183,17 +183,17 @@ class Kvp2pTier(SecondaryTierManager):
 
     def on_request_finished(self, req_context: ReqContext) -> None:
         self._active()
-        self._core.request_finished(req_context.req_id)
+        self.core.request_finished(req_context.req_id)
 
     def on_schedule_end(self, context: ScheduleEndContext) -> None:
-        self._core.schedule_end(context.preempted_req_ids)
+        self.core.schedule_end(context.preempted_req_ids)
 
     # -- jobs -----------------------------------------------------------------
 
     def submit_load(self, job_metadata: TransferJob) -> None:
         keys = list(job_metadata.keys)
         self._loads[job_metadata.job_id] = keys
-        self._core.submit_load(job_metadata.job_id, job_metadata.req_context.req_id,
+        self.core.submit_load(job_metadata.job_id, job_metadata.req_context.req_id,
                                [key16(k) for k in keys], ids(job_metadata.chunk_ids))
 
     def submit_store(self, job_metadata: TransferJob) -> None:
@@ -203,11 +203,11 @@ class Kvp2pTier(SecondaryTierManager):
         book = self._book
         for k, h in zip(keys, k16s):
             book.remember(h, k)  # so a peer asking for h can be served
-        self._core.submit_store(job_metadata.job_id, job_metadata.req_context.req_id,
+        self.core.submit_store(job_metadata.job_id, job_metadata.req_context.req_id,
                                 k16s, ids(job_metadata.chunk_ids))
 
     def get_finished_jobs(self) -> Iterable[JobResult]:
-        return [self._result(d) for d in self._core.take_finished()]
+        return [self._result(d) for d in self.core.take_finished()]
 
     def _result(self, d: Done) -> JobResult:
         keys = self._loads.pop(d.job_id, None) if d.kind == Kind.LOAD else None
@@ -234,7 +234,7 @@ class Kvp2pTier(SecondaryTierManager):
         }
 
     def get_stats(self) -> OffloadingConnectorStats | None:
-        counts = self._core.take_counts()
+        counts = self.core.take_counts()
         stats = OffloadingConnectorStats()
         if n := counts.get("steps"):
             stats.increase_counter(_M_STEPS, n)
@@ -245,7 +245,7 @@ class Kvp2pTier(SecondaryTierManager):
             stats.increase_counter(_M_SIDECAR_LOST, n)
         if n := counts.get("served_chunks"):
             stats.increase_counter(_M_SERVED_CHUNKS, n)
-        attached = 1 if self._core.client.registration else 0
+        attached = 1 if self.core.client.registration else 0
         if attached != self._attached_reported:  # a gauge: its changes are enough
             stats.set_gauge(_M_ATTACHED, attached)
             self._attached_reported = attached
@@ -254,10 +254,10 @@ class Kvp2pTier(SecondaryTierManager):
     def has_pending_work(self) -> bool:
         if self._idle_serve and time.monotonic() < self._awake_until:
             return True  # idle_serve_s: stay stepping so that peers are served
-        return bool(self._parked) or self._core.has_pending_work()
+        return bool(self._parked) or self.core.has_pending_work()
 
     def drain_jobs(self) -> None:
-        self._core.drain()
+        self.core.drain()
 
     # -- serving peers --------------------------------------------------------
 
@@ -270,9 +270,9 @@ class Kvp2pTier(SecondaryTierManager):
         is looked at again at the next call, for up to serve_wait_s; then
         what is there is granted and the rest answers MISS."""
         now = time.monotonic()
-        gen = self._core.generation
+        gen = self.core.generation
         asks = [(a, d) for a, d, g in self._parked if g == gen]
-        asks += [(a, now + self._serve_wait) for a in self._core.take_asks()]
+        asks += [(a, now + self._serve_wait) for a in self.core.take_asks()]
         self._parked = []
         for ask, deadline in asks:
             self._serve(parent, ask, now < deadline, deadline, gen)
@@ -298,11 +298,11 @@ class Kvp2pTier(SecondaryTierManager):
                 self._parked.append((ask, deadline, gen))
             elif hits:
                 job = parent.create_store_job(hits, ctx)
-                self._core.grant(ask.ask_id, job.job_id, hit16, ids(job.chunk_ids))
+                self.core.grant(ask.ask_id, job.job_id, hit16, ids(job.chunk_ids))
             else:
-                self._core.grant(ask.ask_id, None, [], [])
+                self.core.grant(ask.ask_id, None, [], [])
         finally:
             parent.on_request_finished(ctx)
 
     def shutdown(self) -> None:
-        self._core.close()
+        self.core.close()

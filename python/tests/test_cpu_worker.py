@@ -13,14 +13,14 @@ pytest.importorskip("vllm.v1.kv_offload.base")
 from vllm.v1.kv_offload.base import GPULoadStoreSpec  # noqa: E402
 from vllm.v1.kv_offload.cpu.common import CPULoadStoreSpec  # noqa: E402
 
-from kvp2p.cpu_worker import CPUCopyWorker, _Part  # noqa: E402
+from kvp2p.cpu_worker import CPUCopyWorker, Part  # noqa: E402
 
 NUM_BLOCKS, NUM_CHUNKS = 16, 12
 PAGES = (64, 96)  # two KV tensors (two layers) of different page sizes
 SLOT_OFFSET = 32  # this worker's slot starts past another worker's bytes
 
 
-def make(bpc: int, groups: list[list[_Part]] | None = None) -> tuple[CPUCopyWorker, list, torch.Tensor, int]:
+def make(bpc: int, groups: list[list[Part]] | None = None) -> tuple[CPUCopyWorker, list, torch.Tensor, int]:
     g = torch.Generator().manual_seed(bpc)
     engine = [torch.randint(-128, 128, (NUM_BLOCKS, p), dtype=torch.int8, generator=g) for p in PAGES]
     slot = sum(PAGES) * bpc
@@ -30,7 +30,7 @@ def make(bpc: int, groups: list[list[_Part]] | None = None) -> tuple[CPUCopyWork
     for p in PAGES:
         views.append(torch.as_strided(base, (NUM_CHUNKS, p * bpc), (row_stride, 1), off))
         off += p * bpc
-    groups = groups or [[_Part(0, PAGES[0]), _Part(1, PAGES[1])]]
+    groups = groups or [[Part(0, PAGES[0]), Part(1, PAGES[1])]]
     return CPUCopyWorker(engine, views, groups, bpc), engine, base, row_stride
 
 
@@ -88,7 +88,7 @@ def test_chunks_of_several_blocks_with_an_unaligned_start() -> None:
 def test_groups_copy_their_own_tensors() -> None:
     """Two KV cache groups (as a hybrid model's): each group's blocks move
     only the tensors of its layers."""
-    w, engine, base, rs = make(1, [[_Part(0, PAGES[0])], [_Part(1, PAGES[1])]])
+    w, engine, base, rs = make(1, [[Part(0, PAGES[0])], [Part(1, PAGES[1])]])
     w.submit_store(1, GPULoadStoreSpec([2, 3, 8], [2, 1], [0, 0]), CPULoadStoreSpec([0, 1, 2]))
     assert torch.equal(region_page(base, rs, 1, 0, 0, 0), engine[0][2])
     assert torch.equal(region_page(base, rs, 1, 0, 1, 0), engine[0][3])
@@ -98,7 +98,7 @@ def test_groups_copy_their_own_tensors() -> None:
 
 def test_partial_page_copies_only_the_layers_bytes() -> None:
     """A ref's unpadded page smaller than the tensor's: the padding is not moved."""
-    w, engine, base, rs = make(1, [[_Part(0, 40), _Part(1, PAGES[1])]])
+    w, engine, base, rs = make(1, [[Part(0, 40), Part(1, PAGES[1])]])
     w.submit_store(1, GPULoadStoreSpec([5], [1], [0]), CPULoadStoreSpec([3]))
     page = region_page(base, rs, 1, 0, 3, 0)
     assert torch.equal(page[:40], engine[0][5][:40]) and not page[40:].any()

@@ -78,7 +78,7 @@ def test_factory_builds_the_tier_by_name(sidecars: Callable[..., Sidecar]) -> No
         (tier,) = mgr.secondary_tiers
         assert type(tier) is Kvp2pTier
         assert tier.tier_type == "kvp2p"
-        assert tier._core.client.registration >= 1, f"not attached to the sidecar: {sc.log()}"
+        assert tier.core.client.registration >= 1, f"not attached to the sidecar: {sc.log()}"
     finally:
         mgr.shutdown()
         if os.path.exists(sc.region_path):

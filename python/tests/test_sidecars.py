@@ -16,7 +16,7 @@ from kvp2p._pb import engine_pb2 as pb
 from kvp2p.client import StepRefused
 from kvp2p.testing.fake_engine import FakeEngine, block, key
 from kvp2p.testing import Sidecar
-from kvp2p.tier import Kind, Verdict
+from kvp2p.tier import Kind, TierState, Verdict
 
 Make = Callable[..., Sidecar]
 
@@ -259,13 +259,13 @@ def test_steps_take_the_step_socket_or_fall_back_to_grpc(sidecars: Make, engines
     a = engines(sa)
     c = a.core.client
     assert c.registered is not None and c.registered.step_socket == sa.socket + ".step"
-    assert c._sess is not None and c._sess.steps is not None  # noqa: SLF001
+    assert c.step_transport == "socket"
     assert c.step(pb.StepRequest(end_step=True)) is not None
     # Named but unreachable (here: gone): the client steps over gRPC.
     os.unlink(sb.socket + ".step")
     b = engines(sb)
     c = b.core.client
-    assert c._sess is not None and c._sess.steps is None  # noqa: SLF001
+    assert c.step_transport == "grpc"
     assert c.step(pb.StepRequest(end_step=True)) is not None
     # Refusals arrive the same way on both transports.
     for e in (a, b):
@@ -351,15 +351,16 @@ def test_hung_sidecar_noticed_within_a_second(sidecars: Make, engines: Callable[
     d = engines(sd, client_opts={"clock": clock, "ticker": False})  # the default dead_after
     c = d.core.client
     reg = c.registration
-    assert sd.proc is not None and c._sess is not None  # noqa: SLF001
-    dead_after = c._dead_after  # noqa: SLF001
+    assert sd.proc is not None and c.last_heard is not None
+    dead_after = c.dead_after
     sd.proc.send_signal(signal.SIGSTOP)  # alive, silent
     try:
         time.sleep(0.2)  # what the sidecar sent before it stopped is read meanwhile: heard at `frozen`
         frozen = clock.now
         ticks = 0
         while c.silence_drop is None and ticks < 100:
-            heard = c._sess.heard  # noqa: SLF001 - the last word, as the client saw it
+            heard = c.last_heard  # the last word, as the client saw it
+            assert heard is not None
             assert clock.now - heard <= dead_after, f"not dropped after {clock.now - heard:.3f}s of silence"
             clock.now += c.tick_period
             c.tick()
@@ -378,10 +379,12 @@ def test_hung_sidecar_noticed_within_a_second(sidecars: Make, engines: Callable[
     d.wait_attached(5)  # the sidecar wakes, drops the old stream; the engine registers again
 
 
-def _lend(d: FakeEngine, pin: int) -> None:
-    """Books a chunk as lent to a peer (a grant the sidecar has not released)."""
-    with d.core._cv:  # noqa: SLF001
-        d.core._grants.add(pin)  # noqa: SLF001
+def _lending(pin: int, grant_hold: float) -> TierState:
+    """A tier state that lent a chunk to a peer under API pin id `pin` (a
+    grant no sidecar will release), for an engine to start from."""
+    st = TierState(grant_hold=grant_hold)
+    st.granted(pin, 1)
+    return st
 
 
 def _released(d: FakeEngine) -> list[int]:
@@ -398,10 +401,10 @@ def test_frozen_sidecar_keeps_lent_chunks_past_grant_hold(sidecars: Make, engine
     import signal
 
     sd = sidecars("D")
-    d = engines(sd, grant_hold=0.2, client_opts={"dead_after": 0.3})
+    d = engines(sd, state=_lending(9, grant_hold=0.2), client_opts={"dead_after": 0.3})
     c = d.core.client
     assert sd.proc is not None and c.sidecar is not None and c.sidecar.pid == sd.proc.pid
-    _lend(d, 9)
+    assert d.core.lent() == 1
     reg = c.registration
     sd.proc.send_signal(signal.SIGSTOP)
     try:
@@ -425,9 +428,8 @@ def test_killed_sidecar_frees_lent_chunks_at_once(sidecars: Make, engines: Calla
     """A sidecar whose process has exited reads nothing: its lent chunks
     come back as soon as its loss is noticed, not after grant_hold."""
     sd = sidecars("D")
-    d = engines(sd, grant_hold=60.0)
-    assert d.core.client.sidecar is not None
-    _lend(d, 9)
+    d = engines(sd, state=_lending(9, grant_hold=60.0))
+    assert d.core.client.sidecar is not None and d.core.lent() == 1
     sd.kill()  # SIGKILL, and reaped
     d.until(lambda: bool(_released(d)), timeout=10)
     assert _released(d) == [8]

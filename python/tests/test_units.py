@@ -1,10 +1,11 @@
-"""Units without a sidecar: roles, keys, the region file."""
+"""Units without a sidecar: roles, keys, the region file, the tier's state."""
 
 from __future__ import annotations
 
 import logging
 import os
 import tempfile
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -12,6 +13,9 @@ from kvp2p import roles
 from kvp2p.client import target_of
 from kvp2p.keys import KeyBook, key16
 from kvp2p.region import Region, vllm_region_path
+
+if TYPE_CHECKING:
+    from kvp2p.tier import Step, TierState
 
 
 def test_roles_as_vllm_parses_them() -> None:
@@ -78,51 +82,54 @@ def test_targets() -> None:
     assert target_of("unix:/x") == "unix:/x"
 
 
-def test_core_sends_nothing_for_an_idle_step() -> None:
-    from kvp2p._pb import engine_pb2 as pb
-    from kvp2p.tier import TierCore, Verdict
+def test_state_sends_nothing_for_an_idle_step() -> None:
+    from kvp2p.tier import TierState, Verdict
 
-    core = TierCore("/nonexistent.sock", pb.Register())  # not started: no threads, no sidecar
-    core.schedule_end()
-    assert core._take() is None  # an idle step costs no RPC
-    core.new_request("r", {"remote_kv_source": {"remote_host": "h", "remote_port": 1, "kv_request_id": "k"}})
-    assert core.lookup("r", b"k" * 16) == Verdict.RETRY
-    core.schedule_end()
-    taken = core._take()
-    assert taken is not None
-    req, _, asked = taken
+    st = TierState()
+    st.schedule_end()
+    assert st.next_step(None) is None  # an idle step costs no RPC
+    st.new_request("r", {"remote_kv_source": {"remote_host": "h", "remote_port": 1, "kv_request_id": "k"}})
+    assert st.lookup("r", b"k" * 16) == Verdict.RETRY
+    st.schedule_end()
+    step = st.next_step(None)
+    assert step is not None
+    req = step.request
     assert [n.req_id for n in req.new_requests] == ["r"] and req.end_step
-    assert [b.keys_packed for b in req.lookups] == [b"k" * 16] and asked == {"r": [b"k" * 16]}
+    assert [b.keys_packed for b in req.lookups] == [b"k" * 16] and step.asked == {"r": [b"k" * 16]}
     assert all(b.packed_verdicts for b in req.lookups)  # answered one byte per key
 
 
 def test_lost_sidecar_holds_grants_until_it_registers_again() -> None:
-    from kvp2p._pb import engine_pb2 as pb
-    from kvp2p.tier import Kind, TierCore
+    from kvp2p.tier import Kind, TierState
 
-    now = [100.0]
-    core = TierCore("/nonexistent.sock", pb.Register(), grant_hold=5.0)  # not started
-    core._now = lambda: now[0]
-    core._grants.update({8, 9})  # two pins lent to peers
-    core._on_lost("test")
-    assert not [d for d in core.take_finished() if d.kind == Kind.PIN]  # a frozen sidecar may still read them
-    assert core.has_pending_work()
-    now[0] += 4.9
-    core._release_held(attached=False)
-    assert not [d for d in core.take_finished() if d.kind == Kind.PIN]
-    core._on_attached(pb.Registered(registration=2))  # registered again: no old chunk in use
-    assert sorted(d.job_id for d in core.take_finished() if d.kind == Kind.PIN) == [7, 8]
-    core._grants.add(5)
-    core._on_lost("again")
-    now[0] += 5.0
-    core._release_held(attached=False)  # or, the sidecar's process unknown, the hold runs out
-    assert [d.job_id for d in core.take_finished() if d.kind == Kind.PIN] == [4]
+    now = 100.0
+    st = TierState(grant_hold=5.0)
+    st.granted(9, 1)  # two pins lent to peers (API ids: vLLM's job id + 1)
+    st.granted(10, 2)
+    assert st.lent() == 2
+    st.lost("test", now, None)
+    assert not [d for d in st.take_finished() if d.kind == Kind.PIN]  # a frozen sidecar may still read them
+    assert st.has_pending_work() and st.in_flight() == (0, 2) and st.lent() == 0
+    now += 4.9
+    assert st.release_held(now, ()) == []
+    assert not [d for d in st.take_finished() if d.kind == Kind.PIN]
+    st.attached()  # registered again: no old chunk in use
+    assert sorted(d.job_id for d in st.take_finished() if d.kind == Kind.PIN) == [8, 9]
+    st.granted(6, 1)
+    st.lost("again", now, None)
+    now += 5.0
+    st.release_held(now, ())  # or, the sidecar's process unknown, the hold runs out
+    assert [d.job_id for d in st.take_finished() if d.kind == Kind.PIN] == [5]
+    assert st.in_flight() == (0, 0)
 
 
-def test_lost_sidecar_of_known_process_holds_grants_until_it_exits() -> None:
+def test_lost_sidecar_of_known_process_holds_grants_until_it_exits(caplog: pytest.LogCaptureFixture) -> None:
+    """TierCore asks the lost sidecar's process whether it exited; until
+    it has, however long that takes, its lent chunks stay pinned (told once
+    past grant_hold)."""
     from kvp2p._pb import engine_pb2 as pb
     from kvp2p.client import SidecarProcess
-    from kvp2p.tier import Kind, TierCore
+    from kvp2p.tier import Kind, TierCore, TierState
 
     class Proc(SidecarProcess):
         exited = False
@@ -131,61 +138,122 @@ def test_lost_sidecar_of_known_process_holds_grants_until_it_exits() -> None:
             return self.exited
 
     now = [100.0]
-    core = TierCore("/nonexistent.sock", pb.Register(), grant_hold=5.0)  # not started
-    core._now = lambda: now[0]
+    st = TierState(grant_hold=5.0)
+    st.granted(9, 1)
+    st.granted(10, 1)
+    core = TierCore("/nonexistent.sock", pb.Register(), clock=lambda: now[0], state=st)  # not started
     proc = Proc(pid=42, start="1")
     core.client.sidecar = proc  # what the step socket's peer credentials named
-    core._grants.update({8, 9})
-    core._on_lost("frozen")
-    for _ in range(3):  # a frozen sidecar: however long, its chunks stay pinned
-        now[0] += 60.0
-        core._release_held(attached=False)
-        assert not [d for d in core.take_finished() if d.kind == Kind.PIN]
+    core.on_lost("frozen")
+    with caplog.at_level(logging.WARNING, logger="kvp2p.tier"):
+        for _ in range(3):  # a frozen sidecar: however long, its chunks stay pinned
+            now[0] += 60.0
+            core.tick()
+            assert not [d for d in core.take_finished() if d.kind == Kind.PIN]
+    assert [r.getMessage().split(":")[1] for r in caplog.records] == [" sidecar (pid 42) lost 60s ago but alive (frozen?)"]
     Proc.exited = True  # its process exited: nothing of it can read the region
-    core._release_held(attached=False)
-    assert sorted(d.job_id for d in core.take_finished() if d.kind == Kind.PIN) == [7, 8]
+    core.tick()
+    assert sorted(d.job_id for d in core.take_finished() if d.kind == Kind.PIN) == [8, 9]
     assert not core.has_pending_work()
 
 
-def test_core_holds_a_finish_back_from_its_own_jobs_step() -> None:
+def test_state_holds_a_finish_back_from_its_own_jobs_step() -> None:
     # The sidecar applies a step's finished and preempted requests before
     # its jobs (engine.proto): a finish sent with its request's store would
     # forget the request first, and the store would serve no one (a PD
     # decoder would then wait for blocks that never come). A starved
     # worker thread batches both into one step: the finish waits one step.
-    from kvp2p._pb import engine_pb2 as pb
-    from kvp2p.tier import TierCore
+    from kvp2p.tier import TierState
 
-    core = TierCore("/nonexistent.sock", pb.Register())  # not started: no threads, no sidecar
-    core.new_request("p", {"remote_decoder": {"kv_request_id": "kv"}})
-    core.submit_store(0, "p", [b"k" * 16], [3])
-    core.new_request("q", {"remote_decoder": {"kv_request_id": "kv2"}})
-    core.request_finished("p")
-    core.request_finished("q")  # registered and finished before any step: no job of its own here
-    core.new_request("o", {"remote_prefiller": {"remote_host": "h", "remote_port": 1, "kv_request_id": "k3"}})
-    core.submit_load(4, "o", [b"o" * 16], [5])
-    core.schedule_end(preempted=["o"])
-    first = core._take()
-    assert first is not None
-    req, _, _ = first
+    st = TierState()
+    st.new_request("p", {"remote_decoder": {"kv_request_id": "kv"}})
+    st.submit_store(0, "p", [b"k" * 16], [3])
+    st.new_request("q", {"remote_decoder": {"kv_request_id": "kv2"}})
+    st.request_finished("p")
+    st.request_finished("q")  # registered and finished before any step: no job of its own here
+    st.new_request("o", {"remote_prefiller": {"remote_host": "h", "remote_port": 1, "kv_request_id": "k3"}})
+    st.submit_load(4, "o", [b"o" * 16], [5])
+    st.schedule_end(preempted=["o"])
+    first = st.next_step(None)
+    assert first is not None and first.more
+    req = first.request
     assert [j.req_id for j in req.stores] == ["p"] and [j.req_id for j in req.loads] == ["o"]
     assert sorted(n.req_id for n in req.new_requests) == ["o", "p", "q"]
     assert list(req.finished) == [] and list(req.preempted) == []  # not with their own step's work
-    second = core._take()
-    assert second is not None
-    req, _, _ = second
+    second = st.next_step(None)
+    assert second is not None and not second.more
+    req = second.request
     assert sorted(req.finished) == ["p", "q"] and list(req.preempted) == ["o"]
     assert not req.stores and not req.loads and not req.new_requests
 
 
-def _answer(core: object, asked: dict[str, list[bytes]], verdict: int) -> None:
-    """What the worker thread does with the sidecar's answer to `asked`:
-    every key gets `verdict`."""
+def test_state_keeps_steps_within_the_sidecars_limits() -> None:
+    """What does not fit the limits Registered states waits for the next
+    Step, in order; a job larger than a whole Step fails at once and its
+    request falls back."""
+    from kvp2p._pb import engine_pb2 as pb
+    from kvp2p.tier import Kind, TierState, Verdict
+
+    st = TierState()
+    src = {"remote_host": "h", "remote_port": 1, "kv_request_id": "k"}
+    for r in ("a", "b", "c"):
+        st.new_request(r, {"remote_kv_source": src})
+    st.submit_load(0, "a", [b"a" * 16] * 3, [0, 1, 2])
+    st.submit_load(1, "b", [b"b" * 16] * 5, [3, 4, 5, 6, 7])  # more than a step's 4 keys
+    st.submit_load(2, "c", [b"c" * 16] * 2, [8, 9])
+    st.schedule_end()
+    reg = pb.Registered(max_keys_per_step=4, max_jobs_in_flight=8)
+    first = st.next_step(reg)
+    assert first is not None and first.more
+    assert [j.job_id for j in first.request.loads] == [1]  # a's 3 keys; c's 2 would make 5
+    assert [(d.job_id, d.kind, d.success) for d in st.take_finished()] == [(1, Kind.LOAD, False)]
+    assert st.lookup("b", b"b" * 16) == Verdict.MISS  # b fell back
+    second = st.next_step(reg)
+    assert second is not None and [j.job_id for j in second.request.loads] == [3]
+    assert st.in_flight() == (2, 0)
+
+
+def test_failed_load_and_failed_step_fall_back() -> None:
+    """A request the sidecar names in failed_requests (its load failed)
+    and the requests of a Step that got no answer answer MISS from then
+    on, and their new loads fail at once."""
+    from kvp2p._pb import engine_pb2 as pb
+    from kvp2p.tier import Kind, TierState, Verdict
+
+    st = TierState()
+    src = {"remote_host": "h", "remote_port": 1, "kv_request_id": "k"}
+    k = b"k" * 16
+    for r in ("a", "c"):
+        st.new_request(r, {"remote_kv_source": src})
+        assert st.lookup(r, k) == Verdict.RETRY
+    st.submit_load(0, "a", [k], [0])
+    st.schedule_end()
+    step = st.next_step(None)
+    assert step is not None and set(step.asked) == {"a", "c"}
+    st.apply(step, pb.StepResponse(finished=[pb.JobDone(job_id=1, kind=pb.JOB_KIND_LOAD, success=False,
+                                                         reason="peer gone")],
+                                   failed_requests=["a"]))
+    assert [(d.job_id, d.success, d.reason) for d in st.take_finished()] == [(0, False, "peer gone")]
+    st.schedule_end()
+    assert [st.lookup(r, k) for r in ("a", "c")] == [Verdict.MISS, Verdict.RETRY]
+    st.submit_load(1, "a", [k], [1])
+    assert [(d.job_id, d.kind, d.success) for d in st.take_finished()] == [(1, Kind.LOAD, False)]
+    st.schedule_end()
+    step = st.next_step(None)
+    assert step is not None and set(step.asked) == {"c"}
+    st.step_failed(step, "sidecar unavailable: test", "unavailable")
+    assert st.lookup("c", k) == Verdict.MISS
+    assert st.take_counts() == {"steps": 1, "step_failures_unavailable": 1}
+
+
+def _answer(st: "TierState", step: "Step", verdict: int) -> None:
+    """What the worker thread does with the sidecar's answer to `step`:
+    every key asked gets `verdict`."""
     from kvp2p._pb import engine_pb2 as pb
 
     resp = pb.StepResponse(lookups=[pb.LookupAnswer(req_id=rid, verdicts_packed=bytes([verdict]) * len(ks))
-                                    for rid, ks in asked.items()])
-    core._apply(resp, core._gen, asked)  # type: ignore[attr-defined]
+                                    for rid, ks in step.asked.items()])
+    st.apply(step, resp)
 
 
 def test_answers_landing_mid_pass_wait_for_the_pass_boundary() -> None:
@@ -195,41 +263,40 @@ def test_answers_landing_mid_pass_wait_for_the_pass_boundary() -> None:
     # (7+6), and the second failed. A pass must see one view: answers are
     # published at the step's end or at the next step's first lookup.
     from kvp2p._pb import engine_pb2 as pb
-    from kvp2p.tier import TierCore, Verdict
+    from kvp2p.tier import TierState, Verdict
 
-    core = TierCore("/nonexistent.sock", pb.Register())  # not started: the test is the worker
+    st = TierState()  # the test is the worker
     src = {"remote_host": "h", "remote_port": 1, "kv_request_id": "k"}
     keys = [bytes([i]) * 16 for i in range(13)]
-    core.new_request("r", {"remote_kv_source": src})
-    assert [core.lookup("r", k) for k in keys] == [Verdict.RETRY] * 13  # pass 1: asks
-    core.schedule_end()
-    taken = core._take()
-    assert taken is not None
-    asked = taken[2]
-    assert asked == {"r": keys}
+    st.new_request("r", {"remote_kv_source": src})
+    assert [st.lookup("r", k) for k in keys] == [Verdict.RETRY] * 13  # pass 1: asks
+    st.schedule_end()
+    step = st.next_step(None)
+    assert step is not None
+    assert step.asked == {"r": keys}
     # Pass 2: the answer lands after the 7th lookup.
-    first = [core.lookup("r", k) for k in keys[:7]]
-    _answer(core, asked, pb.VERDICT_HIT)
-    rest = [core.lookup("r", k) for k in keys[7:]]
+    first = [st.lookup("r", k) for k in keys[:7]]
+    _answer(st, step, pb.VERDICT_HIT)
+    rest = [st.lookup("r", k) for k in keys[7:]]
     assert first + rest == [Verdict.RETRY] * 13, "a pass saw two views"
-    assert core.has_pending_work()  # the engine steps on, to publish it
-    again = core._take()
-    assert again is None or not again[2], "answered keys were asked again"
-    core.schedule_end()
-    assert [core.lookup("r", k) for k in keys] == [Verdict.HIT] * 13  # pass 3: all at once
-    core.schedule_end()
+    assert st.has_pending_work()  # the engine steps on, to publish it
+    again = st.next_step(None)
+    assert again is None or not again.asked, "answered keys were asked again"
+    st.schedule_end()
+    assert [st.lookup("r", k) for k in keys] == [Verdict.HIT] * 13  # pass 3: all at once
+    st.schedule_end()
 
     # PD: the first HIT makes every block a HIT; that too waits for the boundary.
-    core.new_request("d", {"remote_prefiller": src})
-    assert core.lookup("d", keys[0]) == Verdict.RETRY
-    core.schedule_end()
-    taken = core._take()
-    assert taken is not None
-    assert core.lookup("d", keys[0]) == Verdict.RETRY
-    _answer(core, taken[2], pb.VERDICT_HIT)
-    assert [core.lookup("d", k) for k in keys[1:]] == [Verdict.RETRY] * 12
-    core.schedule_end()
-    assert [core.lookup("d", k) for k in keys] == [Verdict.HIT] * 13
+    st.new_request("d", {"remote_prefiller": src})
+    assert st.lookup("d", keys[0]) == Verdict.RETRY
+    st.schedule_end()
+    step = st.next_step(None)
+    assert step is not None
+    assert st.lookup("d", keys[0]) == Verdict.RETRY
+    _answer(st, step, pb.VERDICT_HIT)
+    assert [st.lookup("d", k) for k in keys[1:]] == [Verdict.RETRY] * 12
+    st.schedule_end()
+    assert [st.lookup("d", k) for k in keys] == [Verdict.HIT] * 13
 
 
 def test_answers_between_steps_are_seen_by_the_next_pass() -> None:
@@ -237,24 +304,25 @@ def test_answers_between_steps_are_seen_by_the_next_pass() -> None:
     # the engine runs the model costs no extra step. A request that ends
     # before its answers are published leaves nothing behind.
     from kvp2p._pb import engine_pb2 as pb
-    from kvp2p.tier import TierCore, Verdict
+    from kvp2p.tier import TierState, Verdict
 
-    core = TierCore("/nonexistent.sock", pb.Register())
+    st = TierState()
     src = {"remote_host": "h", "remote_port": 1, "kv_request_id": "k"}
     keys = [bytes([i]) * 16 for i in range(3)]
     for rid in ("r", "gone"):
-        core.new_request(rid, {"remote_kv_source": src})
-        assert [core.lookup(rid, k) for k in keys] == [Verdict.RETRY] * 3
-    core.schedule_end()
-    taken = core._take()
-    assert taken is not None
-    _answer(core, taken[2], pb.VERDICT_MISS)  # between steps
-    core.request_finished("gone")
-    assert [core.lookup("r", k) for k in keys] == [Verdict.MISS] * 3
-    assert "gone" not in core._incoming and "gone" not in core._verdicts
-    core.schedule_end()
-    core._take()  # the finish goes out
-    assert not core.has_pending_work()
+        st.new_request(rid, {"remote_kv_source": src})
+        assert [st.lookup(rid, k) for k in keys] == [Verdict.RETRY] * 3
+    st.schedule_end()
+    step = st.next_step(None)
+    assert step is not None
+    _answer(st, step, pb.VERDICT_MISS)  # between steps
+    assert st.holds("gone")
+    st.request_finished("gone")
+    assert [st.lookup("r", k) for k in keys] == [Verdict.MISS] * 3
+    assert not st.holds("gone")
+    st.schedule_end()
+    st.next_step(None)  # the finish goes out
+    assert not st.has_pending_work()
 
 
 def _step_server(answer_when: "threading.Event") -> tuple[str, "threading.Thread", list[bytes]]:
@@ -291,11 +359,11 @@ def test_slow_step_is_waited_for_while_the_sidecar_lives() -> None:
     sidecar is alive, and gets its answer: a slow sidecar is not lost."""
     import threading
 
-    from kvp2p.client import _StepSocket
+    from kvp2p.client import StepSocket
 
     late = threading.Event()
     path, t, got = _step_server(late)
-    s = _StepSocket(path, 0.05)
+    s = StepSocket(path, 0.05)
     asked: list[float] = []
 
     def wait_on(waited: float) -> bool:
@@ -314,11 +382,11 @@ def test_slow_step_is_waited_for_while_the_sidecar_lives() -> None:
 def test_slow_step_gives_up_when_the_sidecar_is_not_heard_from() -> None:
     import threading
 
-    from kvp2p.client import _StepSocket
+    from kvp2p.client import StepSocket
 
     never = threading.Event()
     path, t, _ = _step_server(never)
-    s = _StepSocket(path, 0.05)
+    s = StepSocket(path, 0.05)
     asked: list[float] = []
     try:
         with pytest.raises(TimeoutError):
@@ -338,7 +406,7 @@ def test_sidecar_process_runnable_tells_starved_from_frozen_and_idle() -> None:
     import subprocess
     import sys
 
-    from kvp2p.client import SidecarProcess, _proc_stat
+    from kvp2p.client import SidecarProcess, proc_stat
 
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
@@ -347,7 +415,7 @@ def test_sidecar_process_runnable_tells_starved_from_frozen_and_idle() -> None:
         for name, p in (("busy", busy), ("idle", idle)):
             st = None
             while st is None:
-                st = _proc_stat(p.pid)
+                st = proc_stat(p.pid)
             procs[name] = SidecarProcess(p.pid, st[1])
         import time
 
@@ -359,13 +427,13 @@ def test_sidecar_process_runnable_tells_starved_from_frozen_and_idle() -> None:
         assert procs["busy"].runnable()
         deadline = time.monotonic() + 30  # until the interpreter has started and sleeps
         while time.monotonic() < deadline:
-            if _proc_stat(idle.pid)[0] == "S" and not procs["idle"].runnable():
+            if proc_stat(idle.pid)[0] == "S" and not procs["idle"].runnable():
                 break
             time.sleep(0.01)
         assert not procs["idle"].runnable()
         busy.send_signal(signal.SIGSTOP)
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and _proc_stat(busy.pid)[0] != "T":
+        while time.monotonic() < deadline and proc_stat(busy.pid)[0] != "T":
             time.sleep(0.01)
         assert not procs["busy"].runnable()
     finally:
@@ -381,18 +449,18 @@ def test_a_peers_ask_that_waited_for_a_step_is_logged(caplog: pytest.LogCaptureF
     from kvp2p import tier
     from kvp2p._pb import engine_pb2 as pb
 
-    core = tier.TierCore("/nonexistent.sock", pb.Register())  # not started: the test is the client's thread
     clock = [100.0]
-    core._now = lambda: clock[0]
-    core._on_ask(pb.ServeAsk(ask_id=1))
+    # Not started: the test is the client's thread.
+    core = tier.TierCore("/nonexistent.sock", pb.Register(), clock=lambda: clock[0])
+    core.on_ask(pb.ServeAsk(ask_id=1))
     clock[0] += 0.2
-    core._on_ask(pb.ServeAsk(ask_id=2))
+    core.on_ask(pb.ServeAsk(ask_id=2))
     with caplog.at_level(logging.WARNING, logger="kvp2p.tier"):
         assert [a.ask_id for a in core.take_asks()] == [1, 2]
         assert not caplog.records
-        core._on_ask(pb.ServeAsk(ask_id=3))
+        core.on_ask(pb.ServeAsk(ask_id=3))
         clock[0] += tier.ASK_WAIT_WARN_S + 0.5
-        core._on_ask(pb.ServeAsk(ask_id=4))
+        core.on_ask(pb.ServeAsk(ask_id=4))
         assert [a.ask_id for a in core.take_asks()] == [3, 4]
     assert [r.getMessage() for r in caplog.records] == [
         "kvp2p: a peer's lookup waited 1.5s for this engine's scheduler step; the sidecar answers MISS after its "

@@ -2,7 +2,7 @@
 side, CPU, no sidecar): the peer's answers land in the middle of a
 request's lookup pass, and vLLM must still promote the request's blocks as
 ONE load job. The tier's worker thread is stopped; the test plays it
-(TierCore._take / _apply) at the worst moment."""
+(TierCore.next_step / apply) at the worst moment."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def test_answers_mid_pass_promote_one_job() -> None:
     spec, mgr = build_manager(engine_id, "/nonexistent/kvp2p.sock", 64, 4096, {"attach_timeout_s": 0})
     try:
         tier = mgr.secondary_tiers[0]
-        core = tier._core
+        core = tier.core
         core.close()  # no worker thread, no sidecar: the test files the answers itself
         submitted: list[list[bytes]] = []
         real_submit = tier.submit_load
@@ -46,16 +46,16 @@ def test_answers_mid_pass_promote_one_job() -> None:
             # Step 1: every block RETRY; the step's end hands the lookup over.
             assert [mgr.lookup(k, ctx) for k in keys] == [LookupResult.RETRY] * 13
             mgr.on_schedule_end(end)
-        taken = core._take()
-        assert taken is not None
-        asked = taken[2]
+        step = core.next_step()
+        assert step is not None
+        asked = step.asked
         resp = pb.StepResponse(lookups=[pb.LookupAnswer(req_id=rid, verdicts_packed=bytes([pb.VERDICT_HIT]) * len(ks))
                                         for rid, ks in asked.items()])
         with manager_lock(mgr):
             # Step 2: the sidecar's answer (all HIT) lands after the 7th
             # lookup of the scheduler's pass (_maximal_prefix_lookup's calls).
             seen = [mgr.lookup(k, ctx) for k in keys[:7]]
-            core._apply(resp, core._gen, asked)
+            core.apply(step, resp)
             seen += [mgr.lookup(k, ctx) for k in keys[7:]]
             mgr.on_schedule_end(end)
             assert not submitted, f"step 2 promoted {len(submitted[0])} of 13 blocks: {seen}"

@@ -231,7 +231,7 @@ class _Engine:
     def grants(self) -> int:
         """Chunks pinned for peers and not released yet."""
         with manager_lock(self.mgr):
-            return len(self.tier._core._grants)
+            return self.tier.core.lent()
 
     def parked(self) -> int:
         """Peers' asks waiting for a block still being written."""
@@ -250,7 +250,7 @@ class _Engine:
 
     def info(self) -> dict[str, Any]:
         return {"tier": type(self.tier).__module__ + "." + type(self.tier).__name__,
-                "registration": self.tier._core.client.registration,
+                "registration": self.tier.core.client.registration,
                 "num_chunks": self.spec.num_chunks, "row_stride": self.spec.kv_bytes_per_chunk}
 
     def stats(self) -> dict[str, Any]:

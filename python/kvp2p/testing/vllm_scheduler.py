@@ -98,7 +98,7 @@ class SchedulerEngine:
 
     def info(self) -> dict[str, Any]:
         return {"tier": type(self.tier).__module__ + "." + type(self.tier).__name__,
-                "registration": self.tier._core.client.registration,
+                "registration": self.tier.core.client.registration,
                 "num_chunks": self.num_chunks, "row_stride": self.row_stride, "engine_id": self.engine_id}
 
     def add(self, req_id: str, prompt: list[int], params: dict | None) -> None:
