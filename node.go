@@ -24,7 +24,7 @@ func NewNode(cfg Config) (*Node, error) {
 	if cfg.Engine.Enabled() {
 		return nil, errors.New("kvp2p: config: engine: the engine sidecar is served by `kvp2p serve`, not by NewNode")
 	}
-	n, err := node.NewNode(cfg.node())
+	n, err := node.New(cfg.node())
 	if err != nil {
 		return nil, err
 	}

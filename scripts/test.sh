@@ -16,6 +16,9 @@ if [ "$(id -u)" = 0 ] && ! command -v nft >/dev/null 2>&1 && command -v apt-get 
 fi
 go mod download
 go vet ./...
+# Imports grouped the Go way (standard library, a blank line, the rest) and
+# the shared test helpers (internal/nodetest) imported by tests only.
+go run ./tools/srccheck
 unformatted=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$unformatted" ]; then echo "gofmt needed:"; echo "$unformatted"; exit 1; fi
 # The status page's test drives a headless Chromium; install it where we

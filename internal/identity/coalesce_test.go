@@ -7,6 +7,8 @@ import (
 	"net"
 	"sync/atomic"
 	"testing"
+
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 )
 
 // countConn counts the writes that reach the socket.
@@ -26,12 +28,12 @@ func (c *countConn) Write(p []byte) (int, error) {
 // through WriteBuffers in one write; and AES-GCM is what gets negotiated
 // here.
 func TestCoalescedTLSOneWritePerCall(t *testing.T) {
-	f := newTLSFleet(t)
-	sc, err := NewCreds(f.node(t, "127.0.0.1", RankURI("127.0.0.1:1")))
+	f := nodetest.NewTLSFleet(t)
+	sc, err := NewCreds(nodeTLS(t, f, "127.0.0.1", RankURI("127.0.0.1:1")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc, err := NewCreds(f.node(t, "127.0.0.1"))
+	cc, err := NewCreds(nodeTLS(t, f, "127.0.0.1"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 )
 
 // TestStarvedDialNotTakenForPartition (issue 24, item 4: starvation blames
@@ -29,13 +31,13 @@ func TestStarvedDialNotTakenForPartition(t *testing.T) {
 			<-tm.C
 		})
 	}
-	if err := c.m.NewRequest("r", pdParams(t, "r", p)); err != nil {
+	if err := c.m.NewRequest("r", nodetest.PDParams(t, "r", p.PeerID())); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
 	v := Retry
 	for v == Retry && time.Since(start) < 3*time.Second {
-		v = c.m.Lookup("r", testKey("w", 0))
+		v = c.m.Lookup("r", nodetest.Key("w", 0))
 		c.m.EndStep()
 		<-time.After(2 * time.Millisecond)
 	}

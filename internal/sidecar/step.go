@@ -1,10 +1,11 @@
 package sidecar
 
 import (
-	"github.com/kvp2p/kvp2p/internal/node"
-	"github.com/kvp2p/kvp2p/internal/session"
 	"slices"
 	"time"
+
+	"github.com/kvp2p/kvp2p/internal/node"
+	"github.com/kvp2p/kvp2p/internal/session"
 
 	"github.com/kvp2p/kvp2p/internal/engineapi"
 	pb "github.com/kvp2p/kvp2p/internal/engineapi/enginepb"
@@ -14,15 +15,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
-
-func (b engineBackend) Step(req *pb.StepRequest) (*pb.StepResponse, error) {
-	var resp *pb.StepResponse
-	var bad error
-	if err := b.n.Do(func(now time.Time) { resp, bad = b.e.step(b.n, now, req) }); err != nil {
-		return nil, errNodeClosed
-	}
-	return resp, bad
-}
 
 // step checks a shape-checked step against the node's state, then applies
 // it: all of it, or nothing.
