@@ -14,6 +14,22 @@ func nodeTLS(t testing.TB, f *nodetest.TLSFleet, names ...string) Config {
 	return Config{CertFile: fs.Cert, KeyFile: fs.Key, CAFile: fs.CA}
 }
 
+// rankCreds are a server's credentials for rank 127.0.0.1:1 and a
+// client's, from one test CA.
+func rankCreds(t testing.TB) (server, client *Creds) {
+	t.Helper()
+	f := nodetest.NewTLSFleet(t)
+	server, err := NewCreds(nodeTLS(t, f, "127.0.0.1", RankURI("127.0.0.1:1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err = NewCreds(nodeTLS(t, f, "127.0.0.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return server, client
+}
+
 // TestTLSReloadWhenFilesChange: files are checked (at most once a second)
 // and reloaded when they change; a broken file keeps the old material.
 func TestTLSReloadWhenFilesChange(t *testing.T) {

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/kvp2p/kvp2p/internal/nodetest"
 )
 
 // slowConn lets through at most step bytes per Read, one Read per tick,
@@ -62,15 +60,7 @@ type slowTLS struct {
 }
 
 func newSlowTLS(t *testing.T) *slowTLS {
-	f := nodetest.NewTLSFleet(t)
-	sc, err := NewCreds(nodeTLS(t, f, "127.0.0.1", RankURI("127.0.0.1:1")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cc, err := NewCreds(nodeTLS(t, f, "127.0.0.1"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc, cc := rankCreds(t)
 	a, b := net.Pipe()
 	s := &slowTLS{slow: &slowConn{Conn: b, step: 4 << 10, tick: time.NewTicker(2 * time.Millisecond),
 		stop: make(chan struct{}), done: make(chan struct{})}}

@@ -130,16 +130,7 @@ func TestAttackTieBreakTakeover(t *testing.T) {
 			// never had: the real producer's bytes, and MISS.
 			ks := nodetest.Keys("tie", 2)
 			storeBlocks(t, p, "kv1", ks)
-			if err := c.m.NewRequest("d1", nodetest.PDParams(t, "kv1", p.PeerID())); err != nil {
-				t.Fatal(err)
-			}
-			if v := waitVerdict(t, c.m, "d1", ks[0]); v != Hit {
-				t.Fatalf("lookup = %v, want HIT", v)
-			}
-			j, _ := c.m.SubmitLoad("d1", ks)
-			if r := waitResult(t, c.m, j, 5*time.Second); !r.OK {
-				t.Fatalf("load: %+v", r)
-			}
+			pdLoad(t, c, p, "d1", "kv1", ks)
 			checkBlocks(t, c.m, ks)
 			c.m.RequestFinished("d1")
 			absent := nodetest.Keys("never", 3)
@@ -231,16 +222,7 @@ func TestAttackAttachHijack(t *testing.T) {
 	warm(t, c, p)
 	ks := nodetest.Keys("hijack", 4)
 	storeBlocks(t, p, "kv2", ks)
-	if err := c.m.NewRequest("d2", nodetest.PDParams(t, "kv2", p.PeerID())); err != nil {
-		t.Fatal(err)
-	}
-	if v := waitVerdict(t, c.m, "d2", ks[0]); v != Hit {
-		t.Fatalf("lookup = %v, want HIT", v)
-	}
-	j, _ := c.m.SubmitLoad("d2", ks)
-	if r := waitResult(t, c.m, j, 5*time.Second); !r.OK {
-		t.Fatalf("load: %+v", r)
-	}
+	pdLoad(t, c, p, "d2", "kv2", ks)
 	checkBlocks(t, c.m, ks)
 	c.m.RequestFinished("d2")
 

@@ -124,6 +124,39 @@ func storeBlocks(t *testing.T, p *tnode, kv string, keys []Key) uint64 {
 }
 
 // checkBlocks fails unless every key reads back with its test bytes.
+// pdLoad has c look up ks[0] for request req, a PD load of kv from p
+// that p stored already, until HIT, then load ks; the load must succeed.
+func pdLoad(t *testing.T, c, p *tnode, req, kv string, ks []Key) {
+	t.Helper()
+	if err := c.m.NewRequest(req, nodetest.PDParams(t, kv, p.PeerID())); err != nil {
+		t.Fatal(err)
+	}
+	if v := waitVerdict(t, c.m, req, ks[0]); v != Hit {
+		t.Fatalf("lookup = %v, want HIT", v)
+	}
+	j, _ := c.m.SubmitLoad(req, ks)
+	if r := waitResult(t, c.m, j, 5*time.Second); !r.OK {
+		t.Fatalf("load: %+v", r)
+	}
+}
+
+// storeAndLoad has p store ks as kv and c load them for request req (PD,
+// over a warm session); the store and the load must both succeed.
+func storeAndLoad(t *testing.T, c, p *tnode, req, kv string, ks []Key) {
+	t.Helper()
+	sj := storeBlocks(t, p, kv, ks)
+	if err := c.m.NewRequest(req, nodetest.PDParams(t, kv, p.PeerID())); err != nil {
+		t.Fatal(err)
+	}
+	lj, _ := c.m.SubmitLoad(req, ks)
+	if r := waitResult(t, c.m, lj, 5*time.Second); !r.OK {
+		t.Fatalf("load: %+v", r)
+	}
+	if r := waitResult(t, p.m, sj, 5*time.Second); !r.OK {
+		t.Fatalf("store: %+v", r)
+	}
+}
+
 func checkBlocks(t *testing.T, m *Manager, keys []Key) {
 	t.Helper()
 	for _, k := range keys {
@@ -222,15 +255,7 @@ func TestEmptyFingerprintIsCompatible(t *testing.T) {
 			c := startTN(t, nodeOpt{mut: func(c *Config) { c.Fingerprint = fp[1] }})
 			warm(t, c, p)
 			ks := nodetest.Keys("fp", 3)
-			sj := storeBlocks(t, p, "kv1", ks)
-			c.m.NewRequest("d1", nodetest.PDParams(t, "kv1", p.PeerID()))
-			lj, _ := c.m.SubmitLoad("d1", ks)
-			if r := waitResult(t, c.m, lj, 5*time.Second); !r.OK {
-				t.Fatalf("load: %+v", r)
-			}
-			if r := waitResult(t, p.m, sj, 5*time.Second); !r.OK {
-				t.Fatalf("store: %+v", r)
-			}
+			storeAndLoad(t, c, p, "d1", "kv1", ks)
 			checkBlocks(t, c.m, ks)
 			if strings.Contains(c.logs.String(), "incompatible") {
 				t.Fatalf("consumer logged an incompatibility:\n%s", c.logs)

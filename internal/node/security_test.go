@@ -189,16 +189,7 @@ func TestSpoofedHelloForgesBlocks(t *testing.T) {
 
 			ks := nodetest.Keys("forge", 2)
 			storeBlocks(t, p, "kv1", ks)
-			if err := c.m.NewRequest("d1", nodetest.PDParams(t, "kv1", p.PeerID())); err != nil {
-				t.Fatal(err)
-			}
-			if v := waitVerdict(t, c.m, "d1", ks[0]); v != Hit {
-				t.Fatalf("lookup = %v, want HIT", v)
-			}
-			j, _ := c.m.SubmitLoad("d1", ks)
-			if r := waitResult(t, c.m, j, 5*time.Second); !r.OK {
-				t.Fatalf("load: %+v", r)
-			}
+			pdLoad(t, c, p, "d1", "kv1", ks)
 			got, ok := c.m.ReadBlock(ks[0])
 			if !ok {
 				t.Fatal("loaded block missing")

@@ -18,15 +18,7 @@ func TestTLSFleetLoads(t *testing.T) {
 	c := startTN(t, nodeOpt{mut: f.rank(t)})
 	warm(t, c, p)
 	ks := nodetest.Keys("tls", 4)
-	sj := storeBlocks(t, p, "kv1", ks)
-	c.m.NewRequest("d1", nodetest.PDParams(t, "kv1", p.PeerID()))
-	lj, _ := c.m.SubmitLoad("d1", ks)
-	if r := waitResult(t, c.m, lj, 5*time.Second); !r.OK {
-		t.Fatalf("load: %+v", r)
-	}
-	if r := waitResult(t, p.m, sj, 5*time.Second); !r.OK {
-		t.Fatalf("store: %+v", r)
-	}
+	storeAndLoad(t, c, p, "d1", "kv1", ks)
 	checkBlocks(t, c.m, ks)
 	c.m.RequestFinished("d1")
 }
