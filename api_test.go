@@ -5,100 +5,10 @@ import (
 	"context"
 	"errors"
 	"net"
-	"reflect"
 	"strconv"
 	"testing"
 	"time"
-
-	"github.com/kvp2p/kvp2p/internal/loads"
-	"github.com/kvp2p/kvp2p/internal/node"
-	"github.com/kvp2p/kvp2p/internal/session"
 )
-
-// TestConfigMirrorsNode: the public Config and the node's own have the
-// same fields, types and yaml names, nested types included, so that the
-// conversion (Config.node) cannot silently drop a field and a kvp2p.yaml
-// loads the same into both.
-func TestConfigMirrorsNode(t *testing.T) {
-	var walk func(path string, a, b reflect.Type)
-	walk = func(path string, a, b reflect.Type) {
-		if a.Kind() != b.Kind() {
-			t.Errorf("%s: %v here, %v in internal/node", path, a, b)
-			return
-		}
-		if a.Kind() != reflect.Struct {
-			if a.PkgPath() == "" && a != b {
-				t.Errorf("%s: %v here, %v in internal/node", path, a, b)
-			}
-			return
-		}
-		if a.NumField() != b.NumField() {
-			t.Errorf("%s: %d fields here, %d in internal/node", path, a.NumField(), b.NumField())
-			return
-		}
-		for i := range a.NumField() {
-			fa, fb := a.Field(i), b.Field(i)
-			if fa.Name != fb.Name || fa.Tag.Get("yaml") != fb.Tag.Get("yaml") {
-				t.Errorf("%s field %d: %s %q here, %s %q in internal/node", path, i, fa.Name, fa.Tag.Get("yaml"), fb.Name, fb.Tag.Get("yaml"))
-				continue
-			}
-			walk(path+"."+fa.Name, fa.Type, fb.Type)
-		}
-	}
-	walk("Config", reflect.TypeFor[Config](), reflect.TypeFor[node.Config]())
-
-	// Every field survives the conversion.
-	c := Config{PeerID: "127.0.0.1:1", Listen: "127.0.0.1:0", FailureDomain: "d", Policy: "per-peer",
-		BlockBytes: 4096, Slots: 8, ChunkBytes: 1024, Fingerprint: "f", HashSeed: "h", Incarnation: 7,
-		Timers: Timers{HeartbeatInterval: time.Second, MaxPeers: 3}, Engine: EngineConfig{Socket: "/s", MaxJobs: 2},
-		MetricsAddr: "m", TLS: TLSConfig{CertFile: "c", AllowPeers: "a"}, TrustClaimedHost: true,
-		Limits: Limits{MaxHandshakes: 5, MaxFrameMemory: 6}}
-	nc := c.node()
-	got, want := reflect.ValueOf(nc), reflect.ValueOf(c)
-	for i := range want.NumField() {
-		if want.Field(i).Kind() == reflect.Func || want.Field(i).Kind() == reflect.Pointer {
-			continue
-		}
-		a, b := reflect.ValueOf(got.Field(i).Interface()), want.Field(i)
-		if a.Kind() == reflect.Struct {
-			a = a.Convert(b.Type())
-		}
-		if !reflect.DeepEqual(a.Interface(), b.Interface()) {
-			t.Errorf("%s: %v after the conversion, want %v", want.Type().Field(i).Name, a, b)
-		}
-	}
-}
-
-// TestTypesConvert: the public request and result types carry every
-// value of the core's.
-func TestTypesConvert(t *testing.T) {
-	for _, v := range []session.Verdict{session.Retry, session.Hit, session.Miss} {
-		if got := verdictOf(v); got.internal() != v || got.String() != v.String() {
-			t.Errorf("verdict %v: %v", v, got)
-		}
-	}
-	r := &Remote{KVRequestID: "k", RemoteHost: "h", RemotePort: 1, RemoteDomain: "d"}
-	p := TransferParams{RemoteKVSource: r, RemoteDecoder: r}.internal()
-	want := loads.Remote{KVRequestID: "k", RemoteHost: "h", RemotePort: 1, RemoteDomain: "d"}
-	if p.RemotePrefiller != nil || *p.RemoteKVSource != want || *p.RemoteDecoder != want {
-		t.Errorf("transfer params: %+v", p)
-	}
-	for _, k := range []loads.JobKind{loads.JobLoad, loads.JobStore} {
-		in := loads.JobResult{Job: 3, Kind: k, ReqID: "r", OK: true, Bytes: 9, Reason: "x"}
-		out := jobResultOf(in)
-		if out.Job != 3 || out.ReqID != "r" || !out.OK || out.Bytes != 9 || out.Reason != "x" ||
-			(k == loads.JobLoad) != (out.Kind == JobLoad) || (k == loads.JobStore) != (out.Kind == JobStore) {
-			t.Errorf("job result %+v: %+v", in, out)
-		}
-	}
-}
-
-// TestNewNodeRefusesEngine: the engine sidecar is not the library's.
-func TestNewNodeRefusesEngine(t *testing.T) {
-	if _, err := NewNode(Config{PeerID: "127.0.0.1:1", Engine: EngineConfig{Socket: "/tmp/x.sock"}}); err == nil {
-		t.Fatal("NewNode accepted an engine config")
-	}
-}
 
 // TestLibraryLoad: two nodes through the public API only, on loopback: a
 // block put and offered on one is looked up and loaded by the other, and

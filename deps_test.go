@@ -29,3 +29,26 @@ func TestNoHeavyDeps(t *testing.T) {
 		t.Fatalf("go list -deps listed %d packages: not a dependency list\n%s", n, out)
 	}
 }
+
+// TestEmbedImportsOnlyTheLibrary: examples/embed is what a program that
+// embeds kvp2p looks like, so it imports the kvp2p package and the
+// standard library, nothing internal.
+func TestEmbedImportsOnlyTheLibrary(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{join .Imports \"\\n\"}}", "./examples/embed").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	root := false
+	for _, pkg := range strings.Fields(string(out)) {
+		first, _, _ := strings.Cut(pkg, "/")
+		switch {
+		case pkg == "github.com/kvp2p/kvp2p":
+			root = true
+		case strings.Contains(first, "."):
+			t.Errorf("examples/embed imports %s: only the kvp2p package and the standard library", pkg)
+		}
+	}
+	if !root {
+		t.Fatalf("examples/embed does not import the kvp2p package:\n%s", out)
+	}
+}

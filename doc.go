@@ -4,7 +4,9 @@
 // them, falling back to local prefill when a peer fails.
 //
 // This package is the library a Go program embeds: Config, Node and
-// Manager, and the request and result types. The engine talks to its node
+// Manager, and the request and result types. Those types are the node's
+// own, named here (type aliases), so a value passes through unconverted.
+// examples/embed is a program that embeds it. The engine talks to its node
 // through Manager, whose calls mirror vLLM's secondary-tier API:
 // NewRequest with the request's transfer parameters, Lookup (HIT, MISS or
 // RETRY), EndStep (the step's lookups leave), SubmitLoad, SubmitStore of

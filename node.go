@@ -2,7 +2,6 @@ package kvp2p
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 
@@ -17,14 +16,10 @@ var ErrClosed = node.ErrClosed
 // (internal/node), which owns all of its state. See the package doc.
 type Node struct{ n *node.Node }
 
-// NewNode validates cfg and builds a node; Serve runs it. A config with
-// an engine (Config.Engine) is refused: the engine sidecar is wired by the
-// kvp2p command, so that this package links no gRPC.
+// NewNode validates cfg and builds a node with its own store; Serve runs
+// it.
 func NewNode(cfg Config) (*Node, error) {
-	if cfg.Engine.Enabled() {
-		return nil, errors.New("kvp2p: config: engine: the engine sidecar is served by `kvp2p serve`, not by NewNode")
-	}
-	n, err := node.New(cfg.node())
+	n, err := node.New(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -54,10 +49,9 @@ func (n *Node) Close() error { return n.n.Close() }
 func (n *Node) ReloadTLS() error { return n.n.ReloadTLS() }
 
 // Snapshot is a node's state and counts at one instant: what the status
-// page, `kvp2p status` and a metrics scrape show. It stays an alias of
-// internal/metrics' type, a plain data tree (no Prometheus): a copy here
-// would be a dozen mirrored types that drift from the one the status page
-// and the metrics definitions read.
+// page, `kvp2p status` and a metrics scrape show. Like the package's other
+// types it is the one definition (internal/metrics', a plain data tree with
+// no Prometheus), named here.
 type Snapshot = metrics.Snapshot
 
 // Status returns a snapshot of the node, taken in its loop: the caller

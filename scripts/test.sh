@@ -19,6 +19,9 @@ go vet ./...
 # Imports grouped the Go way (standard library, a blank line, the rest) and
 # the shared test helpers (internal/nodetest) imported by tests only.
 go run ./tools/srccheck
+# The library's caller: a program that embeds it, built and run (two nodes
+# on loopback, about a second).
+go run ./examples/embed
 unformatted=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$unformatted" ]; then echo "gofmt needed:"; echo "$unformatted"; exit 1; fi
 # The status page's test drives a headless Chromium; install it where we

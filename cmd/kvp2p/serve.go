@@ -149,7 +149,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if cfg.Engine.Enabled() {
 		// A sidecar: its node is built at the engine's first Register when
 		// the config leaves the geometry (slots, block_bytes) to the engine.
-		sc, err := sidecar.New(cfg)
+		sc, err := sidecar.New(cfg.Config, cfg.Engine)
 		if err != nil {
 			return err
 		}
@@ -162,7 +162,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
-	} else if srv, err = node.New(cfg); err != nil {
+	} else if srv, err = node.New(cfg.Config); err != nil {
 		return err
 	}
 	// The status server outlives the node's drain: probes see it not ready.

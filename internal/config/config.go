@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"reflect"
 	"sort"
@@ -14,7 +15,49 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/kvp2p/kvp2p/internal/node"
+	"github.com/kvp2p/kvp2p/internal/sidecar"
 )
+
+// Serve is the configuration of `kvp2p serve`: the node's (node.Config,
+// the library's Config) and the settings of the listeners the command
+// opens for it and beside it. A kvp2p.yaml is one flat document; the
+// node's fields sit at its top level next to these.
+type Serve struct {
+	node.Config `yaml:",inline"`
+
+	// Listen is the address the node's listener binds; default PeerID.
+	Listen string `yaml:"listen"`
+
+	// Engine makes the node an engine's sidecar (internal/sidecar).
+	Engine sidecar.EngineConfig `yaml:"engine"`
+
+	// MetricsAddr is where `kvp2p serve` serves /metrics, /status.json,
+	// the status page (/), /healthz and /readyz, e.g. 127.0.0.1:9464.
+	// Empty: off.
+	MetricsAddr string `yaml:"metrics_addr"`
+}
+
+// Validate checks the config and names the first bad field. A sidecar's
+// arena is its engine's region, so it is not held against this machine's
+// memory.
+func (s *Serve) Validate() error {
+	var err error
+	if !s.Engine.Enabled() {
+		err = s.Config.Validate()
+	} else if err = s.Engine.Validate(); err == nil {
+		err = node.ValidateWithSidecar(s.Config)
+	}
+	if err != nil || s.Listen == "" {
+		return err
+	}
+	if _, p, err := net.SplitHostPort(s.Listen); err != nil {
+		return fmt.Errorf("kvp2p: config: listen %q: %v", s.Listen, err)
+	} else if n, err := strconv.Atoi(p); err != nil || n < 0 || n > 65535 {
+		// 0 (any free port) is allowed: peers dial peer_id, not listen.
+		return fmt.Errorf("kvp2p: config: listen %q: port must be 0-65535", s.Listen)
+	}
+	return nil
+}
 
 // Error is a configuration refused at start. The kvp2p command exits 2 for it, as for
 // a usage error: retrying with the same input cannot succeed.
@@ -48,11 +91,11 @@ type Setting struct {
 	Value  string
 }
 
-// Load builds the node's config: defaults < file < env < sets, then
+// Load builds the command's config: defaults < file < env < sets, then
 // validates it. path may be empty (no file). lookupEnv is os.LookupEnv outside
 // tests. Every error is a *Error that names the field.
-func Load(path string, lookupEnv func(string) (string, bool), sets []Setting) (node.Config, error) {
-	var cfg node.Config
+func Load(path string, lookupEnv func(string) (string, bool), sets []Setting) (Serve, error) {
+	var cfg Serve
 	fields, groups := Fields(&cfg)
 	if path != "" {
 		f, err := os.Open(path)
@@ -93,16 +136,21 @@ func Load(path string, lookupEnv func(string) (string, bool), sets []Setting) (n
 // Fields lists cfg's settable leaves by yaml path ("timers.stall_timeout"),
 // and the paths of nested sections ("timers"). It reads the yaml tags, so the
 // file, the environment and --set share one name per knob, and a field added
-// to node.Config reaches all three without an edit here.
-func Fields(cfg *node.Config) (fields map[string]reflect.Value, groups map[string]bool) {
+// to node.Config or Serve reaches all three without an edit here. An
+// inline field (yaml:",inline") adds its fields at its parent's level.
+func Fields(cfg *Serve) (fields map[string]reflect.Value, groups map[string]bool) {
 	fields, groups = map[string]reflect.Value{}, map[string]bool{}
 	var walk func(prefix string, v reflect.Value)
 	walk = func(prefix string, v reflect.Value) {
 		t := v.Type()
 		for i := range t.NumField() {
 			sf := t.Field(i)
-			name, _, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
+			name, opts, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
 			if !sf.IsExported() || name == "-" {
+				continue
+			}
+			if opts == "inline" {
+				walk(prefix, v.Field(i))
 				continue
 			}
 			if name == "" {

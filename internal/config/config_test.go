@@ -12,6 +12,7 @@ import (
 
 	"github.com/kvp2p/kvp2p/internal/node"
 	"github.com/kvp2p/kvp2p/internal/nodetest"
+	"github.com/kvp2p/kvp2p/internal/sidecar"
 )
 
 func noEnv(string) (string, bool) { return "", false }
@@ -36,12 +37,12 @@ func TestPrecedence(t *testing.T) {
 		file string // "" means no --config
 		env  map[string]string
 		sets []Setting
-		want func(*node.Config)
+		want func(*Serve)
 	}{
 		{
 			name: "file only",
 			file: baseYAML,
-			want: func(c *node.Config) {},
+			want: func(c *Serve) {},
 		},
 		{
 			name: "env over file",
@@ -51,7 +52,7 @@ func TestPrecedence(t *testing.T) {
 				"KVP2P_TIMERS_STALL_TIMEOUT": "1s",
 				"KVP2P_POLICY":               "host-group",
 			},
-			want: func(c *node.Config) {
+			want: func(c *Serve) {
 				c.FailureDomain, c.Timers.StallTimeout, c.Policy = "from-env", time.Second, "host-group"
 			},
 		},
@@ -63,7 +64,7 @@ func TestPrecedence(t *testing.T) {
 				{Source: "flag --failure-domain", Path: "failure_domain", Value: "from-flag"},
 				flagSet("timers.stall_timeout", "-1s"),
 			},
-			want: func(c *node.Config) {
+			want: func(c *Serve) {
 				c.FailureDomain, c.Timers.StallTimeout = "from-flag", -time.Second
 			},
 		},
@@ -74,35 +75,46 @@ func TestPrecedence(t *testing.T) {
 				{Source: "flag --policy", Path: "policy", Value: "host-group"},
 				flagSet("policy", "per-peer"),
 			},
-			want: func(c *node.Config) {},
+			want: func(c *Serve) {},
 		},
 		{
 			name: "empty env value is unset",
 			file: baseYAML,
 			env:  map[string]string{"KVP2P_FAILURE_DOMAIN": "", "KVP2P_TIMERS_STALL_TIMEOUT": ""},
-			want: func(c *node.Config) {},
+			want: func(c *Serve) {},
 		},
 		{
 			// Kubernetes injects these for a Service named kvp2p.
 			name: "unknown KVP2P_ variables are ignored",
 			file: baseYAML,
 			env:  map[string]string{"KVP2P_SERVICE_HOST": "10.96.0.1", "KVP2P_PORT": "tcp://10.96.0.1:7600"},
-			want: func(c *node.Config) {},
+			want: func(c *Serve) {},
 		},
 		{
 			name: "no file: env and flags give peer_id",
 			env:  map[string]string{"KVP2P_PEER_ID": "10.0.0.2:7600", "KVP2P_SLOTS": "64"},
 			sets: []Setting{flagSet("timers.max_peers", "8"), flagSet("incarnation", "0x2a")},
-			want: func(c *node.Config) {
-				*c = node.Config{PeerID: "10.0.0.2:7600", Slots: 64, Incarnation: 42}
+			want: func(c *Serve) {
+				c.Config = node.Config{PeerID: "10.0.0.2:7600", Slots: 64, Incarnation: 42}
 				c.Timers.MaxPeers = 8
+			},
+		},
+		{
+			// The command's own settings sit in the same flat file.
+			name: "engine and metrics_addr",
+			file: baseYAML + "listen: 0.0.0.0:7600\nmetrics_addr: 127.0.0.1:9464\nengine:\n  socket: /run/kvp2p/engine.sock\n  max_jobs: 8\n",
+			env:  map[string]string{"KVP2P_ENGINE_SERVE_TIMEOUT": "2s"},
+			sets: []Setting{flagSet("metrics_addr", "127.0.0.1:9465")},
+			want: func(c *Serve) {
+				c.Listen, c.MetricsAddr = "0.0.0.0:7600", "127.0.0.1:9465"
+				c.Engine = sidecar.EngineConfig{Socket: "/run/kvp2p/engine.sock", MaxJobs: 8, ServeTimeout: 2 * time.Second}
 			},
 		},
 		{
 			name: "empty file",
 			file: "# nothing but a comment\n",
 			sets: []Setting{flagSet("peer_id", "h:1")},
-			want: func(c *node.Config) { *c = node.Config{PeerID: "h:1"} },
+			want: func(c *Serve) { c.Config = node.Config{PeerID: "h:1"} },
 		},
 	}
 	for _, tt := range tests {
@@ -118,7 +130,7 @@ func TestPrecedence(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := node.Config{PeerID: "10.0.0.1:7600", Policy: "per-peer", FailureDomain: "from-file"}
+			want := Serve{Config: node.Config{PeerID: "10.0.0.1:7600", Policy: "per-peer", FailureDomain: "from-file"}}
 			want.Timers.StallTimeout, want.Timers.HeartbeatInterval = 3*time.Second, 250*time.Millisecond
 			tt.want(&want)
 			if !reflect.DeepEqual(got, want) {
@@ -166,6 +178,8 @@ func TestConfigErrors(t *testing.T) {
 			`timers.stall_timeout: "1": invalid duration, want e.g. 500ms or 2s (flag --set)`},
 		{"unknown field from flag", peer, nil, []Setting{flagSet("timers.stall", "1s")},
 			"timers.stall: unknown field (flag --set)"},
+		{"relative engine socket", peer + "engine:\n  socket: engine.sock\n", nil, nil, `engine.socket "engine.sock": must be an absolute path`},
+		{"engine max_jobs", peer + "engine:\n  addr: 127.0.0.1:7700\n  max_jobs: -1\n", nil, nil, "engine.max_jobs -1: must be 0.."},
 		{"bad port from flag", "", nil, []Setting{{Source: "flag --peer-id", Path: "peer_id", Value: "h:70000"}},
 			`peer_id "h:70000": port must be 1-65535`},
 	}
@@ -192,13 +206,19 @@ func TestConfigErrors(t *testing.T) {
 }
 
 // TestEveryFieldSettable guards Fields and setValue against a new
-// node.Config field of a type they cannot parse: each leaf must take the
-// string form of its zero value, from the environment and from --set.
+// node.Config or Serve field of a type they cannot parse: each leaf must
+// take the string form of its zero value, from the environment and from
+// --set.
 func TestEveryFieldSettable(t *testing.T) {
-	var cfg node.Config
+	var cfg Serve
 	fields, groups := Fields(&cfg)
-	if !groups["timers"] || len(fields) < 20 {
-		t.Fatalf("Fields found %d fields and groups %v; want every yaml field of node.Config", len(fields), groups)
+	if !groups["timers"] || !groups["engine"] || len(fields) < 20 {
+		t.Fatalf("Fields found %d fields and groups %v; want every yaml field of Serve", len(fields), groups)
+	}
+	for _, p := range []string{"peer_id", "listen", "timers.stall_timeout", "engine.socket", "metrics_addr"} {
+		if !fields[p].IsValid() {
+			t.Errorf("Fields has no %s", p)
+		}
 	}
 	for path, v := range fields {
 		zero := fmt.Sprint(reflect.Zero(v.Type()).Interface()) // "0s", "0", ""

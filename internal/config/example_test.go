@@ -25,10 +25,10 @@ func TestExampleConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Non-timer fields are written out at their defaults.
-	want := node.Config{
+	want := Serve{Config: node.Config{
 		PeerID: cfg.PeerID, Policy: node.DefaultPolicy,
 		BlockBytes: node.DefaultBlockBytes, Slots: node.DefaultSlots, ChunkBytes: node.DefaultChunkBytes,
-	}
+	}}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("example config\n got  %+v\n want %+v (every field at its default)", cfg, want)
 	}
@@ -37,7 +37,7 @@ func TestExampleConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fields, _ := Fields(&node.Config{})
+	fields, _ := Fields(&Serve{})
 	for path := range fields {
 		leaf := path[strings.LastIndex(path, ".")+1:]
 		if !regexp.MustCompile(`(?m)^\s*` + leaf + `:`).Match(text) {

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"os"
 	"testing"
-
-	"github.com/kvp2p/kvp2p/internal/node"
 )
 
 // FuzzConfigYAML: any bytes as a config file give a config or a
@@ -20,7 +18,7 @@ func FuzzConfigYAML(f *testing.F) {
 	f.Add([]byte("a: &a [*a, *a]\n"))
 	f.Add([]byte("tls:\n  cert_file: x\n  allow_peers: '[x'\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var cfg node.Config
+		var cfg Serve
 		fields, groups := Fields(&cfg)
 		if err := DecodeYAML(bytes.NewReader(b), "fuzz.yaml", fields, groups); err != nil {
 			var ce *Error

@@ -138,7 +138,7 @@ func (f *demoFleet) start(rk *demoRank, ln net.Listener) error {
 		return err
 	}
 	n, err := node.New(node.Config{
-		PeerID: rk.label, Listen: rk.addr, FailureDomain: rk.pod.Domain, Policy: f.policy,
+		PeerID: rk.label, FailureDomain: rk.pod.Domain, Policy: f.policy,
 		BlockBytes: f.blockBytes, Slots: rk.slots, HashSeed: "demo", Incarnation: rk.inc,
 		Dial: f.dial, Log: f.log.With("rank", rk.id),
 		// The labels' hosts (10.0.0.x) all listen on 127.0.0.1: on plain

@@ -49,5 +49,5 @@ type JobResult struct {
 	ReqID  string // the engine's request id
 	OK     bool
 	Bytes  uint64
-	Reason string
+	Reason string // why it failed; "" when OK
 }

@@ -19,8 +19,6 @@ type Config struct {
 	// PeerID is the node's advertised, routable host:port (vLLM's
 	// host:base_port+dp_rank). Required.
 	PeerID string `yaml:"peer_id"`
-	// Listen is the address to bind; default PeerID.
-	Listen string `yaml:"listen"`
 	// FailureDomain names what fails with this node (a pod UID, a node
 	// name); empty means the node is its own domain.
 	FailureDomain string `yaml:"failure_domain"`
@@ -38,15 +36,6 @@ type Config struct {
 	// Timers; zero means the policy preset's value (docs/design.md §5).
 	Timers Timers `yaml:"timers"`
 
-	// Engine makes the node an engine's sidecar (engine_config.go; the
-	// sidecar itself is internal/sidecar).
-	Engine EngineConfig `yaml:"engine"`
-
-	// MetricsAddr is where `kvp2p serve` serves /metrics, /status.json,
-	// the status page (/), /healthz and /readyz, e.g. 127.0.0.1:9464.
-	// Empty: off. The library itself opens no listener for it (see
-	// Node.Status).
-	MetricsAddr string `yaml:"metrics_addr"`
 	// TLS turns on mutual TLS for every connection (internal/identity).
 	TLS TLSConfig `yaml:"tls"`
 	// TrustClaimedHost accepts, on plain TCP, a Hello or DataAttach whose
@@ -130,10 +119,15 @@ const (
 )
 
 // Validate checks the config and names the first bad field.
-func (c *Config) Validate() error {
-	if err := c.Engine.validate(); err != nil {
-		return err
-	}
+func (c *Config) Validate() error { return c.validate(physicalMemory()) }
+
+// ValidateWithSidecar is Validate for a node built by NewWithSidecar: its
+// slots are the engine's region, the engine's memory (checked when it
+// attaches), so the arena is not held against this machine's.
+func ValidateWithSidecar(c Config) error { return c.validate(0) }
+
+// validate is Validate against physMem bytes of memory (0: not checked).
+func (c *Config) validate(physMem uint64) error {
 	if err := c.TLS.validate(); err != nil {
 		return err
 	}
@@ -155,14 +149,6 @@ func (c *Config) Validate() error {
 		// Peers dial the peer id, so it needs a host.
 		return fmt.Errorf("kvp2p: config: peer_id %q: host is required", c.PeerID)
 	}
-	if c.Listen != "" {
-		if _, p, err := net.SplitHostPort(c.Listen); err != nil {
-			return fmt.Errorf("kvp2p: config: listen %q: %v", c.Listen, err)
-		} else if n, err := strconv.Atoi(p); err != nil || n < 0 || n > 65535 {
-			// 0 (any free port) is allowed: peers dial peer_id, not listen.
-			return fmt.Errorf("kvp2p: config: listen %q: port must be 0-65535", c.Listen)
-		}
-	}
 	if c.Policy != "" {
 		if _, err := health.New(c.Policy, health.Options{}); err != nil {
 			return fmt.Errorf("kvp2p: config: policy: %v", err)
@@ -182,7 +168,7 @@ func (c *Config) Validate() error {
 	case c.Timers.MaxEjectionPercent < 0 || c.Timers.MaxEjectionPercent > 100:
 		return fmt.Errorf("kvp2p: config: timers.max_ejection_percent %d: must be 0..100", c.Timers.MaxEjectionPercent)
 	}
-	if err := c.checkSizes(physicalMemory()); err != nil {
+	if err := c.checkSizes(physMem); err != nil {
 		return err
 	}
 	var preset loads.Timers
@@ -200,9 +186,6 @@ const maxArena = 1 << 40
 
 // withDefaults returns the config with every zero field filled.
 func (c Config) withDefaults() Config {
-	if c.Listen == "" {
-		c.Listen = c.PeerID
-	}
 	if c.Policy == "" {
 		c.Policy = DefaultPolicy
 	}

@@ -35,8 +35,7 @@ func (c *Config) checkSizes(physMem uint64) error {
 	if arena > maxArena {
 		return fmt.Errorf("kvp2p: config: slots %d x block_bytes %d: arena over %d GiB", slots, bb, maxArena>>30)
 	}
-	if !c.Engine.Enabled() && physMem > 0 && arena > physMem {
-		// The engine's region is the engine's memory, checked when it attaches.
+	if physMem > 0 && arena > physMem {
 		return fmt.Errorf("kvp2p: config: slots %d x block_bytes %d = %d MiB arena, over this machine's %d MiB of memory: %w",
 			slots, bb, arena>>20, physMem>>20, ErrMachine)
 	}

@@ -72,7 +72,7 @@ func TestConfigRelationsUseThePreset(t *testing.T) {
 
 // TestArenaOverMachineMemory: an arena over the machine's memory is
 // refused with ErrMachine (the command exits 3 for it), unless the engine
-// owns the memory.
+// owns the memory (a sidecar's node: ValidateWithSidecar).
 func TestArenaOverMachineMemory(t *testing.T) {
 	c := Config{PeerID: "127.0.0.1:1", Slots: 8192} // 2 GiB with the default block
 	if err := c.checkSizes(1 << 30); !errors.Is(err, ErrMachine) {
@@ -84,8 +84,17 @@ func TestArenaOverMachineMemory(t *testing.T) {
 	if err := c.checkSizes(0); err != nil {
 		t.Fatalf("unknown memory: %v", err)
 	}
-	c.Engine.Socket = "/tmp/x.sock"
-	if err := c.checkSizes(1 << 30); err != nil {
+	if err := c.validate(1 << 30); !errors.Is(err, ErrMachine) {
+		t.Fatalf("validate over 1 GiB = %v, want ErrMachine", err)
+	}
+	// 512 GiB: over this machine's memory, unless it has more.
+	big := Config{PeerID: "127.0.0.1:1", Slots: 1 << 21}
+	if mem := physicalMemory(); mem > 0 && mem < 512<<30 {
+		if err := big.Validate(); !errors.Is(err, ErrMachine) {
+			t.Fatalf("Validate of a 512 GiB arena on %d MiB = %v, want ErrMachine", mem>>20, err)
+		}
+	}
+	if err := ValidateWithSidecar(big); err != nil {
 		t.Fatalf("engine-owned memory checked against the machine: %v", err)
 	}
 }

@@ -147,14 +147,8 @@ type evData struct {
 }
 
 // New validates cfg and builds a node with its own arena; Serve runs
-// it. A config with an engine is refused: an engine sidecar's node is built
-// by the sidecar (NewWithSidecar).
-func New(cfg Config) (*Node, error) {
-	if cfg.Engine.Enabled() {
-		return nil, errors.New("kvp2p: config: engine: build an engine sidecar's node with internal/sidecar")
-	}
-	return newNode(cfg, nil)
-}
+// it. An engine sidecar's node is built by the sidecar (NewWithSidecar).
+func New(cfg Config) (*Node, error) { return newNode(cfg, nil) }
 
 // NewWithSidecar validates cfg and builds a node whose slots are sc's (an
 // engine's region): the store only indexes them, and peers' lookups of
@@ -167,7 +161,11 @@ func NewWithSidecar(cfg Config, sc EngineHooks) (*Node, error) {
 }
 
 func newNode(cfg Config, sc EngineHooks) (*Node, error) {
-	if err := cfg.Validate(); err != nil {
+	mem := physicalMemory()
+	if sc != nil {
+		mem = 0 // the engine's region is the engine's memory (ValidateWithSidecar)
+	}
+	if err := cfg.validate(mem); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()

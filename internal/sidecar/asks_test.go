@@ -3,7 +3,6 @@ package sidecar
 import (
 	"testing"
 
-	"github.com/kvp2p/kvp2p/internal/node"
 	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
@@ -21,7 +20,7 @@ func askKey(who, i int) wire.Key {
 // session asks at most maxAskedKeys/(k+1) of them, so another finds room
 // at once; answered keys give their room back.
 func TestEngineAsksSharedAmongPeers(t *testing.T) {
-	e := newEngine(node.EngineConfig{}, 16, nodetest.BlockBytes)
+	e := newEngine(EngineConfig{}, 16, nodetest.BlockBytes)
 	e.reg = 1
 	e.contains = func(wire.Key) bool { return false }
 	const attacker, healthy = 7, 8

@@ -19,7 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// The sidecar side of the engine API (node.EngineConfig). Everything here runs
+// The sidecar side of the engine API (EngineConfig). Everything here runs
 // in the node's loop, except the region pointer, which data-path goroutines
 // read through Node.Slot.
 //
@@ -35,7 +35,7 @@ import (
 
 // engine is the sidecar's state for its one engine.
 type engine struct {
-	cfg node.EngineConfig
+	cfg EngineConfig
 	geo region.Geometry
 	// geoFrom says where geo came from, for a refusal's message: the
 	// config, or the first engine's Register (New).
@@ -104,7 +104,7 @@ const (
 	missMemory   = 100 * time.Millisecond // a key the engine just did not have is not asked again
 )
 
-func newEngine(cfg node.EngineConfig, slots, blockBytes int) *engine {
+func newEngine(cfg EngineConfig, slots, blockBytes int) *engine {
 	return &engine{
 		cfg: cfg.WithDefaults(), geo: region.Geometry{NumChunks: uint64(slots), RowStride: uint64(blockBytes)},
 		geoFrom: "slots, block_bytes",

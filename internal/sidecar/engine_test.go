@@ -8,7 +8,6 @@ import (
 	"time"
 
 	pb "github.com/kvp2p/kvp2p/internal/engineapi/enginepb"
-	"github.com/kvp2p/kvp2p/internal/node"
 	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/store"
 	"github.com/kvp2p/kvp2p/internal/wire"
@@ -117,7 +116,7 @@ func TestEnginePD(t *testing.T) {
 func TestEngineBadCalls(t *testing.T) {
 	// The watchdog is off so that the load below stays in flight however
 	// slowly the test runs.
-	s := startSidecar(t, func(c *node.Config) { c.Engine.MaxJobs = 3; c.Timers.StallTimeout = -1 })
+	s := startSidecar(t, func(c *sidecarConfig) { c.Engine.MaxJobs = 3; c.Timers.StallTimeout = -1 })
 	e := attach(t, s)
 	k := nodetest.Key("bad", 0)
 	// A load in flight that does not finish (its PD producer never stores)
@@ -234,7 +233,7 @@ func TestEngineBadCalls(t *testing.T) {
 // and accepts a restarted engine, which gets the chunk back.
 func TestEngineDeathAbortsAndReregisters(t *testing.T) {
 	p := nodetest.Start(t, newProducer)
-	s := startSidecar(t, func(c *node.Config) { c.Timers.StallTimeout = -1 })
+	s := startSidecar(t, func(c *sidecarConfig) { c.Timers.StallTimeout = -1 })
 	e := attach(t, s)
 	k := nodetest.Key("death", 0)
 	host, port := nodetest.SplitPeer(t, p.PeerID())

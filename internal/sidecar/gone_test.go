@@ -7,7 +7,6 @@ import (
 	"time"
 
 	pb "github.com/kvp2p/kvp2p/internal/engineapi/enginepb"
-	"github.com/kvp2p/kvp2p/internal/node"
 	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/store"
 	"github.com/kvp2p/kvp2p/internal/wire"
@@ -22,7 +21,7 @@ const goneBound = time.Second
 
 // patientDecoder gives a decoder's sidecar timers that cannot end a load
 // within goneBound: a failure in time is the producer's doing.
-func patientDecoder(c *node.Config) {
+func patientDecoder(c *sidecarConfig) {
 	c.Timers.LoadTimeoutPD = time.Minute
 	c.Timers.StallTimeout = -1
 	c.Timers.LoadStartBudget = -1

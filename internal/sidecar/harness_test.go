@@ -39,21 +39,28 @@ type sidecar struct {
 	stop   func() // stops the node (idempotent)
 }
 
+// sidecarConfig is a test sidecar's config, as `kvp2p serve` takes it:
+// the node's and the engine API's.
+type sidecarConfig struct {
+	node.Config
+	Engine EngineConfig
+}
+
 // startSidecar runs a node in engine mode on loopback with a region file of
 // engChunks chunks of nodetest.BlockBytes bytes.
-func startSidecar(t testing.TB, mut func(*node.Config)) *sidecar {
+func startSidecar(t testing.TB, mut func(*sidecarConfig)) *sidecar {
 	t.Helper()
 	return startSidecarOf(t, engChunks, nodetest.BlockBytes, mut)
 }
 
 // startSidecarOf is startSidecar with a region of chunks chunks of block bytes.
-func startSidecarOf(t testing.TB, chunks, block int, mut func(*node.Config)) *sidecar {
+func startSidecarOf(t testing.TB, chunks, block int, mut func(*sidecarConfig)) *sidecar {
 	t.Helper()
 	return startSidecarIn(t, t.TempDir(), chunks, block, mut)
 }
 
 // startSidecarIn is startSidecarOf with the region file and sockets in dir.
-func startSidecarIn(t testing.TB, dir string, chunks, block int, mut func(*node.Config)) *sidecar {
+func startSidecarIn(t testing.TB, dir string, chunks, block int, mut func(*sidecarConfig)) *sidecar {
 	t.Helper()
 	region := filepath.Join(dir, "vllm_offload_e.mmap")
 	if err := os.WriteFile(region, make([]byte, chunks*block), 0o600); err != nil {
@@ -67,15 +74,15 @@ func startSidecarIn(t testing.TB, dir string, chunks, block int, mut func(*node.
 	// Generous serve and lookup timeouts: the machine that runs the tests
 	// is shared, and a step can wait long for the CPU. The tests check
 	// what happens, not how fast.
-	cfg := node.Config{PeerID: ln.Addr().String(), BlockBytes: block, Slots: chunks, HashSeed: "s",
-		Engine: node.EngineConfig{Socket: sock, RegionDir: dir, ServeTimeout: 5 * time.Second}}
+	cfg := sidecarConfig{node.Config{PeerID: ln.Addr().String(), BlockBytes: block, Slots: chunks, HashSeed: "s"},
+		EngineConfig{Socket: sock, RegionDir: dir, ServeTimeout: 5 * time.Second}}
 	cfg.Timers.LookupTimeout = 10 * time.Second
 	if mut != nil {
 		mut(&cfg)
 	}
 	// As `kvp2p serve` does: with slots and block_bytes unset the node
 	// is built at the first Register (attach sets s.node then).
-	sc, err := New(cfg)
+	sc, err := New(cfg.Config, cfg.Engine)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,14 +6,13 @@ import (
 	"net"
 
 	"github.com/kvp2p/kvp2p/internal/engineapi"
-	"github.com/kvp2p/kvp2p/internal/node"
 )
 
 // Listen serves the engine API on the configured Unix socket and TCP
 // address, if any, and the step socket next to the Unix socket. The
 // listeners close when the sidecar stops; the returned function closes
 // them on the paths that never reach that (it is never nil).
-func (sc *Sidecar) Listen(cfg node.EngineConfig, log *slog.Logger) (func(), error) {
+func (sc *Sidecar) Listen(cfg EngineConfig, log *slog.Logger) (func(), error) {
 	var lns []net.Listener // the gRPC ones
 	var steps net.Listener
 	closeAll := func() {

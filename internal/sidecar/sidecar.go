@@ -34,6 +34,7 @@ import (
 // of the sidecar.
 type Sidecar struct {
 	cfg   node.Config
+	ecfg  EngineConfig
 	srv   *engineapi.Server
 	built chan struct{} // closed once node is set
 	stop  chan struct{} // closed when stopped before the node exists
@@ -51,14 +52,17 @@ const maxBlockBytes = 256 << 20
 // registered and so given it its geometry.
 var ErrNoEngineYet = errors.New("kvp2p: waiting for the engine's first Register (it gives the sidecar its geometry)")
 
-// New validates cfg, which must enable the engine API, and builds
-// a sidecar. With slots and block_bytes both set the node is built now,
-// as newEngineNode does at a Register; otherwise at the first Register.
-func New(cfg node.Config) (*Sidecar, error) {
-	if !cfg.Engine.Enabled() {
+// New validates cfg and ecfg, which must enable the engine API, and
+// builds a sidecar. With slots and block_bytes both set the node is built
+// now, as newEngineNode does at a Register; otherwise at the first Register.
+func New(cfg node.Config, ecfg EngineConfig) (*Sidecar, error) {
+	if !ecfg.Enabled() {
 		return nil, errors.New("kvp2p: a sidecar needs engine.socket or engine.addr")
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := ecfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := node.ValidateWithSidecar(cfg); err != nil {
 		return nil, err
 	}
 	if cfg.TLS.Enabled() {
@@ -71,10 +75,10 @@ func New(cfg node.Config) (*Sidecar, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Sidecar{cfg: cfg, built: make(chan struct{}), stop: make(chan struct{})}
+	s := &Sidecar{cfg: cfg, ecfg: ecfg, built: make(chan struct{}), stop: make(chan struct{})}
 	s.srv = engineapi.New(backend{s}, engineapi.Options{Log: log.With("node", cfg.PeerID)})
 	if cfg.Slots != 0 && cfg.BlockBytes != 0 {
-		n, e, err := newEngineNode(cfg)
+		n, e, err := newEngineNode(cfg, ecfg)
 		if err != nil {
 			return nil, err
 		}
@@ -108,8 +112,8 @@ func (s *Sidecar) bound() (*node.Node, *engine, bool) {
 
 // newEngineNode builds a node whose slots are an engine's region, and its
 // engine state (the node's Sidecar hooks).
-func newEngineNode(cfg node.Config) (*node.Node, *engine, error) {
-	e := newEngine(cfg.Engine, cfg.Slots, cfg.BlockBytes)
+func newEngineNode(cfg node.Config, ecfg EngineConfig) (*node.Node, *engine, error) {
+	e := newEngine(ecfg, cfg.Slots, cfg.BlockBytes)
 	n, err := node.NewWithSidecar(cfg, e)
 	if err != nil {
 		return nil, nil, err
@@ -246,13 +250,13 @@ func (s *Sidecar) nodeFor(reg *pb.Register) (*node.Node, *engine, *region.Region
 	}
 	// The region is checked before the geometry is taken: a Register that
 	// names no file of that size fixes nothing.
-	r, err := region.Open(reg.RegionPath, s.cfg.Engine.WithDefaults().RegionDir, geo)
+	r, err := region.Open(reg.RegionPath, s.ecfg.WithDefaults().RegionDir, geo)
 	if err != nil {
 		return nil, nil, nil, status.Errorf(codes.FailedPrecondition, "%v", err)
 	}
 	cfg := s.cfg
 	cfg.Slots, cfg.BlockBytes = int(geo.NumChunks), int(geo.RowStride)
-	n, e, err := newEngineNode(cfg)
+	n, e, err := newEngineNode(cfg, s.ecfg)
 	if err != nil {
 		r.Close()
 		return nil, nil, nil, status.Errorf(codes.InvalidArgument, "the region's geometry: %v", err)

@@ -18,7 +18,7 @@ import (
 )
 
 // noGeometry leaves the sidecar's geometry to its engine's Register.
-func noGeometry(c *node.Config) { c.Slots, c.BlockBytes = 0, 0 }
+func noGeometry(c *sidecarConfig) { c.Slots, c.BlockBytes = 0, 0 }
 
 // A sidecar configured without slots or block_bytes takes them from its
 // engine's first Register: before it, it has no node and says why; a
@@ -108,7 +108,7 @@ func TestSidecarGeometryFromRegister(t *testing.T) {
 // the unset one comes from the Register. A sidecar stopped before any
 // Register stops cleanly.
 func TestSidecarConfiguredFieldMustAgree(t *testing.T) {
-	s := startSidecar(t, func(c *node.Config) { c.Slots = 0 }) // block_bytes configured
+	s := startSidecar(t, func(c *sidecarConfig) { c.Slots = 0 }) // block_bytes configured
 	wide := filepath.Join(s.dir, "vllm_offload_wide.mmap")
 	if err := os.WriteFile(wide, make([]byte, engChunks*2*nodetest.BlockBytes), 0o600); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package node
+package sidecar
 
 import (
 	"fmt"
@@ -8,8 +8,11 @@ import (
 
 // EngineConfig turns a node into an engine's sidecar: the engine API is
 // served and the node's slots are the chunks of the engine's region (the
-// engine owns the memory; Slots and BlockBytes must equal the region's
-// num_chunks and row_stride). Zero value: off (the node keeps its own arena).
+// engine owns the memory; the node config's Slots and BlockBytes must equal
+// the region's num_chunks and row_stride). Zero value: off (the node keeps
+// its own arena). It is the engine section of `kvp2p serve`'s config
+// (internal/config), not part of node.Config: a program that embeds the
+// library has no engine API.
 type EngineConfig struct {
 	// Socket is the engine API's Unix socket path (created mode 0600; a
 	// stale socket is removed at start).
@@ -43,7 +46,9 @@ func (e EngineConfig) WithDefaults() EngineConfig {
 	return e
 }
 
-func (e EngineConfig) validate() error {
+// Validate checks the engine settings (none when off) and names the first
+// bad field.
+func (e EngineConfig) Validate() error {
 	if !e.Enabled() {
 		return nil
 	}
