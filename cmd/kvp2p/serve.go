@@ -152,7 +152,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
-	} else if srv, err = node.NewNode(cfg.Config); err != nil {
+	} else if srv, err = node.New(cfg.Config); err != nil {
 		return err
 	}
 	// The status server outlives the node's drain: probes see it not ready.
