@@ -130,6 +130,13 @@ type EngineConfig struct {
 	// ServeTimeout bounds how long a peer's lookup waits for the engine to
 	// pin the keys it asked for (one scheduler step or a few); default 500 ms.
 	ServeTimeout time.Duration `yaml:"serve_timeout"`
+	// StepTimeout bounds how long an engine with requests in flight may
+	// leave the sidecar's probe (an ask with no keys, answered at its next
+	// scheduler step) unanswered while peers' PD fetches wait on it: past
+	// it the engine's steps are taken for stopped (a hung worker, its
+	// process frozen) and those fetches fail, so their decoders fall back
+	// instead of waiting for their PD load timeout; default 1 s.
+	StepTimeout time.Duration `yaml:"step_timeout"`
 	// MaxJobs bounds the engine's loads and stores in flight; default 4096.
 	MaxJobs int `yaml:"max_jobs"`
 }
