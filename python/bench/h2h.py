@@ -65,8 +65,9 @@ def load1() -> float:
 class Run:
     """One tier's fleet going through the scenarios, writing records."""
 
-    def __init__(self, f: Fleet, out: IO[str], cap: float, seed: int) -> None:
+    def __init__(self, f: Fleet, out: IO[str], cap: float, seed: int, label: str = "") -> None:
         self.f = f
+        self.label = label or f.tier
         self.out = out
         self.cap = cap
         self.seed = seed
@@ -92,7 +93,7 @@ class Run:
             equal = None if ref is None else r.tokens == ref.tokens
             corrupt = outcome == "hit" and equal is False
             ttft = r.ttft
-        rec = Record(self.f.tier, scen, rep, kind, mode, outcome, round(secs, 3), ttft, loaded, equal, corrupt,
+        rec = Record(self.label, scen, rep, kind, mode, outcome, round(secs, 3), ttft, loaded, equal, corrupt,
                      after_heal, load)
         h2h_report.write(self.out, rec)
         print(f"  {scen} {kind} {mode}: {outcome} after {secs:.2f}s (ttft {ttft}) equal={equal} load={load}",
@@ -220,12 +221,17 @@ def main() -> int:
     ap.add_argument("--model", choices=("small", "medium"), default="medium",
                     help="tiny_model.SMALL (2 layers, 256 wide) or MEDIUM (8 layers, 1024 wide; recomputing costs more "
                          "than loading)")
+    ap.add_argument("--ucx-default", action="store_true",
+                    help="vLLM's tier with UCX's own transports (cross-memory attach on one machine) instead of "
+                         "UCX_TLS=tcp; its records say tier vllm-ucx-default")
     ap.add_argument("--out", default="h2h.jsonl")
     ap.add_argument("--table", metavar="JSONL", help="print the table of an earlier run and exit")
+    ap.add_argument("--rep", type=int, help="with --table: that repetition's records only")
     args = ap.parse_args()
     if args.table:
         with open(args.table) as f:
-            h2h_report.table(sys.stdout, h2h_report.read(f))
+            recs = h2h_report.read(f)
+        h2h_report.table(sys.stdout, [r for r in recs if args.rep is None or r.rep == args.rep])
         return 0
     tiers: list[Tier] = [t for t in TIERS if t in args.tiers.split(",")]
     if "vllm" in tiers and (why := nixl_missing()):
@@ -238,9 +244,10 @@ def main() -> int:
     with open(args.out, "a") as out:
         for tier in tiers:
             print(f"{tier}: starting A and B (load {load1()})", flush=True)
-            f = Fleet.start(tier, model, f"h2h{os.getpid()}")
+            default_ucx = tier == "vllm" and args.ucx_default
+            f = Fleet.start(tier, model, f"h2h{os.getpid()}", env={} if default_ucx else None)
             try:
-                run = Run(f, out, args.cap, seed=1000 * (1 + TIERS.index(tier)))
+                run = Run(f, out, args.cap, seed=1000 * (1 + TIERS.index(tier)), label="vllm-ucx-default" if default_ucx else tier)
                 run.recompute(0)
                 for rep in range(args.reps):
                     for scen in args.scenarios.split(","):

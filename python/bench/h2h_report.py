@@ -4,9 +4,9 @@ loads, fallbacks, false fallbacks, stuck, corrupt loads, time to an answer
 with censored samples counted) measured on real engines.
 
 Time to fallback is not visible from outside vLLM: a fallback shows as the
-request's time to first token, which includes B's own prefill of the
-prompt. The table gives that time and, beside it, B's recompute TTFT of
-the same prompt length measured in the same run."""
+request's time to first token (TTFT, from B's add), which includes B's own
+prefill of the prompt. The table gives that time and, under it, B's
+recompute TTFT of the same prompt length measured in the same run."""
 
 from __future__ import annotations
 
@@ -50,9 +50,10 @@ def pct(xs: list[float], p: float) -> float:
 
 
 def _secs(rs: list[Record]) -> str:
+    """First token p50 / p99: TTFT, or for a stuck request the cap (a lower bound)."""
     if not rs:
         return "-"
-    xs = [r.seconds for r in rs]
+    xs = [r.seconds if r.ttft is None else r.ttft for r in rs]
     cens = sorted(r.seconds for r in rs if r.outcome == "stuck")
 
     def fmt(v: float) -> str:
@@ -62,7 +63,7 @@ def _secs(rs: list[Record]) -> str:
 
 
 COLUMNS = ("tier", "scenario", "requests", "loads", "fallbacks", "false fb", "stuck", "left stuck", "corrupt",
-           "tokens equal", "answer p50 / p99 s", "probes to recover", "never recovered", "load avg")
+           "tokens equal", "TTFT p50 / p99 s", "probes to recover", "never recovered", "load avg")
 
 
 def rows(recs: list[Record]) -> list[tuple[str, ...]]:
@@ -95,7 +96,7 @@ def rows(recs: list[Record]) -> list[tuple[str, ...]]:
             str(sum(r.corrupt for r in mine)),
             f"{sum(bool(r.tokens_equal) for r in judged)}/{len(judged)}",
             _secs(main),
-            ",".join(needed) if probes else "-",
+            (",".join(needed) or "none loaded") if probes else "-",
             str(never) if probes else "-",
             f"{min(loads):.1f}-{max(loads):.1f}",
         ))

@@ -69,6 +69,8 @@ class Peer:
     tier: Tier
     model: str
     port: int = field(default_factory=free_port)
+    # vLLM's tier only: the engine's environment (UCX's transports).
+    env: dict[str, str] = field(default_factory=lambda: dict(VLLM_TIER_ENV))
     sidecar: Sidecar | None = None
     engine: RealEngine | None = None
 
@@ -77,7 +79,7 @@ class Peer:
             assert self.sidecar is not None
             return EngineConfig(self.name, self.model, self.sidecar.socket, threads=1)
         entry = {"type": "p2p", "host": "127.0.0.1", "port": self.port}
-        return EngineConfig(self.name, self.model, secondary_tiers=[entry], threads=1, env=dict(VLLM_TIER_ENV))
+        return EngineConfig(self.name, self.model, secondary_tiers=[entry], threads=1, env=dict(self.env))
 
     def spawn(self) -> "Peer":
         """Starts the sidecar (kvp2p: no --set, its shipped defaults) and
@@ -148,9 +150,12 @@ class Fleet:
     serial: int = 0
 
     @classmethod
-    def start(cls, tier: Tier, model: str, tag: str) -> "Fleet":
-        a = Peer(f"{tag}-{tier}-A", tier, model)
-        b = Peer(f"{tag}-{tier}-B", tier, model)
+    def start(cls, tier: Tier, model: str, tag: str, env: dict[str, str] | None = None) -> "Fleet":
+        """env: vLLM's tier's engine environment instead of VLLM_TIER_ENV
+        (e.g. {} for UCX's own choice of transport)."""
+        kw = {} if env is None else {"env": env}
+        a = Peer(f"{tag}-{tier}-A", tier, model, **kw)
+        b = Peer(f"{tag}-{tier}-B", tier, model, **kw)
         f = cls(tier, a, b)
         try:
             a.spawn()
