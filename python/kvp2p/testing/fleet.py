@@ -15,6 +15,7 @@ SIGSTOP of all of A's engine processes, and A restarted on the same port.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -138,6 +139,7 @@ class Peer:
             self.engine.close()
         if self.sidecar is not None:
             self.sidecar.stop()
+            shutil.rmtree(self.sidecar.dir, ignore_errors=True)  # its socket and log (read them before)
 
 
 @dataclass
