@@ -72,6 +72,8 @@ type engine struct {
 	// A step's lookups, reused from step to step (the loop's only).
 	lookKeys []wire.Key
 	lookOut  []session.Verdict
+
+	probe stallProbe // of the engine's steps, while peers' PD fetches wait (stall.go)
 }
 
 type jobKey struct{ reg, id uint64 }
@@ -183,6 +185,7 @@ func (e *engine) attach(n *node.Node, r *region.Region, out engineapi.Outbox) (*
 	e.reg = randomRegistration(e.last)
 	e.last = e.reg
 	e.orphans = false
+	e.probe = stallProbe{}
 	n.Table().ProducerBack() // fetches for requests it has not registered yet wait for it again
 	e.memReg.Store(e.reg)
 	ok := &pb.Registered{
@@ -234,6 +237,7 @@ func (e *engine) detach(n *node.Node, now time.Time, id uint64) {
 	}
 	n.Log().Warn("engine gone: aborting its jobs", "jobs", len(e.jobs), "requests", len(e.reqs))
 	e.reg, e.out, e.orphans = 0, nil, true
+	e.probe = stallProbe{}
 	// First, while the table still knows the engine's requests: peers'
 	// PD fetches waiting here, for requests it registered or not, fail
 	// now and their decoders fall back (issue 23: they waited for their
@@ -273,6 +277,9 @@ func (e *engine) detach(n *node.Node, now time.Time, id uint64) {
 // grant adopts the chunks the engine pinned for an ask.
 func (e *engine) grant(n *node.Node, now time.Time, id uint64, g *pb.ServeGrant) {
 	if id != e.reg {
+		return
+	}
+	if e.probeAnswered(n, now, g) {
 		return
 	}
 	a := e.asks[g.AskId]
@@ -403,6 +410,7 @@ func (e *engine) Tick(n *node.Node, now time.Time) {
 			}
 		}
 	}
+	e.watchSteps(n, now)
 	for k, until := range e.missed {
 		if !now.Before(until) {
 			delete(e.missed, k)
