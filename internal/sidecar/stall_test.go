@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/nodetest"
+	"github.com/kvp2p/kvp2p/internal/wire"
+
 	pb "github.com/kvp2p/kvp2p/internal/engineapi/enginepb"
 )
 
@@ -16,9 +19,9 @@ const stepBound = time.Second + goneBound
 
 // pdWait sets up B's PD load of two keys from A and returns it once B's
 // fetch waits at A's sidecar (A has stored nothing).
-func pdWait(t *testing.T, a *sidecar, eb *fakeEngine, kv string) (*pb.Job, *pb.StepResponse, []Key) {
+func pdWait(t *testing.T, a *sidecar, eb *fakeEngine, kv string) (*pb.Job, *pb.StepResponse, []wire.Key) {
 	t.Helper()
-	keys := []Key{testKey(kv, 0), testKey(kv, 1)}
+	keys := []wire.Key{nodetest.Key(kv, 0), nodetest.Key(kv, 1)}
 	cons := &pb.TransferParams{RemotePrefiller: remoteOf(t, a), KvRequestId: kv}
 	eb.mustStep(&pb.StepRequest{NewRequests: []*pb.NewRequest{{ReqId: "dec", Params: cons}}})
 	if seen := eb.lookUntil("dec", keys[0]); seen[len(seen)-1] != pb.Verdict_VERDICT_HIT {
@@ -26,7 +29,7 @@ func pdWait(t *testing.T, a *sidecar, eb *fakeEngine, kv string) (*pb.Job, *pb.S
 	}
 	j := eb.job("dec", keys, 2, 3)
 	resp := eb.mustStep(&pb.StepRequest{Loads: []*pb.Job{j}, EndStep: true})
-	waitFor(t, func() bool { return fetchesAt(t, a) == 1 })
+	nodetest.WaitFor(t, func() bool { return fetchesAt(t, a) == 1 })
 	return j, resp, keys
 }
 
@@ -62,7 +65,7 @@ func TestStoppedEngineFailsPeersPDFetch(t *testing.T) {
 	if asks == 0 {
 		t.Fatal("A's sidecar never probed its engine")
 	}
-	waitFor(t, func() bool { return fetchesAt(t, a) == 0 })
+	nodetest.WaitFor(t, func() bool { return fetchesAt(t, a) == 0 })
 }
 
 // No false fallback: a decoder's fetch waits at A for as long as A's
@@ -101,7 +104,7 @@ func TestWaitingFetchSurvivesSteppingOrIdleEngine(t *testing.T) {
 			if d, _ := waitJobWithin(t, eb, j.JobId, resp, 10*time.Second); !d.Success {
 				t.Fatalf("B's load after A prefilled: %+v", d)
 			}
-			if got := readChunk(t, b, 2); string(got) != string(testBytes(keys[0])) {
+			if got := readChunk(t, b, 2); string(got) != string(nodetest.Bytes(keys[0])) {
 				t.Fatal("B's chunk does not hold A's block")
 			}
 		})
