@@ -2,7 +2,6 @@ package nodetest
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"net"
 	"os"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/loads"
+	"github.com/kvp2p/kvp2p/internal/nodetest/testkeys"
 	"github.com/kvp2p/kvp2p/internal/proccpu"
 	"github.com/kvp2p/kvp2p/internal/testpki"
 	"github.com/kvp2p/kvp2p/internal/wire"
@@ -21,23 +21,11 @@ import (
 // test moves many blocks quickly, larger than one data-path piece.
 const BlockBytes = 64 << 10
 
-// Key is block i of prefix p's keys: a SHA-256, so keys spread over the
-// hash ring as real ones do.
-func Key(p string, i int) wire.Key {
-	h := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", p, i)))
-	var k wire.Key
-	copy(k[:], h[:])
-	return k
-}
+// Key is block i of prefix p's keys (testkeys.Key).
+func Key(p string, i int) wire.Key { return testkeys.Key(p, i) }
 
 // Keys is Key(p, 0) to Key(p, n-1).
-func Keys(p string, n int) []wire.Key {
-	ks := make([]wire.Key, n)
-	for i := range ks {
-		ks[i] = Key(p, i)
-	}
-	return ks
-}
+func Keys(p string, n int) []wire.Key { return testkeys.Keys(p, n) }
 
 // Bytes is k's block of BlockBytes: a pattern that differs per key and
 // per offset, so a block copied to the wrong place or shifted is seen.
