@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvp2p/kvp2p/internal/nodetest"
+
 	"github.com/kvp2p/kvp2p/internal/loads"
 	"github.com/kvp2p/kvp2p/internal/sim"
 )
@@ -45,7 +47,7 @@ func TestHandoffNamedDecoderFirst(t *testing.T) {
 	p := f.node("10.0.0.1:7777", sim.NodeOpts{})
 	thief := f.node("10.0.0.3:7777", sim.NodeOpts{})
 	c := f.node("10.0.0.2:7777", sim.NodeOpts{})
-	ks := keys("a", 4)
+	ks := nodetest.Keys("a", 4)
 	const kv = "kv-0123456789abcdef"
 	thief.T.NewRequest(f.net.Now, "t1", pd(kv, "10.0.0.1", 7777))
 	f.net.Run()

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/session"
 	"github.com/kvp2p/kvp2p/internal/sim"
 	"github.com/kvp2p/kvp2p/internal/wire"
@@ -51,9 +52,9 @@ func TestLookupPinsPerPeerQuota(t *testing.T) {
 	p := f.node("10.0.0.1:7777", sim.NodeOpts{Slots: 128})
 	bad := f.node("10.0.0.6:7777", sim.NodeOpts{})
 	good := f.node("10.0.0.2:7777", sim.NodeOpts{})
-	hot := keys("hot", 100)
+	hot := nodetest.Keys("hot", 100)
 	f.put(p, hot)
-	own := keys("own", 8)
+	own := nodetest.Keys("own", 8)
 	f.put(p, own)
 
 	// Alone, the attacker gets a quarter of the store: share 64, k=1.
@@ -106,7 +107,7 @@ func TestLookupPinsShareAmongMany(t *testing.T) {
 	// the count of pins.
 	hot := make([][]wire.Key, peers+1)
 	for i := range hot {
-		hot[i] = keys(fmt.Sprint("hot", i), 64/(i+2))
+		hot[i] = nodetest.Keys(fmt.Sprint("hot", i), 64/(i+2))
 		f.put(p, hot[i])
 	}
 	cs := make([]*sim.Node, peers)
@@ -155,9 +156,9 @@ func TestLookupPinsCountSlots(t *testing.T) {
 	p := f.node("10.0.0.1:7777", sim.NodeOpts{Slots: 16}) // share 8, a lone quota 4
 	c := f.node("10.0.0.2:7777", sim.NodeOpts{})
 	good := f.node("10.0.0.3:7777", sim.NodeOpts{})
-	hot := keys("hot", 1)
+	hot := nodetest.Keys("hot", 1)
 	f.put(p, hot)
-	own := keys("own", 2)
+	own := nodetest.Keys("own", 2)
 	f.put(p, own)
 	for i := range 20 {
 		if got := lookupRound(f, c, fmt.Sprintf("r%d", i), hot, false); got != 1 {
@@ -183,11 +184,11 @@ func TestLookupPinsShareBySource(t *testing.T) {
 	hot := make([][]wire.Key, faces)
 	for i := range bad {
 		bad[i] = f.node(fmt.Sprintf("10.0.0.6:%d", 7001+i), sim.NodeOpts{})
-		hot[i] = keys(fmt.Sprint("face", i), 32)
+		hot[i] = nodetest.Keys(fmt.Sprint("face", i), 32)
 		f.put(p, hot[i])
 	}
 	good := f.node("10.0.0.2:7777", sim.NodeOpts{})
-	own := keys("own", 40)
+	own := nodetest.Keys("own", 40)
 	f.put(p, own)
 	for i, b := range bad {
 		lookupRound(f, b, fmt.Sprintf("face%d-0", i), hot[i], false)

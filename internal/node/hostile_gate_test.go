@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 )
 
 // Issue 34, attack 3: a gate under churn. Attackers reopen every
@@ -98,15 +100,15 @@ func TestAttackGateChurn(t *testing.T) {
 		c := startTN(t, nodeOpt{})
 		stop := churn(t, p.PeerID(), ips, 160)
 		churnFrom := time.Now()
-		waitFor(t, func() bool { return p.gate.len() >= 64 })
+		nodetest.WaitFor(t, func() bool { return p.gate.len() >= 64 })
 		before := p.Refused().Gate
 		start := time.Now()
-		k := testKey("churn", run)
+		k := nodetest.Key("churn", run)
 		storeBlocks(t, p, fmt.Sprint("kv-churn-", run), []Key{k})
 		var in time.Duration
 		for i := 0; ; i++ {
 			id := fmt.Sprintf("churn-%d-%d", run, i)
-			if err := c.m.NewRequest(id, pdParams(t, id, p)); err != nil {
+			if err := c.m.NewRequest(id, nodetest.PDParams(t, id, p.PeerID())); err != nil {
 				t.Fatal(err)
 			}
 			v := waitVerdict(t, c.m, id, k)

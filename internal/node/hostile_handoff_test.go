@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
@@ -60,7 +61,7 @@ func stealHandoff(t *testing.T, p *tnode, kv string, ks []Key) (stolen int64, sp
 func decoderLoad(t *testing.T, c, p *tnode, kv string, ks []Key) (JobResult, time.Duration) {
 	t.Helper()
 	start := time.Now()
-	if err := c.m.NewRequest("d1", pdParams(t, kv, p)); err != nil {
+	if err := c.m.NewRequest("d1", nodetest.PDParams(t, kv, p.PeerID())); err != nil {
 		t.Fatal(err)
 	}
 	if v := waitVerdict(t, c.m, "d1", ks[0]); v != Hit {
@@ -77,14 +78,14 @@ func decoderLoad(t *testing.T, c, p *tnode, kv string, ks []Key) (JobResult, tim
 func TestAttackStolenHandoffNamedDecoder(t *testing.T) {
 	p := startTN(t, nodeOpt{})
 	c := startTN(t, nodeOpt{})
-	ks := keysOf("handoff", 4)
+	ks := nodetest.Keys("handoff", 4)
 	for _, k := range ks {
-		if err := p.m.PutBlock(k, testBytes(k)); err != nil {
+		if err := p.m.PutBlock(k, nodetest.Bytes(k)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	const kv = "kv-handoff-named-0123456789"
-	host, port := splitPeer(t, c.PeerID())
+	host, port := nodetest.SplitPeer(t, c.PeerID())
 	if err := p.m.NewRequest("p1", TransferParams{RemoteDecoder: &Remote{KVRequestID: kv, RemoteHost: host, RemotePort: port}}); err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +115,7 @@ func TestAttackStolenHandoffNamedDecoder(t *testing.T) {
 func TestAttackStolenHandoffCapability(t *testing.T) {
 	p := startTN(t, nodeOpt{})
 	c := startTN(t, nodeOpt{mut: func(cfg *Config) { cfg.Timers.LoadTimeoutPD = 30 * time.Second }})
-	ks := keysOf("capability", 4)
+	ks := nodetest.Keys("capability", 4)
 	const kv = "kv-handoff-capability-01234"
 	storeBlocks(t, p, kv, ks)
 	stolen, sp := stealHandoff(t, p, kv, ks)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
@@ -100,7 +101,7 @@ func TestAttackManyFacesQueues(t *testing.T) {
 	// The reading session's answers keep coming after the attack.
 	before := good.answers.Load()
 	good.send(good.ctl, &wire.Lookup{ReqID: "good-after", Round: 1, Keys: ks[:1]})
-	waitFor(t, func() bool { return good.answers.Load() > before })
+	nodetest.WaitFor(t, func() bool { return good.answers.Load() > before })
 	t.Logf("many faces, buffered bytes: peak %d bytes queued for %s (bound %d); %d of %d connections left; the reading session had %d answers to its %d lookups when the attack ended",
 		peak, attacker, maxQueued, left, faces+1, before, sent)
 	if peak > maxQueued {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
@@ -28,9 +29,9 @@ func TestAttackLookupPinsHealthyKeepsHits(t *testing.T) {
 	needAddr(t, "127.0.0.2")
 	p := startTN(t, nodeOpt{mut: func(c *Config) { c.Slots = 128 }})
 	c := startTN(t, nodeOpt{})
-	hot := keysOf("hot", 100)
+	hot := nodetest.Keys("hot", 100)
 	for _, k := range hot {
-		if err := p.m.PutBlock(k, testBytes(k)); err != nil {
+		if err := p.m.PutBlock(k, nodetest.Bytes(k)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -62,19 +63,19 @@ func TestAttackLookupPinsHealthyKeepsHits(t *testing.T) {
 		}
 	}()
 	defer func() { close(stop); <-done }()
-	waitFor(t, func() bool { return sp.answers.Load() >= 5 })
+	nodetest.WaitFor(t, func() bool { return sp.answers.Load() >= 5 })
 
 	const loads, per = 20, 4
 	hits := 0
 	for i := range loads {
 		kv := fmt.Sprintf("good%d", i)
-		ks := keysOf(kv, per)
+		ks := nodetest.Keys(kv, per)
 		for _, k := range ks {
-			if err := p.m.PutBlock(k, testBytes(k)); err != nil {
+			if err := p.m.PutBlock(k, nodetest.Bytes(k)); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := c.m.NewRequest(kv, symParams(t, kv, p)); err != nil {
+		if err := c.m.NewRequest(kv, nodetest.SymParams(t, kv, p.PeerID())); err != nil {
 			t.Fatal(err)
 		}
 		var got []Key
@@ -130,9 +131,9 @@ func TestAttackManyFaces(t *testing.T) {
 	p := startTN(t, nodeOpt{mut: func(c *Config) { c.Slots = 128 }})
 	c := startTN(t, nodeOpt{})
 	const faces, per = 8, 32
-	hot := keysOf("faces", 3*per)
+	hot := nodetest.Keys("faces", 3*per)
 	for _, k := range hot {
-		if err := p.m.PutBlock(k, testBytes(k)); err != nil {
+		if err := p.m.PutBlock(k, nodetest.Bytes(k)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -170,7 +171,7 @@ func TestAttackManyFaces(t *testing.T) {
 				}
 			}
 		}()
-		waitFor(t, func() bool { return sp.answers.Load() >= 1 })
+		nodetest.WaitFor(t, func() bool { return sp.answers.Load() >= 1 })
 	}
 	defer func() {
 		close(stop)
@@ -184,11 +185,11 @@ func TestAttackManyFaces(t *testing.T) {
 	// run's end.
 	lookup := func(i int) bool {
 		kv := fmt.Sprintf("good%d", i)
-		k := testKey(kv, 0)
-		if err := p.m.PutBlock(k, testBytes(k)); err != nil {
+		k := nodetest.Key(kv, 0)
+		if err := p.m.PutBlock(k, nodetest.Bytes(k)); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.m.NewRequest(kv, symParams(t, kv, p)); err != nil {
+		if err := c.m.NewRequest(kv, nodetest.SymParams(t, kv, p.PeerID())); err != nil {
 			t.Fatal(err)
 		}
 		defer c.m.RequestFinished(kv)
@@ -344,7 +345,7 @@ func TestAttackControlFrameMemory(t *testing.T) {
 		sp.ctl.Close()
 		sp.data.Close()
 	}
-	waitFor(t, func() bool { return p.frameMem.Used() == 0 })
+	nodetest.WaitFor(t, func() bool { return p.frameMem.Used() == 0 })
 }
 
 // silentFlood holds n connections to addr, dialed from the local
@@ -368,7 +369,7 @@ func silentFlood(t *testing.T, addr string, ips []string, n int, hellos bool) (s
 			// A well-formed Hello, secret included (a Hello without one is
 			// refused at its first frame and never holds a place).
 			h := &wire.Hello{Version: wire.Version, PeerID: fmt.Sprintf("%s:%d", ip, 40000+i),
-				Incarnation: 1, BlockBytes: testBlock, HashSeed: "s", MaxInflight: 8, MaxFrame: 1 << 20, Attempt: attempt.Add(1)}
+				Incarnation: 1, BlockBytes: nodetest.BlockBytes, HashSeed: "s", MaxInflight: 8, MaxFrame: 1 << 20, Attempt: attempt.Add(1)}
 			h.Secret[0], h.Secret[1] = byte(i), 1
 			b, _ := wire.Append(nil, h)
 			nc.Write(b)
@@ -470,14 +471,14 @@ func TestAttackGateFlood(t *testing.T) {
 		}
 		ln.Close()
 		stop := silentFlood(t, p.PeerID(), tc.ips, tc.n, tc.hellos)
-		waitFor(t, func() bool { return p.gate.len() >= min(tc.n, 32) })
+		nodetest.WaitFor(t, func() bool { return p.gate.len() >= min(tc.n, 32) })
 		before := p.Refused().Gate
 		ok, slowest := handshakes(t, p, tries, 31000+i*100)
 		t.Logf("attack 6 (%s): %d of %d victim handshakes succeeded, slowest %v; gate holds %d, %d refused or evicted",
 			tc.name, ok, tries, slowest.Round(time.Millisecond), p.gate.len(), p.Refused().Gate-before)
 		// The half handshakes the gate evicted left the loop's maps too:
 		// they hold no more than the gate does (at its next tick).
-		waitFor(t, func() bool {
+		nodetest.WaitFor(t, func() bool {
 			held := -1
 			_ = p.m.do(func(time.Time) { held = len(p.heldHellos) + len(p.pendingData) })
 			return held <= p.gate.len()

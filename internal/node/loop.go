@@ -40,6 +40,7 @@ func (n *Node) loop() {
 			n.checkDials(now)
 			n.checkPaths(now)
 			n.tb.Tick(now)
+			n.findTick(now)
 			n.expirePending(now)
 			n.expireDataLoss(now)
 			if n.sc != nil {
@@ -152,8 +153,12 @@ func (n *Node) handle(ev event) {
 			return
 		}
 		n.obs.received(now, ev.id, ev.msg)
-		if h, ok := ev.msg.(*wire.Hello); ok {
-			n.noteRank(h.PeerID)
+		switch m := ev.msg.(type) {
+		case *wire.Hello:
+			n.noteRank(m.PeerID)
+		case *wire.Summary:
+			n.findReceive(now, ev.id, m) // the node's, not the session's
+			return
 		}
 		n.tb.Receive(now, ev.id, n.helloIn(ev.msg))
 	case evCtlLost:

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/nodetest/testkeys"
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
@@ -31,7 +32,7 @@ func lookupAnswers(sd *side) (answered, hit int) {
 // answered MISS at once, without pinning.
 func TestLookupFloodBoundsRounds(t *testing.T) {
 	pr := readyPair(t, nil) // MaxInflight 64
-	ks := keys("flood", 1)
+	ks := testkeys.Keys("flood", 1)
 	pr.p.blocks.add(ks...)
 	const n = 2000
 	for i := range n {
@@ -66,7 +67,7 @@ func TestLookupFloodBoundsRounds(t *testing.T) {
 // per session; over it the lookup is a MISS, and the budget refills.
 func TestLookupKeyRate(t *testing.T) {
 	pr := readyPair(t, func(c, p *Config) { p.LookupKeysPerSecond = 100 })
-	ks := keys("rate", 60)
+	ks := testkeys.Keys("rate", 60)
 	pr.p.blocks.add(ks...)
 	pr.p.s.Receive(pr.now, &wire.Lookup{ReqID: "a", Round: 1, Keys: ks})
 	pr.p.s.Receive(pr.now, &wire.Lookup{ReqID: "b", Round: 1, Keys: ks})
@@ -91,7 +92,7 @@ func TestSourceSharesOpenRounds(t *testing.T) {
 	a, b := readyPair(t, nil), readyPair(t, nil) // MaxInflight 64
 	src := &SourceQuota{}
 	a.p.blocks.src, b.p.blocks.src = src, src
-	ks := keys("src", 1)
+	ks := testkeys.Keys("src", 1)
 	a.p.blocks.add(ks...)
 	b.p.blocks.add(ks...)
 	for i := range 200 {
@@ -142,7 +143,7 @@ func TestSourceSharesParkedLookups(t *testing.T) {
 	a, b := readyPair(t, nil), readyPair(t, nil) // MaxInflight 64
 	src := &SourceQuota{}
 	a.p.blocks.src, b.p.blocks.src = src, src
-	wait, held := key("park", 0), key("park", 1)
+	wait, held := testkeys.Key("park", 0), testkeys.Key("park", 1)
 	for _, sd := range []*side{a.p, b.p} {
 		sd.blocks.pending[wait] = true
 		sd.blocks.add(held)
@@ -188,7 +189,7 @@ func TestSourceSharesKeyRate(t *testing.T) {
 	a, b, c := readyPair(t, rate), readyPair(t, rate), readyPair(t, rate)
 	src := &SourceQuota{}
 	a.p.blocks.src, b.p.blocks.src, c.p.blocks.src = src, src, src
-	ks := keys("rate", 10)
+	ks := testkeys.Keys("rate", 10)
 	for _, sd := range []*side{a.p, b.p, c.p} {
 		sd.blocks.add(ks...)
 	}
@@ -226,7 +227,7 @@ func TestSourceSharesKeyRate(t *testing.T) {
 func TestFetchOverMaxInflight(t *testing.T) {
 	pr := readyPair(t, func(c, p *Config) { p.MaxInflight = 4 })
 	for i := range 5 {
-		k := key("mi", i)
+		k := testkeys.Key("mi", i)
 		pr.p.s.Receive(pr.now, &wire.Fetch{ReqID: fmt.Sprintf("r%d", i), Job: uint64(i + 1), Keys: []wire.Key{k}, Slots: []uint32{1}})
 	}
 	pr.p.collect(t)
@@ -239,9 +240,9 @@ func TestFetchOverMaxInflight(t *testing.T) {
 // over the peer's advertised MaxInflight: the load fails at once instead.
 func TestConsumerKeepsUnderPeerMaxInflight(t *testing.T) {
 	pr := readyPair(t, func(c, p *Config) { p.MaxInflight = 2 })
-	pr.load(1, "a", keys("a", 1), true)
-	pr.load(2, "b", keys("b", 1), true)
-	if err := pr.c.s.RequestBlocks(pr.now, 3, "c", keys("c", 1), slots(300, 1), true); err == nil {
+	pr.load(1, "a", testkeys.Keys("a", 1), true)
+	pr.load(2, "b", testkeys.Keys("b", 1), true)
+	if err := pr.c.s.RequestBlocks(pr.now, 3, "c", testkeys.Keys("c", 1), slots(300, 1), true); err == nil {
 		t.Fatal("a third fetch was sent over the peer's max_inflight 2")
 	}
 	if pr.p.s.Ended() != health.CauseNone {
@@ -254,7 +255,7 @@ func TestConsumerKeepsUnderPeerMaxInflight(t *testing.T) {
 // and PD load timeouts.
 func TestUnbackedFetchExpires(t *testing.T) {
 	pr := readyPair(t, func(c, p *Config) { c.LoadTimeoutPD = time.Hour })
-	pr.load(1, "r", keys("u", 1), true)
+	pr.load(1, "r", testkeys.Keys("u", 1), true)
 	pr.advance(59 * time.Second)
 	if len(pr.p.dataOf(OpCancel, 1)) != 0 {
 		t.Fatal("canceled before its time")

@@ -546,6 +546,22 @@ func (s *Session) FinishProducer(now time.Time, id string) {
 	s.server.finishLocal(s, now, id)
 }
 
+// WaitingProducers is how many PD requests this session serves that
+// FinishProducers would finish: a peer's fetch or a store job opened them,
+// and the local request has not finished.
+func (s *Session) WaitingProducers() int {
+	if s.phase >= ended {
+		return 0
+	}
+	n := 0
+	for _, r := range s.server.reqs {
+		if (r.seen || r.rounds[0] != nil) && !r.finishing {
+			n++
+		}
+	}
+	return n
+}
+
 // FinishProducers is FinishProducer for every PD request this session
 // serves (a peer's fetch or a store job opened its round 0): the local
 // producer is gone, so no supply will come for any of them, registered by

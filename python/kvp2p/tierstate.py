@@ -146,12 +146,14 @@ class TierState:
                 # A finish not sent yet would reach the sidecar after this
                 # registration and undo it; the registration replaces it.
                 pending.remove(req_id)
-        if roles.any:
-            r = _Req(roles, _PREEMPTED)
-            self._reqs[req_id] = r
-            self._register(req_id, r)
-        elif old is not None and old.gen == self._gen:
-            self._out.finished.append(req_id)
+        # Every request, with a P2P role or not: the sidecar then knows
+        # whether its engine has work, so that it can take an engine that
+        # stopped stepping with requests in flight for stopped
+        # (engine.step_timeout) and an idle one for idle.
+        del old  # the registration replaces it
+        r = _Req(roles, _PREEMPTED)
+        self._reqs[req_id] = r
+        self._register(req_id, r)
         return roles
 
     def lookup(self, req_id: str, k16: bytes) -> Verdict:
