@@ -123,11 +123,14 @@ func attachPairKey(a *wire.DataAttach) pairKey {
 }
 
 // msgWriter is the one goroutine that writes a control connection. Senders
-// append to a queue under a mutex that is never held across I/O.
+// append to a queue under a mutex that is never held across I/O: its
+// source's (sendQueues), which guards the queues of all the source's
+// control connections.
 type msgWriter struct {
 	nc      net.Conn
 	timeout time.Duration
-	mu      sync.Mutex
+	share   *sendShare
+	mu      *sync.Mutex // share.mu
 	queue   []wire.Message
 	queued  int // bytes queue's messages will take on the wire, about (sizeOf)
 	closing bool
@@ -154,42 +157,47 @@ const (
 )
 
 // newMsgWriter starts the writer goroutine; it ends after close (once the
-// queue is flushed) or on a write error. wg tracks it.
-func newMsgWriter(nc net.Conn, timeout time.Duration, wg *sync.WaitGroup) *msgWriter {
+// queue is flushed) or on a write error. Its queue counts in its source's
+// share of q (nil: a share of its own). wg tracks it.
+func newMsgWriter(nc net.Conn, timeout time.Duration, q *sendQueues, wg *sync.WaitGroup) *msgWriter {
 	w := &msgWriter{nc: nc, timeout: timeout, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	w.share = q.join(nc, w)
+	w.mu = &w.share.mu
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		defer q.leave(w)
 		w.run()
 	}()
 	return w
 }
 
-// maxQueued bounds what one control connection's queue holds for a peer
-// that does not read (issue 25: bytes buffered per peer): three of the
-// largest control frames. A peer that sends lookups and never reads their
-// answers otherwise makes us buffer what it asks for, at up to ctlRate
-// messages a second, until the write times out. Over it the connection is
-// closed at once, and its session ends as a lost connection.
+// maxQueued bounds what the control connections of one source queue for
+// peers that do not read (bytes buffered per peer), and what one of them
+// does (sendQueues): three of the largest control frames. A peer that
+// sends lookups and never reads their answers otherwise makes us buffer
+// what it asks for, at up to ctlRate messages a second, until the write
+// times out. Over it a connection is closed at once, and its session ends
+// as a lost connection.
 const maxQueued = 3 * 1314846 // wire.ControlFrameLimit(wire.DefaultLimits()), checked by TestMsgWriterBounded
 
-// send queues m; it never blocks. A queue over maxQueued closes the
-// connection instead.
+// send queues m; it never blocks. A queue over maxQueued, or a source's
+// queues over it, close the connection that queues the most instead
+// (sendQueues).
 func (w *msgWriter) send(m wire.Message) {
+	var over []*msgWriter
 	w.mu.Lock()
-	over := false
 	if !w.closing {
 		w.queue = append(w.queue, m)
-		w.queued += sizeOf(m)
-		if over = w.queued > maxQueued; over {
-			w.closing = true
-			clear(w.queue)
-			w.queue, w.queued = nil, 0
-		}
+		n := sizeOf(m)
+		w.queued += n
+		w.share.queued += n
+		over = w.share.overflow(w)
 	}
 	w.mu.Unlock()
-	if over {
-		w.nc.Close() // does not block; the reader fails and the session ends
+	for _, o := range over {
+		o.nc.Close() // does not block; the reader fails and the session ends
+		o.poke()
 	}
 	w.poke()
 }
@@ -232,6 +240,7 @@ func (w *msgWriter) run() {
 	for range w.wake {
 		w.mu.Lock()
 		w.batch, w.queue = w.queue, w.batch[:0] // swapped, not copied
+		w.share.queued -= w.queued
 		w.queued = 0
 		closing := w.closing
 		w.mu.Unlock()

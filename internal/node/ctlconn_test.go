@@ -60,7 +60,7 @@ func TestMsgWriterShrinks(t *testing.T) {
 	for _, small := range []int{quietWrites - 1, quietWrites} {
 		a, b := net.Pipe()
 		var wg sync.WaitGroup
-		w := newMsgWriter(a, time.Minute, &wg)
+		w := newMsgWriter(a, time.Minute, nil, &wg)
 		rd := wire.NewReader(b, wire.DefaultLimits())
 		read := func(n int) {
 			for range n {
@@ -99,7 +99,7 @@ func TestMsgWriterBounded(t *testing.T) {
 	a, b := net.Pipe() // b is never read: the writer blocks on its first write
 	defer b.Close()
 	var wg sync.WaitGroup
-	w := newMsgWriter(a, time.Minute, &wg)
+	w := newMsgWriter(a, time.Minute, nil, &wg)
 	resp := &wire.LookupResp{ReqID: "r", Keys: make([]wire.Key, 100), Hits: make([]bool, 100)}
 	sent := 0
 	for ; sent < 10*maxQueued/sizeOf(resp); sent++ {
@@ -123,5 +123,78 @@ func TestMsgWriterBounded(t *testing.T) {
 	wg.Wait() // the writer's blocked write failed with the closed pipe
 	if _, err := a.Write([]byte{0}); err == nil {
 		t.Fatal("the connection is still open")
+	}
+}
+
+// TestSendQueuesShareBySource: the control connections of one source
+// queue at most maxQueued together. Eight that never read have their
+// answers queued in turn; each send that takes the source over closes the
+// connection that queues the most, and one connection of the same source
+// whose peer reads every answer is never closed. Before, each of the eight
+// queued up to maxQueued: eight times the source's share.
+func TestSendQueuesShareBySource(t *testing.T) {
+	var q sendQueues
+	var wg sync.WaitGroup
+	resp := &wire.LookupResp{ReqID: "r", Keys: make([]wire.Key, 1000), Hits: make([]bool, 1000)}
+	const deaf = 8
+	ws := make([]*msgWriter, deaf)
+	for i := range ws {
+		a, b := net.Pipe() // b is never read: each writer blocks on its first write
+		defer b.Close()
+		ws[i] = newMsgWriter(a, time.Minute, &q, &wg)
+	}
+	a, b := net.Pipe()
+	good := newMsgWriter(a, time.Minute, &q, &wg)
+	rd := wire.NewReader(b, wire.DefaultLimits())
+	src := sourceHost(a)
+	peak, closed := 0, 0
+	for round := 0; closed < deaf && round < 10*maxQueued/sizeOf(resp); round++ {
+		closed = 0
+		for _, w := range ws {
+			w.send(resp)
+			w.mu.Lock()
+			if w.closing {
+				closed++
+			}
+			w.mu.Unlock()
+			peak = max(peak, q.queued(src))
+		}
+		good.send(resp)
+		if _, err := rd.Next(); err != nil {
+			t.Fatalf("round %d: the reading connection of the source was closed: %v", round, err)
+		}
+	}
+	t.Logf("peak %d bytes queued for the source (bound %d); %d of %d connections that never read closed", peak, maxQueued, closed, deaf)
+	if peak > maxQueued {
+		t.Fatalf("the source queued %d bytes, over %d", peak, maxQueued)
+	}
+	if closed != deaf {
+		t.Fatalf("%d of %d connections that never read were closed", closed, deaf)
+	}
+	good.mu.Lock()
+	if good.closing {
+		t.Fatal("the reading connection was closed")
+	}
+	good.mu.Unlock()
+	good.close()
+	if _, err := rd.Next(); err == nil {
+		t.Fatal("read after close")
+	}
+	wg.Wait()
+	if n := q.queued(src); n != 0 || len(q.src) != 0 {
+		t.Fatalf("after every writer ended: %d bytes, %d sources kept", n, len(q.src))
+	}
+	// The loop may send on a writer that a write error ended before it
+	// heard: nothing is queued or counted.
+	a, b = net.Pipe()
+	w := newMsgWriter(a, time.Minute, &q, &wg)
+	b.Close()
+	w.send(resp) // its write fails: the writer ends
+	wg.Wait()
+	w.send(resp)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.queued != 0 || w.share.queued != 0 || len(w.queue) != 0 {
+		t.Fatalf("a send after the writer ended queued %d bytes (source %d)", w.queued, w.share.queued)
 	}
 }

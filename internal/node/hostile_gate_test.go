@@ -88,11 +88,7 @@ func churn(t *testing.T, addr string, ips []string, n int) (stop func() int) {
 // handshakes, each within churnHandshakeWithin. The figures are logged; docs/security-resources.md has them.
 func TestAttackGateChurn(t *testing.T) {
 	ips := []string{"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5", "127.0.0.6"}
-	if ln, err := net.Listen("tcp", ips[0]+":0"); err != nil {
-		t.Skipf("no loopback address %s here: %v", ips[0], err)
-	} else {
-		ln.Close()
-	}
+	needAddr(t, ips[0])
 	for run := range 3 {
 		// The producer logs at info, as a node does by default: at debug
 		// each evicted connection is a log line, work a production node

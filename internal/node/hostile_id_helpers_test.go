@@ -2,6 +2,8 @@ package node
 
 import (
 	cryptorand "crypto/rand"
+	"net"
+	"testing"
 
 	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/wire"
@@ -17,4 +19,15 @@ func halves(claim string, inc, attempt uint64) (*wire.Hello, *wire.DataAttach) {
 	cryptorand.Read(h.Secret[:])
 	return h, &wire.DataAttach{PeerID: claim, Incarnation: inc, Attempt: attempt,
 		MAC: wire.AttachMAC(h.Secret, claim, inc, attempt)}
+}
+
+// needAddr skips t where the loopback address ip cannot be bound: the
+// attacks from other hosts need 127.0.0.2 and up.
+func needAddr(t *testing.T, ip string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", ip+":0")
+	if err != nil {
+		t.Skipf("no loopback address %s here: %v", ip, err)
+	}
+	ln.Close()
 }

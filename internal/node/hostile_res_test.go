@@ -26,11 +26,7 @@ import (
 // keeps at least 90% of its hits (all of them, in practice) and its loads
 // succeed while the attacker keeps looking up.
 func TestAttackLookupPinsHealthyKeepsHits(t *testing.T) {
-	if ln, err := net.Listen("tcp", "127.0.0.2:0"); err != nil {
-		t.Skipf("no loopback address 127.0.0.2 here: %v", err)
-	} else {
-		ln.Close()
-	}
+	needAddr(t, "127.0.0.2")
 	p := startTN(t, nodeOpt{mut: func(c *Config) { c.Slots = 128 }})
 	c := startTN(t, nodeOpt{})
 	hot := nodetest.Keys("hot", 100)
@@ -131,11 +127,7 @@ var manyFacesFor = flag.Duration("attack.manyfaces", 3*time.Second, "how long Te
 // 127.0.0.2, the consumer from 127.0.0.1.
 func TestAttackManyFaces(t *testing.T) {
 	const attacker = "127.0.0.2"
-	if ln, err := net.Listen("tcp", attacker+":0"); err != nil {
-		t.Skipf("no loopback address %s here: %v", attacker, err)
-	} else {
-		ln.Close()
-	}
+	needAddr(t, attacker)
 	p := startTN(t, nodeOpt{mut: func(c *Config) { c.Slots = 128 }})
 	c := startTN(t, nodeOpt{})
 	const faces, per = 8, 32

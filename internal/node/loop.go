@@ -142,7 +142,7 @@ func (n *Node) handle(ev event) {
 		n.log.Debug("connect attempt dialed", "peer", c.key.peer, "conn", ev.id, "control", ev.ctlTook, "control_and_data", ev.dataTook,
 			"loop_late", time.Since(ev.posted))
 		c.nc = ev.ctl
-		c.w = newMsgWriter(ev.ctl, n.timers.HeartbeatTimeout, &n.wg)
+		c.w = newMsgWriter(ev.ctl, n.timers.HeartbeatTimeout, &n.sendq, &n.wg)
 		n.wg.Add(1)
 		go n.readCtl(c.id, n.ctlReader(ev.ctl))
 		n.startData(c, ev.data, nil)
@@ -229,7 +229,7 @@ func (n *Node) admit(now time.Time, ctl evAccepted, h *wire.Hello, data pendingD
 	n.gate.leave(ctl.raw)
 	n.gate.leave(data.raw)
 	id := n.tb.Accept(now)
-	c := &ctlConn{id: id, nc: ctl.nc, w: newMsgWriter(ctl.nc, n.timers.HeartbeatTimeout, &n.wg),
+	c := &ctlConn{id: id, nc: ctl.nc, w: newMsgWriter(ctl.nc, n.timers.HeartbeatTimeout, &n.sendq, &n.wg),
 		key: attachKey{h.PeerID, h.Incarnation, h.Attempt}}
 	n.conns[id] = c
 	n.wg.Add(1)

@@ -89,6 +89,7 @@ type Node struct {
 	tls      *identity.Creds // nil: plain TCP
 	gate     *connGate       // accepted connections that are not a session yet
 	refused  refusals        // connections refused before they became sessions
+	sendq    sendQueues      // control send queues' bytes by source
 	ranks    rankHosts       // hosts with ranks in view (trust.go); the loop's
 	refusing bool            // RefuseHandshakes: every Hello is refused as incompatible
 

@@ -27,7 +27,8 @@ func forged() []byte { return bytes.Repeat([]byte{0xEE}, nodetest.BlockBytes) }
 type spoofer struct {
 	ctl, data net.Conn
 	ready     chan struct{} // the target acknowledged our Hello
-	ended     chan struct{} // the control connection ended
+	ended     chan struct{} // the control connection ended, or a deaf spoofer stopped reading
+	deaf      atomic.Bool   // stop reading the control connection at its next message
 	fetches   atomic.Int32  // fetches served with forged blocks
 	answers   atomic.Int32  // lookup answers received
 	hits      atomic.Int64  // keys those answers said HIT
@@ -66,6 +67,12 @@ func startSpooferFrom(t *testing.T, target, claim string, inc uint64, tc *tls.Co
 	if local != "" {
 		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(local)}
 	}
+	return startSpooferDial(t, target, claim, inc, tc, &d)
+}
+
+// startSpooferDial is startSpooferAs dialing with d.
+func startSpooferDial(t *testing.T, target, claim string, inc uint64, tc *tls.Config, d *net.Dialer) *spoofer {
+	t.Helper()
 	dial := func() net.Conn {
 		nc, err := d.Dial("tcp", target)
 		if err != nil {
@@ -88,7 +95,7 @@ func startSpooferFrom(t *testing.T, target, claim string, inc uint64, tc *tls.Co
 		rd := wire.NewReader(s.ctl, wire.DefaultLimits())
 		for {
 			m, err := rd.Next()
-			if err != nil {
+			if err != nil || s.deaf.Load() {
 				return
 			}
 			switch m := m.(type) {

@@ -99,8 +99,8 @@ func TestSourceSharesOpenRounds(t *testing.T) {
 		a.p.s.Receive(a.now, &wire.Lookup{ReqID: fmt.Sprintf("a%d", i), Round: 1, Keys: ks})
 	}
 	a.p.collect(t)
-	if src.rounds != 64 || src.sessions != 1 {
-		t.Fatalf("source holds %d rounds of %d sessions, want 64 of 1", src.rounds, src.sessions)
+	if src.rounds.n != 64 || src.rounds.sessions != 1 {
+		t.Fatalf("source holds %d rounds of %d sessions, want 64 of 1", src.rounds.n, src.rounds.sessions)
 	}
 	// The second session is under its part (64/2): served though the
 	// source is at its cap.
@@ -114,21 +114,110 @@ func TestSourceSharesOpenRounds(t *testing.T) {
 	// The flooder is over its part: its new rounds are refused.
 	a.p.s.Receive(a.now, &wire.Lookup{ReqID: "a-more", Round: 1, Keys: ks})
 	a.p.collect(t)
-	if a.p.s.server.quota.peerRounds != 64 || src.rounds != 74 || src.sessions != 2 {
+	if a.p.s.server.quota.peerRounds != 64 || src.rounds.n != 74 || src.rounds.sessions != 2 {
 		t.Fatalf("after the flooder's next lookup: it holds %d, the source %d of %d sessions; want 64, 74, 2",
-			a.p.s.server.quota.peerRounds, src.rounds, src.sessions)
+			a.p.s.server.quota.peerRounds, src.rounds.n, src.rounds.sessions)
 	}
 	// A fetch opens its round whatever the source holds (our Hello
 	// promised the session MaxInflight).
 	b.p.s.Receive(b.now, &wire.Fetch{ReqID: "pd", Job: 1, Keys: ks, Slots: []uint32{1}})
 	b.p.collect(t)
-	if b.p.s.Ended() != health.CauseNone || src.rounds != 75 {
-		t.Fatalf("a fetch beside the source's cap: session %v, source rounds %d", b.p.s.Ended(), src.rounds)
+	if b.p.s.Ended() != health.CauseNone || src.rounds.n != 75 {
+		t.Fatalf("a fetch beside the source's cap: session %v, source rounds %d", b.p.s.Ended(), src.rounds.n)
 	}
 	// The rounds go back as they end: the lookup pins lapse (10 s).
 	a.advance(10*time.Second + 20*time.Millisecond)
-	if src.rounds != 11 || src.sessions != 1 {
-		t.Fatalf("after the flooder's rounds ended: source %d rounds of %d sessions, want 11 of 1", src.rounds, src.sessions)
+	if src.rounds.n != 11 || src.rounds.sessions != 1 {
+		t.Fatalf("after the flooder's rounds ended: source %d rounds of %d sessions, want 11 of 1", src.rounds.n, src.rounds.sessions)
+	}
+}
+
+// TestSourceSharesParkedLookups: the sessions of one source share one cap
+// on the lookups they park (waiting for keys being filled), each keeping
+// its part. Lookups parked in one round open no more rounds, so only this
+// cap holds them: a session of the source with 40 parked, under its own
+// cap (64), was served however many its source's other sessions parked.
+// Beside a second session with 30 (the source at 70 of 64), it is over
+// its part (32) and refused, and the second, under it, is served.
+func TestSourceSharesParkedLookups(t *testing.T) {
+	a, b := readyPair(t, nil), readyPair(t, nil) // MaxInflight 64
+	src := &SourceQuota{}
+	a.p.blocks.src, b.p.blocks.src = src, src
+	wait, held := testkeys.Key("park", 0), testkeys.Key("park", 1)
+	for _, sd := range []*side{a.p, b.p} {
+		sd.blocks.pending[wait] = true
+		sd.blocks.add(held)
+	}
+	for range 40 {
+		a.p.s.Receive(a.now, &wire.Lookup{ReqID: "a", Round: 1, Keys: []wire.Key{wait}})
+	}
+	for range 30 {
+		b.p.s.Receive(b.now, &wire.Lookup{ReqID: "b", Round: 1, Keys: []wire.Key{wait}})
+	}
+	a.p.collect(t)
+	b.p.collect(t)
+	if src.parked.n != 70 || src.parked.sessions != 2 || src.rounds.n != 2 {
+		t.Fatalf("source: %d lookups parked by %d sessions in %d rounds, want 70 by 2 in 2", src.parked.n, src.parked.sessions, src.rounds.n)
+	}
+	a.p.s.Receive(a.now, &wire.Lookup{ReqID: "a2", Round: 1, Keys: []wire.Key{held}})
+	b.p.s.Receive(b.now, &wire.Lookup{ReqID: "b2", Round: 1, Keys: []wire.Key{held}})
+	a.p.collect(t)
+	b.p.collect(t)
+	if n, hit := lookupAnswers(a.p); n != 1 || hit != 0 {
+		t.Fatalf("the session over its part (40 of 32): %d answers, %d hits; want 1 MISS", n, hit)
+	}
+	if n, hit := lookupAnswers(b.p); n != 1 || hit != 1 {
+		t.Fatalf("the session under its part (30 of 32): %d answers, %d hits; want 1 HIT", n, hit)
+	}
+	// The parked lookups are answered MISS after LookupPendingTimeout (5 s),
+	// and the source's count goes with them.
+	a.advance(5*time.Second + 20*time.Millisecond)
+	b.advance(5*time.Second + 20*time.Millisecond)
+	if src.parked.n != 0 || src.parked.sessions != 0 {
+		t.Fatalf("after the pending timeout: source %d parked by %d sessions, want none", src.parked.n, src.parked.sessions)
+	}
+}
+
+// TestSourceSharesKeyRate: the sessions of one source share one bucket of
+// lookup keys (100 a second here), each keeping its part. A first session
+// takes the whole bucket; a second, its own bucket full, gets its part of
+// the rate (50 of 100 keys) past the empty source bucket, where before it
+// got its own 100; a third session, healthy, is still served (its part is
+// a third).
+func TestSourceSharesKeyRate(t *testing.T) {
+	rate := func(c, p *Config) { p.LookupKeysPerSecond = 100 }
+	a, b, c := readyPair(t, rate), readyPair(t, rate), readyPair(t, rate)
+	src := &SourceQuota{}
+	a.p.blocks.src, b.p.blocks.src, c.p.blocks.src = src, src, src
+	ks := testkeys.Keys("rate", 10)
+	for _, sd := range []*side{a.p, b.p, c.p} {
+		sd.blocks.add(ks...)
+	}
+	flood := func(pr *pair, name string) int {
+		for i := range 10 {
+			pr.p.s.Receive(pr.now, &wire.Lookup{ReqID: fmt.Sprint(name, i), Round: 1, Keys: ks})
+		}
+		pr.p.collect(t)
+		_, hit := lookupAnswers(pr.p)
+		return hit
+	}
+	if hit := flood(a, "a"); hit != 100 {
+		t.Fatalf("first session: %d of 100 keys hit, want its whole bucket", hit)
+	}
+	if hit := flood(b, "b"); hit != 50 {
+		t.Fatalf("second session beside the first: %d of 100 keys hit, want its part, 50", hit)
+	}
+	c.p.s.Receive(c.now, &wire.Lookup{ReqID: "c", Round: 1, Keys: ks})
+	c.p.collect(t)
+	if _, hit := lookupAnswers(c.p); hit != 10 {
+		t.Fatalf("third session: %d of 10 keys hit, want all (under its part, 33)", hit)
+	}
+	if src.keys.sessions != 3 {
+		t.Fatalf("%d sessions counted in the source's key rate, want 3", src.keys.sessions)
+	}
+	a.p.s.Close(a.now, health.CauseConnReset)
+	if src.keys.sessions != 2 {
+		t.Fatalf("after one ended: %d sessions counted, want 2", src.keys.sessions)
 	}
 }
 

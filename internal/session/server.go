@@ -202,6 +202,7 @@ func (sv *server) onLookup(s *Session, now time.Time, m *wire.Lookup) error {
 	}
 	if len(pl.wait) > 0 {
 		sv.parked = append(sv.parked, pl)
+		sv.countParked(s)
 		return nil
 	}
 	s.send(now, &wire.LookupResp{ReqID: m.ReqID, Round: m.Round, Keys: m.Keys, Hits: pl.hits})
@@ -248,6 +249,7 @@ func (sv *server) retryParked(s *Session, now time.Time) {
 	}
 	clear(sv.parked[len(kept):])
 	sv.parked = kept
+	sv.countParked(s)
 }
 
 func (sv *server) onFetch(s *Session, now time.Time, m *wire.Fetch) error {
@@ -344,11 +346,11 @@ func (sv *server) terminal(s *Session, now time.Time, id string) {
 			sv.finalize(s, now, rd, false)
 		}
 	}
-	sv.dropParked(id)
+	sv.dropParked(s, id)
 	sv.prune(id)
 }
 
-func (sv *server) dropParked(id string) {
+func (sv *server) dropParked(s *Session, id string) {
 	kept := sv.parked[:0]
 	for _, pl := range sv.parked {
 		if pl.msg.ReqID != id {
@@ -357,6 +359,7 @@ func (sv *server) dropParked(id string) {
 	}
 	clear(sv.parked[len(kept):])
 	sv.parked = kept
+	sv.countParked(s)
 }
 
 // cancelRound stops a round's data-path job; SendEnd finalizes it.
@@ -459,7 +462,7 @@ func (sv *server) finishLocal(s *Session, now time.Time, id string) {
 			sv.cancelRound(s, now, rd)
 		}
 	}
-	sv.dropParked(id)
+	sv.dropParked(s, id)
 	sv.prune(id)
 }
 
@@ -511,7 +514,9 @@ func (sv *server) close(s *Session, now time.Time) {
 	}
 	sv.reqs, sv.byJob, sv.stores = nil, nil, nil
 	sv.parked = nil
+	sv.countParked(s)
 	sv.addRounds(s, -sv.quota.peerRounds)
+	sv.leaveSourceKeys(s)
 }
 
 func (sv *server) dataClosed(s *Session) {
