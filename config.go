@@ -46,3 +46,7 @@ var ErrMachine = node.ErrMachine
 // RankURI is the URI SAN that names a rank in its certificate:
 // kvp2p://host:port, the whole peer id.
 func RankURI(peerID string) string { return node.RankURI(peerID) }
+
+// FindConfig turns on finding sources no request names: summaries of what
+// each node can serve, shared with the deployment's members (docs/find.md).
+type FindConfig = node.FindConfig

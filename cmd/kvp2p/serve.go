@@ -20,6 +20,7 @@ import (
 	"github.com/kvp2p/kvp2p/internal/node"
 	"github.com/kvp2p/kvp2p/internal/sidecar"
 	"github.com/kvp2p/kvp2p/internal/status"
+	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
 // shutdownTimeout bounds a graceful stop. Kubernetes sends SIGKILL 30 s after
@@ -166,7 +167,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	// The status server outlives the node's drain: probes see it not ready.
-	closeMetrics, err := status.Listen(cfg.MetricsAddr, srv.Status, log)
+	var prefix status.PrefixFunc
+	if cfg.Find.Enabled {
+		prefix = func(keys []wire.Key) ([]status.PrefixNode, error) { return prefixes(srv, keys) }
+	}
+	closeMetrics, err := status.Listen(cfg.MetricsAddr, srv.Status, log, prefix)
 	defer closeMetrics()
 	if err != nil {
 		return err

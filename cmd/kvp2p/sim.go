@@ -14,6 +14,7 @@ import (
 
 const simUsage = `usage: kvp2p sim [--scenario FILE|NAME|all] [--policy NAME|all] [--seed N]
                  [--timers preset|vllm|kvp2p] [--drop-domains] [--ablation] [--json] [--svg FILE]
+       kvp2p sim find [flags]   (finding prefixes without a router: kvp2p sim find --help)
 
 Runs each scenario under each failure policy in the simulator (virtual time,
 deterministic for a seed) and prints the report of docs/design.md §7.
@@ -28,6 +29,9 @@ timers column), and what failure domains give (the domains column).
 
 // runSim is `kvp2p sim`.
 func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "find" {
+		return runSimFind(args[1:], stdout, stderr)
+	}
 	fs, common := newRunFlags("sim", simUsage, "all", "or all", stderr)
 	seed := fs.Int64("seed", 0, "random seed (0: each scenario's own)")
 	timers := fs.String("timers", "preset", "timer set for every policy: preset, "+sim.TimersVLLM+" or "+sim.TimersKVP2P)

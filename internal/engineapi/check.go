@@ -37,6 +37,12 @@ func CheckStep(req *pb.StepRequest, lim Limits) error {
 	for _, j := range append(req.Loads, req.Stores...) {
 		keys += len(j.Keys) + len(j.KeysPacked)/KeyBytes
 	}
+	if st := req.Stored; st != nil {
+		keys += len(st.ChunkIds) + len(st.RemovedChunks)
+		if len(st.KeysPacked) != KeyBytes*len(st.ChunkIds) {
+			return status.Errorf(codes.InvalidArgument, "stored: %d bytes of keys for %d chunks, want %d bytes each", len(st.KeysPacked), len(st.ChunkIds), KeyBytes)
+		}
+	}
 	if keys > lim.MaxKeysPerStep {
 		return status.Errorf(codes.ResourceExhausted, "step has %d keys, at most %d", keys, lim.MaxKeysPerStep)
 	}

@@ -36,6 +36,10 @@ type Config struct {
 	// Timers; zero means the policy preset's value (docs/design.md §5).
 	Timers Timers `yaml:"timers"`
 
+	// Find shares summaries of what the node can serve with its peers
+	// and finds sources no request names (find.go).
+	Find FindConfig `yaml:"find"`
+
 	// TLS turns on mutual TLS for every connection (internal/identity).
 	TLS TLSConfig `yaml:"tls"`
 	// TrustClaimedHost accepts, on plain TCP, a Hello or DataAttach whose

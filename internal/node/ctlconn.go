@@ -205,6 +205,8 @@ func sizeOf(m wire.Message) int {
 		return rest + len(m.ReqID) + len(m.Keys)*wire.KeySize + len(m.Hits)/8
 	case *wire.Fetch:
 		return rest + len(m.ReqID) + len(m.Keys)*(wire.KeySize+4)
+	case *wire.Summary:
+		return rest + len(m.Words)*(4+8)
 	}
 	return rest
 }

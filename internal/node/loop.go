@@ -40,6 +40,7 @@ func (n *Node) loop() {
 			n.checkDials(now)
 			n.checkPaths(now)
 			n.tb.Tick(now)
+			n.findTick(now)
 			n.expirePending(now)
 			n.expireDataLoss(now)
 			if n.sc != nil {
@@ -152,6 +153,10 @@ func (n *Node) handle(ev event) {
 			return
 		}
 		n.obs.received(now, ev.id, ev.msg)
+		if m, ok := ev.msg.(*wire.Summary); ok {
+			n.findReceive(now, ev.id, m) // the node's, not the session's
+			return
+		}
 		n.tb.Receive(now, ev.id, n.helloIn(ev.msg))
 	case evCtlLost:
 		if c := n.conns[ev.id]; c != nil && !c.closing() {

@@ -39,6 +39,7 @@ type Node struct {
 	dpCfg  datapath.Config
 	lim    wire.Limits
 	sc     Sidecar   // an engine sidecar's hooks (internal/sidecar); nil: the node's own arena
+	find   *finder   // summaries (find.go); nil unless Config.Find.Enabled
 	obs    *observer // counts for metrics and status; owned by the loop
 
 	// testDialHeld, when set (tests only), runs in a dial goroutine right
@@ -242,6 +243,11 @@ func newNode(cfg Config, sc Sidecar) (*Node, error) {
 	}
 	if cfg.TLS.Enabled() {
 		if n.tls, err = identity.NewCreds(identity.Config(cfg.TLS)); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Find.Enabled {
+		if n.find, err = newFinder(cfg.Find, cfg.Slots, cfg.Incarnation, sc == nil); err != nil {
 			return nil, err
 		}
 	}

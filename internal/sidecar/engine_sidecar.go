@@ -311,3 +311,11 @@ func (b sidecarBackend) Step(req *pb.StepRequest) (*pb.StepResponse, error) {
 	}
 	return nil, status.Errorf(codes.FailedPrecondition, "registration %d: no engine is attached: attach first", req.Registration)
 }
+
+// WatchSummaries implements engineapi.SummaryBackend.
+func (b sidecarBackend) WatchSummaries(reg uint64, post func(*pb.SummaryUpdate) bool) (func(), error) {
+	if eb, ok := b.s.backend(); ok {
+		return eb.WatchSummaries(reg, post)
+	}
+	return nil, status.Errorf(codes.FailedPrecondition, "registration %d: no engine is attached: attach first", reg)
+}

@@ -1,14 +1,15 @@
 package sidecar
 
 import (
-	"github.com/kvp2p/kvp2p/internal/node"
-	"github.com/kvp2p/kvp2p/internal/session"
+	"encoding/binary"
 	"slices"
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/engineapi"
 	pb "github.com/kvp2p/kvp2p/internal/engineapi/enginepb"
 	"github.com/kvp2p/kvp2p/internal/loads"
+	"github.com/kvp2p/kvp2p/internal/node"
+	"github.com/kvp2p/kvp2p/internal/session"
 	"github.com/kvp2p/kvp2p/internal/store"
 	"github.com/kvp2p/kvp2p/internal/wire"
 	"google.golang.org/grpc/codes"
@@ -38,6 +39,7 @@ func (e *engine) step(n *node.Node, now time.Time, req *pb.StepRequest) (*pb.Ste
 			n.Table().RequestFinished(now, id)
 		}
 	}
+	noteStored(n, req.Stored)
 	for _, r := range req.NewRequests {
 		if err := n.Table().NewRequest(now, r.ReqId, transferParams(r.Params)); err != nil {
 			// Registered without a P2P role (its lookups MISS); the engine
@@ -162,6 +164,13 @@ func (e *engine) checkStep(n *node.Node, req *pb.StepRequest) error {
 			}
 		}
 	}
+	if st := req.Stored; st != nil {
+		for _, c := range append(st.ChunkIds[:len(st.ChunkIds):len(st.ChunkIds)], st.RemovedChunks...) {
+			if uint64(c) >= e.geo.NumChunks {
+				return status.Errorf(codes.InvalidArgument, "stored: chunk %d out of range [0,%d)", c, e.geo.NumChunks)
+			}
+		}
+	}
 	// Two stores of one step naming one chunk must agree on its key.
 	seen := map[uint32]string{}
 	for i, j := range req.Stores {
@@ -176,6 +185,23 @@ func (e *engine) checkStep(n *node.Node, req *pb.StepRequest) error {
 }
 
 var jobWhat = [2]string{"loads", "stores"}
+
+// noteStored tells the node's summary what the engine's CPU tier now
+// holds (StepRequest.stored; checked: chunks in range, one key each).
+func noteStored(n *node.Node, st *pb.StoredBlocks) {
+	if st == nil {
+		return
+	}
+	for _, c := range st.RemovedChunks {
+		n.NoteRemoved(int(c))
+	}
+	for i, c := range st.ChunkIds {
+		if err := n.NoteStored(int(c), wire.Key(st.KeysPacked[i*wire.KeySize:(i+1)*wire.KeySize])); err != nil {
+			n.Log().Error("stored blocks not summarised", "err", err)
+			return
+		}
+	}
+}
 
 func jobKeys(j *pb.Job) ([]wire.Key, []store.Slot) {
 	keys := make([]wire.Key, len(j.Keys))
@@ -216,4 +242,45 @@ func transferParams(p *pb.TransferParams) loads.TransferParams {
 	tp.RemoteDecoder = conv(p.RemoteDecoder)
 	tp.RemoteKVSource = conv(p.RemoteKvSource)
 	return tp
+}
+
+// WatchSummaries implements engineapi.SummaryBackend: the node's peer
+// summaries, for the attached engine only, as engine API updates.
+func (b engineBackend) WatchSummaries(reg uint64, post func(*pb.SummaryUpdate) bool) (func(), error) {
+	var refuse error
+	if err := b.n.Do(func(time.Time) {
+		if b.e.reg == 0 || b.e.reg != reg {
+			refuse = status.Errorf(codes.FailedPrecondition, "registration %d is not the attached engine's (%d)", reg, b.e.reg)
+		}
+	}); err != nil {
+		return nil, errNodeClosed
+	}
+	if refuse != nil {
+		return nil, refuse
+	}
+	stop, err := b.n.WatchSummaries(func(peer string, m *wire.Summary) bool {
+		if b.e.reg != reg { // in the loop: the engine detached
+			post(nil)
+			return false
+		}
+		return post(summaryUpdate(peer, m))
+	})
+	if err != nil {
+		return nil, status.Error(codes.Unimplemented, err.Error())
+	}
+	return stop, nil
+}
+
+// summaryUpdate is m as the engine API carries it; nil m: the peer is gone.
+func summaryUpdate(peer string, m *wire.Summary) *pb.SummaryUpdate {
+	if m == nil {
+		return &pb.SummaryUpdate{Peer: peer, Gone: true}
+	}
+	u := &pb.SummaryUpdate{Peer: peer, Format: uint32(m.Format), Reset_: m.Reset, Last: m.Last,
+		Epoch: m.Epoch, Seq: m.Seq, Size: m.Size, WordsPacked: make([]byte, 0, 12*len(m.Words))}
+	for i, w := range m.Words {
+		u.WordsPacked = binary.LittleEndian.AppendUint32(u.WordsPacked, w)
+		u.WordsPacked = binary.LittleEndian.AppendUint64(u.WordsPacked, m.Values[i])
+	}
+	return u
 }

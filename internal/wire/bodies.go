@@ -338,3 +338,59 @@ func (m *Error) decodeBody(b []byte, lim Limits) error {
 	m.Msg = d.str("Msg")
 	return d.finish()
 }
+
+// summaryEntry is the wire size of one Summary word: its index and value.
+const summaryEntry = 4 + 8
+
+func (m *Summary) appendBody(b []byte, lim Limits) ([]byte, error) {
+	if len(m.Values) != len(m.Words) {
+		return b, malformed("Summary.Values", "length differs from Words")
+	}
+	for i, w := range m.Words {
+		if w >= m.Size || (i > 0 && w <= m.Words[i-1]) {
+			return b, malformed("Summary.Words", "not strictly increasing below Size")
+		}
+	}
+	e := encoder{b: b, lim: lim, msg: "Summary"}
+	e.u8(m.Format)
+	e.boolean(m.Reset)
+	e.boolean(m.Last)
+	e.u64(m.Epoch)
+	e.u64(m.Seq)
+	e.u32(m.Size)
+	if e.length("Words", len(m.Words), lim.MaxKeys) {
+		for i, w := range m.Words {
+			e.u32(w)
+			e.u64(m.Values[i])
+		}
+	}
+	return e.b, e.err
+}
+
+func (m *Summary) decodeBody(b []byte, lim Limits) error {
+	d := decoder{b: b, lim: lim, msg: "Summary"}
+	m.Format = d.u8("Format")
+	m.Reset = d.boolean("Reset")
+	m.Last = d.boolean("Last")
+	m.Epoch = d.u64("Epoch")
+	m.Seq = d.u64("Seq")
+	m.Size = d.u32("Size")
+	n := d.length("Words", lim.MaxKeys)
+	p := d.take("Words", n*summaryEntry)
+	m.Words, m.Values = nil, nil
+	if d.err == nil && n > 0 {
+		m.Words = make([]uint32, n)
+		m.Values = make([]uint64, n)
+		for i := range m.Words {
+			q := p[i*summaryEntry:]
+			m.Words[i] = binary.BigEndian.Uint32(q)
+			m.Values[i] = binary.BigEndian.Uint64(q[4:])
+			if m.Words[i] >= m.Size || (i > 0 && m.Words[i] <= m.Words[i-1]) {
+				d.err = malformed("Summary.Words", "not strictly increasing below Size")
+				m.Words, m.Values = nil, nil
+				break
+			}
+		}
+	}
+	return d.finish()
+}

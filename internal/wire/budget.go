@@ -25,7 +25,8 @@ func ControlFrameLimit(lim Limits) uint32 {
 	fetch := str + 8 + 8 + count + keys*KeySize + count + keys*4
 	resp := str + 8 + count + keys*KeySize + count + (keys+7)/8
 	hello := 1 + 4*str + 8 + 3*4 + 8
-	n := frameHeader + max(fetch, resp, hello, smallControl(str))
+	summary := 1 + 2 + 8 + 8 + 4 + count + keys*summaryEntry
+	n := frameHeader + max(fetch, resp, hello, summary, smallControl(str))
 	return uint32(min(n, uint64(^uint32(0))))
 }
 

@@ -89,6 +89,8 @@ func newBody(t Type) body {
 		return new(Probe)
 	case TypeProbeAck:
 		return new(ProbeAck)
+	case TypeSummary:
+		return new(Summary)
 	}
 	return nil
 }

@@ -246,6 +246,7 @@ func FuzzRoundTrip(f *testing.F) {
 	f.Add(uint8(TypeLookupResp), uint64(0), uint64(0), uint32(1), uint32(1), "req", "", bytes.Repeat([]byte{0xa5}, 16*17), true)
 	f.Add(uint8(TypeChunk), uint64(1), uint64(2), uint32(1<<28-100), uint32(100), "", "", []byte(nil), false)
 	f.Add(uint8(TypeChunk), uint64(1), uint64(2), uint32(0), uint32(4<<20+1), "", "", []byte(nil), false)
+	f.Add(uint8(TypeSummary), uint64(1), uint64(2), uint32(1<<16), uint32(1), "", "", bytes.Repeat([]byte{3}, 16*5), true)
 	f.Fuzz(func(t *testing.T, typ uint8, a, b uint64, c, d uint32, s1, s2 string, raw []byte, flag bool) {
 		m := build(Type(typ%uint8(typeEnd-1)+1), a, b, c, d, s1, s2, raw, flag)
 		enc, err := Append(nil, m)
@@ -320,6 +321,19 @@ func build(t Type, a, b uint64, c, d uint32, s1, s2 string, raw []byte, flag boo
 		return &Probe{Seq: a}
 	case TypeProbeAck:
 		return &ProbeAck{Seq: a}
+	case TypeSummary:
+		// Words from the slots, made increasing; Size from c, so that a
+		// small c makes the message invalid (a word at or past Size).
+		var words []uint32
+		var values []uint64
+		for i, s := range slots {
+			w := uint32(i) + s%4
+			if i > 0 {
+				w += words[i-1] + 1 - uint32(i)
+			}
+			words, values = append(words, w), append(values, a^uint64(s))
+		}
+		return &Summary{Format: uint8(d), Reset: flag, Last: !flag, Epoch: a, Seq: b, Size: c, Words: words, Values: values}
 	}
 	panic("build: type " + t.String())
 }
@@ -368,6 +382,13 @@ func valid(m Message) bool {
 		return str(m.PeerID)
 	case *Error:
 		return str(m.Msg)
+	case *Summary:
+		for i, w := range m.Words {
+			if w >= m.Size || (i > 0 && w <= m.Words[i-1]) {
+				return false
+			}
+		}
+		return len(m.Words) <= int(lim.MaxKeys)
 	}
 	return true
 }

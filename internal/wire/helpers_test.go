@@ -68,6 +68,8 @@ func samples() []Message {
 		&Done{}, &Done{Job: 3, Bytes: 1 << 33},
 		&Error{}, &Error{Job: 3, Code: ErrSlotGone, Msg: "slot 7 evicted"}, &Error{Code: 255, Msg: maxStr},
 		&Probe{}, &Probe{Seq: 12}, &ProbeAck{Seq: 12},
+		&Summary{Format: 1, Size: 1},
+		&Summary{Format: 1, Reset: true, Last: true, Epoch: 3, Seq: 9, Size: 1 << 10, Words: []uint32{0, 7, 1023}, Values: []uint64{1, 1 << 63, 0xf0}},
 	}
 }
 

@@ -3,8 +3,9 @@ package wire
 // Version is the protocol version carried in every frame header and in Hello.
 // A frame with another version is refused with ErrVersion. Version 3 binds a
 // data connection to its control connection by a secret (Hello.Secret,
-// DataAttach.MAC).
-const Version uint8 = 3
+// DataAttach.MAC). Version 4 adds Summary (a new type; no body changed),
+// so that a Summary is only ever sent to a peer that can read it.
+const Version uint8 = 4
 
 // KeySize is the size of a block key: the engine's chained prefix hash,
 // truncated or padded to 16 bytes.
@@ -40,6 +41,8 @@ const (
 	// Probes over the data path (failure-domain policy).
 	TypeProbe
 	TypeProbeAck
+	// Control plane, version 4: what a peer can serve (internal/summary).
+	TypeSummary
 	typeEnd
 )
 
@@ -49,7 +52,7 @@ var typeNames = [...]string{
 	TypeFetch: "fetch", TypeTransferDone: "transfer-done", TypeAbort: "abort",
 	TypeAbortAck: "abort-ack", TypeGoodbye: "goodbye", TypeDataAttach: "data-attach",
 	TypeChunk: "chunk", TypeProgress: "progress", TypeDone: "done", TypeError: "error",
-	TypeProbe: "probe", TypeProbeAck: "probe-ack",
+	TypeProbe: "probe", TypeProbeAck: "probe-ack", TypeSummary: "summary",
 }
 
 func (t Type) String() string {
@@ -258,6 +261,24 @@ type Probe struct{ Seq uint64 }
 // ProbeAck answers a Probe.
 type ProbeAck struct{ Seq uint64 }
 
+// Summary is one part of an update of the sender's summary of the blocks
+// it can serve (internal/summary): Words[i] of its filter is now Values[i].
+// An update is one or more parts with the same Epoch and Seq, the last with
+// Last set; a Reset part starts a snapshot (the receiver clears its copy to
+// Size zero words first). Format names the filter's layout: a receiver that
+// does not know it ignores the summary (the frame itself is valid). Words
+// are strictly increasing and below Size; Values is as long as Words.
+type Summary struct {
+	Format uint8
+	Reset  bool
+	Last   bool
+	Epoch  uint64 // the sender's summary epoch: a new one after a restart
+	Seq    uint64 // the update's sequence number within Epoch
+	Size   uint32 // the filter's size in 64-bit words
+	Words  []uint32
+	Values []uint64
+}
+
 func (*Hello) Type() Type        { return TypeHello }
 func (*HelloAck) Type() Type     { return TypeHelloAck }
 func (*Ping) Type() Type         { return TypePing }
@@ -276,3 +297,4 @@ func (*Done) Type() Type         { return TypeDone }
 func (*Error) Type() Type        { return TypeError }
 func (*Probe) Type() Type        { return TypeProbe }
 func (*ProbeAck) Type() Type     { return TypeProbeAck }
+func (*Summary) Type() Type      { return TypeSummary }

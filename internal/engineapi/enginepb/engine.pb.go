@@ -176,6 +176,170 @@ func (JobKind) EnumDescriptor() ([]byte, []int) {
 	return file_kvp2p_engine_v1_engine_proto_rawDescGZIP(), []int{2}
 }
 
+type WatchSummariesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Registration  uint64                 `protobuf:"varint,1,opt,name=registration,proto3" json:"registration,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchSummariesRequest) Reset() {
+	*x = WatchSummariesRequest{}
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchSummariesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchSummariesRequest) ProtoMessage() {}
+
+func (x *WatchSummariesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchSummariesRequest.ProtoReflect.Descriptor instead.
+func (*WatchSummariesRequest) Descriptor() ([]byte, []int) {
+	return file_kvp2p_engine_v1_engine_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *WatchSummariesRequest) GetRegistration() uint64 {
+	if x != nil {
+		return x.Registration
+	}
+	return 0
+}
+
+// SummaryUpdate is one part of one peer's summary, as the wire carries it
+// between sidecars (internal/summary). Apply it to the peer's copy: on
+// reset, a fresh filter of size 64-bit words, all zero, and seq = this
+// seq; then words[index] = value for each pair; the copy is usable once a
+// part with last is applied. Parts of a peer arrive in order; a part that
+// does not follow (another epoch, seq not the held seq + 1 outside a
+// snapshot) never comes on a healthy stream: if one does, drop the peer
+// until its next reset. Membership of a key k in a copy of size words:
+// docs/find.md ("The summary") gives the word and six bits, and test
+// vectors.
+type SummaryUpdate struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Peer   string                 `protobuf:"bytes,1,opt,name=peer,proto3" json:"peer,omitempty"`      // the peer's id, host:port: what remote_kv_source names
+	Gone   bool                   `protobuf:"varint,2,opt,name=gone,proto3" json:"gone,omitempty"`     // the peer's summary was dropped: forget it (no other field set)
+	Format uint32                 `protobuf:"varint,3,opt,name=format,proto3" json:"format,omitempty"` // 1; a part of another format: ignore the peer
+	Reset_ bool                   `protobuf:"varint,4,opt,name=reset,proto3" json:"reset,omitempty"`
+	Last   bool                   `protobuf:"varint,5,opt,name=last,proto3" json:"last,omitempty"`
+	Epoch  uint64                 `protobuf:"varint,6,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Seq    uint64                 `protobuf:"varint,7,opt,name=seq,proto3" json:"seq,omitempty"`
+	Size   uint32                 `protobuf:"varint,8,opt,name=size,proto3" json:"size,omitempty"` // the filter's size in words, a power of two
+	// Pairs of (uint32 word index, uint64 value), little-endian, 12 bytes
+	// each, word indices increasing and below size.
+	WordsPacked   []byte `protobuf:"bytes,9,opt,name=words_packed,json=wordsPacked,proto3" json:"words_packed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SummaryUpdate) Reset() {
+	*x = SummaryUpdate{}
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SummaryUpdate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SummaryUpdate) ProtoMessage() {}
+
+func (x *SummaryUpdate) ProtoReflect() protoreflect.Message {
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SummaryUpdate.ProtoReflect.Descriptor instead.
+func (*SummaryUpdate) Descriptor() ([]byte, []int) {
+	return file_kvp2p_engine_v1_engine_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SummaryUpdate) GetPeer() string {
+	if x != nil {
+		return x.Peer
+	}
+	return ""
+}
+
+func (x *SummaryUpdate) GetGone() bool {
+	if x != nil {
+		return x.Gone
+	}
+	return false
+}
+
+func (x *SummaryUpdate) GetFormat() uint32 {
+	if x != nil {
+		return x.Format
+	}
+	return 0
+}
+
+func (x *SummaryUpdate) GetReset_() bool {
+	if x != nil {
+		return x.Reset_
+	}
+	return false
+}
+
+func (x *SummaryUpdate) GetLast() bool {
+	if x != nil {
+		return x.Last
+	}
+	return false
+}
+
+func (x *SummaryUpdate) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *SummaryUpdate) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *SummaryUpdate) GetSize() uint32 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *SummaryUpdate) GetWordsPacked() []byte {
+	if x != nil {
+		return x.WordsPacked
+	}
+	return nil
+}
+
 type Register struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	ApiVersion ApiVersion             `protobuf:"varint,1,opt,name=api_version,json=apiVersion,proto3,enum=kvp2p.engine.v1.ApiVersion" json:"api_version,omitempty"`
@@ -198,7 +362,7 @@ type Register struct {
 
 func (x *Register) Reset() {
 	*x = Register{}
-	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[0]
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -210,7 +374,7 @@ func (x *Register) String() string {
 func (*Register) ProtoMessage() {}
 
 func (x *Register) ProtoReflect() protoreflect.Message {
-	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[0]
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -223,7 +387,7 @@ func (x *Register) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Register.ProtoReflect.Descriptor instead.
 func (*Register) Descriptor() ([]byte, []int) {
-	return file_kvp2p_engine_v1_engine_proto_rawDescGZIP(), []int{0}
+	return file_kvp2p_engine_v1_engine_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Register) GetApiVersion() ApiVersion {
@@ -307,7 +471,7 @@ type Registered struct {
 
 func (x *Registered) Reset() {
 	*x = Registered{}
-	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[1]
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -319,7 +483,7 @@ func (x *Registered) String() string {
 func (*Registered) ProtoMessage() {}
 
 func (x *Registered) ProtoReflect() protoreflect.Message {
-	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[1]
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -332,7 +496,7 @@ func (x *Registered) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Registered.ProtoReflect.Descriptor instead.
 func (*Registered) Descriptor() ([]byte, []int) {
-	return file_kvp2p_engine_v1_engine_proto_rawDescGZIP(), []int{1}
+	return file_kvp2p_engine_v1_engine_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Registered) GetRegistration() uint64 {
@@ -393,7 +557,7 @@ type Ping struct {
 
 func (x *Ping) Reset() {
 	*x = Ping{}
-	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[2]
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -405,7 +569,7 @@ func (x *Ping) String() string {
 func (*Ping) ProtoMessage() {}
 
 func (x *Ping) ProtoReflect() protoreflect.Message {
-	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[2]
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -418,7 +582,7 @@ func (x *Ping) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ping.ProtoReflect.Descriptor instead.
 func (*Ping) Descriptor() ([]byte, []int) {
-	return file_kvp2p_engine_v1_engine_proto_rawDescGZIP(), []int{2}
+	return file_kvp2p_engine_v1_engine_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Ping) GetSeq() uint64 {
@@ -443,7 +607,7 @@ type EngineMessage struct {
 
 func (x *EngineMessage) Reset() {
 	*x = EngineMessage{}
-	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[3]
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -455,7 +619,7 @@ func (x *EngineMessage) String() string {
 func (*EngineMessage) ProtoMessage() {}
 
 func (x *EngineMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[3]
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -468,7 +632,7 @@ func (x *EngineMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EngineMessage.ProtoReflect.Descriptor instead.
 func (*EngineMessage) Descriptor() ([]byte, []int) {
-	return file_kvp2p_engine_v1_engine_proto_rawDescGZIP(), []int{3}
+	return file_kvp2p_engine_v1_engine_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *EngineMessage) GetMsg() isEngineMessage_Msg {
@@ -543,7 +707,7 @@ type SidecarMessage struct {
 
 func (x *SidecarMessage) Reset() {
 	*x = SidecarMessage{}
-	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[4]
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -555,7 +719,7 @@ func (x *SidecarMessage) String() string {
 func (*SidecarMessage) ProtoMessage() {}
 
 func (x *SidecarMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[4]
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -568,7 +732,7 @@ func (x *SidecarMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SidecarMessage.ProtoReflect.Descriptor instead.
 func (*SidecarMessage) Descriptor() ([]byte, []int) {
-	return file_kvp2p_engine_v1_engine_proto_rawDescGZIP(), []int{4}
+	return file_kvp2p_engine_v1_engine_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SidecarMessage) GetMsg() isSidecarMessage_Msg {
@@ -656,7 +820,7 @@ type ServeAsk struct {
 
 func (x *ServeAsk) Reset() {
 	*x = ServeAsk{}
-	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[5]
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -668,7 +832,7 @@ func (x *ServeAsk) String() string {
 func (*ServeAsk) ProtoMessage() {}
 
 func (x *ServeAsk) ProtoReflect() protoreflect.Message {
-	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[5]
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -681,7 +845,7 @@ func (x *ServeAsk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServeAsk.ProtoReflect.Descriptor instead.
 func (*ServeAsk) Descriptor() ([]byte, []int) {
-	return file_kvp2p_engine_v1_engine_proto_rawDescGZIP(), []int{5}
+	return file_kvp2p_engine_v1_engine_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ServeAsk) GetAskId() uint64 {
@@ -713,7 +877,7 @@ type ServeGrant struct {
 
 func (x *ServeGrant) Reset() {
 	*x = ServeGrant{}
-	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[6]
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -725,7 +889,7 @@ func (x *ServeGrant) String() string {
 func (*ServeGrant) ProtoMessage() {}
 
 func (x *ServeGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[6]
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -738,7 +902,7 @@ func (x *ServeGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServeGrant.ProtoReflect.Descriptor instead.
 func (*ServeGrant) Descriptor() ([]byte, []int) {
-	return file_kvp2p_engine_v1_engine_proto_rawDescGZIP(), []int{6}
+	return file_kvp2p_engine_v1_engine_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ServeGrant) GetAskId() uint64 {
@@ -779,7 +943,7 @@ type ServeRelease struct {
 
 func (x *ServeRelease) Reset() {
 	*x = ServeRelease{}
-	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[7]
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -791,7 +955,7 @@ func (x *ServeRelease) String() string {
 func (*ServeRelease) ProtoMessage() {}
 
 func (x *ServeRelease) ProtoReflect() protoreflect.Message {
-	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[7]
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -804,7 +968,7 @@ func (x *ServeRelease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServeRelease.ProtoReflect.Descriptor instead.
 func (*ServeRelease) Descriptor() ([]byte, []int) {
-	return file_kvp2p_engine_v1_engine_proto_rawDescGZIP(), []int{7}
+	return file_kvp2p_engine_v1_engine_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ServeRelease) GetPinIds() []uint64 {
@@ -830,7 +994,7 @@ type Remote struct {
 
 func (x *Remote) Reset() {
 	*x = Remote{}
-	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[8]
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -842,7 +1006,7 @@ func (x *Remote) String() string {
 func (*Remote) ProtoMessage() {}
 
 func (x *Remote) ProtoReflect() protoreflect.Message {
-	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[8]
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -855,7 +1019,7 @@ func (x *Remote) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Remote.ProtoReflect.Descriptor instead.
 func (*Remote) Descriptor() ([]byte, []int) {
-	return file_kvp2p_engine_v1_engine_proto_rawDescGZIP(), []int{8}
+	return file_kvp2p_engine_v1_engine_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Remote) GetHost() string {
@@ -902,7 +1066,7 @@ type TransferParams struct {
 
 func (x *TransferParams) Reset() {
 	*x = TransferParams{}
-	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[9]
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -914,7 +1078,7 @@ func (x *TransferParams) String() string {
 func (*TransferParams) ProtoMessage() {}
 
 func (x *TransferParams) ProtoReflect() protoreflect.Message {
-	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[9]
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -927,7 +1091,7 @@ func (x *TransferParams) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferParams.ProtoReflect.Descriptor instead.
 func (*TransferParams) Descriptor() ([]byte, []int) {
-	return file_kvp2p_engine_v1_engine_proto_rawDescGZIP(), []int{9}
+	return file_kvp2p_engine_v1_engine_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TransferParams) GetRemotePrefiller() *Remote {
@@ -968,7 +1132,7 @@ type NewRequest struct {
 
 func (x *NewRequest) Reset() {
 	*x = NewRequest{}
-	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[10]
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -980,7 +1144,7 @@ func (x *NewRequest) String() string {
 func (*NewRequest) ProtoMessage() {}
 
 func (x *NewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[10]
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -993,7 +1157,7 @@ func (x *NewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NewRequest.ProtoReflect.Descriptor instead.
 func (*NewRequest) Descriptor() ([]byte, []int) {
-	return file_kvp2p_engine_v1_engine_proto_rawDescGZIP(), []int{10}
+	return file_kvp2p_engine_v1_engine_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *NewRequest) GetReqId() string {
@@ -1028,7 +1192,7 @@ type LookupBatch struct {
 
 func (x *LookupBatch) Reset() {
 	*x = LookupBatch{}
-	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[11]
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1040,7 +1204,7 @@ func (x *LookupBatch) String() string {
 func (*LookupBatch) ProtoMessage() {}
 
 func (x *LookupBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[11]
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1053,7 +1217,7 @@ func (x *LookupBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupBatch.ProtoReflect.Descriptor instead.
 func (*LookupBatch) Descriptor() ([]byte, []int) {
-	return file_kvp2p_engine_v1_engine_proto_rawDescGZIP(), []int{11}
+	return file_kvp2p_engine_v1_engine_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *LookupBatch) GetReqId() string {
@@ -1097,7 +1261,7 @@ type LookupAnswer struct {
 
 func (x *LookupAnswer) Reset() {
 	*x = LookupAnswer{}
-	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[12]
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1109,7 +1273,7 @@ func (x *LookupAnswer) String() string {
 func (*LookupAnswer) ProtoMessage() {}
 
 func (x *LookupAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[12]
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1122,7 +1286,7 @@ func (x *LookupAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupAnswer.ProtoReflect.Descriptor instead.
 func (*LookupAnswer) Descriptor() ([]byte, []int) {
-	return file_kvp2p_engine_v1_engine_proto_rawDescGZIP(), []int{12}
+	return file_kvp2p_engine_v1_engine_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LookupAnswer) GetReqId() string {
@@ -1163,7 +1327,7 @@ type Job struct {
 
 func (x *Job) Reset() {
 	*x = Job{}
-	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[13]
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1175,7 +1339,7 @@ func (x *Job) String() string {
 func (*Job) ProtoMessage() {}
 
 func (x *Job) ProtoReflect() protoreflect.Message {
-	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[13]
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1188,7 +1352,7 @@ func (x *Job) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Job.ProtoReflect.Descriptor instead.
 func (*Job) Descriptor() ([]byte, []int) {
-	return file_kvp2p_engine_v1_engine_proto_rawDescGZIP(), []int{13}
+	return file_kvp2p_engine_v1_engine_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Job) GetJobId() uint64 {
@@ -1247,7 +1411,7 @@ type JobDone struct {
 
 func (x *JobDone) Reset() {
 	*x = JobDone{}
-	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[14]
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1259,7 +1423,7 @@ func (x *JobDone) String() string {
 func (*JobDone) ProtoMessage() {}
 
 func (x *JobDone) ProtoReflect() protoreflect.Message {
-	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[14]
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1272,7 +1436,7 @@ func (x *JobDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobDone.ProtoReflect.Descriptor instead.
 func (*JobDone) Descriptor() ([]byte, []int) {
-	return file_kvp2p_engine_v1_engine_proto_rawDescGZIP(), []int{14}
+	return file_kvp2p_engine_v1_engine_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *JobDone) GetJobId() uint64 {
@@ -1340,14 +1504,18 @@ type StepRequest struct {
 	// Requests preempted this step: treated as finished (loads in flight are
 	// aborted, their chunks come back through JobDone). A preempted request
 	// that is scheduled again is registered again with new_requests.
-	Preempted     []string `protobuf:"bytes,8,rep,name=preempted,proto3" json:"preempted,omitempty"`
+	Preempted []string `protobuf:"bytes,8,rep,name=preempted,proto3" json:"preempted,omitempty"`
+	// Blocks the engine's CPU tier now holds, since the last step: what the
+	// sidecar's summary, which its peers find sources by, is built from
+	// (docs/find.md). Ignored unless the sidecar has find enabled.
+	Stored        *StoredBlocks `protobuf:"bytes,9,opt,name=stored,proto3" json:"stored,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StepRequest) Reset() {
 	*x = StepRequest{}
-	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[15]
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1359,7 +1527,7 @@ func (x *StepRequest) String() string {
 func (*StepRequest) ProtoMessage() {}
 
 func (x *StepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[15]
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1372,7 +1540,7 @@ func (x *StepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepRequest.ProtoReflect.Descriptor instead.
 func (*StepRequest) Descriptor() ([]byte, []int) {
-	return file_kvp2p_engine_v1_engine_proto_rawDescGZIP(), []int{15}
+	return file_kvp2p_engine_v1_engine_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StepRequest) GetRegistration() uint64 {
@@ -1431,6 +1599,84 @@ func (x *StepRequest) GetPreempted() []string {
 	return nil
 }
 
+func (x *StepRequest) GetStored() *StoredBlocks {
+	if x != nil {
+		return x.Stored
+	}
+	return nil
+}
+
+// StoredBlocks reports the engine's CPU tier. vLLM: every submit_store the
+// tier receives (the primary tier cascades every completed store to its
+// secondary tiers, with the chunks that hold the keys) adds its keys and
+// chunk_ids here; nothing else is needed on the engine's side.
+type StoredBlocks struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Chunk chunk_ids[i] now holds the key keys_packed[16*i : 16*i+16]. A
+	// chunk reported again with another key no longer holds the first: that
+	// is how evictions are learnt, with no event from the engine (a chunk
+	// freed and not reused stays in the summary until it is; a peer that
+	// asks for it gets MISS, as for any false positive).
+	KeysPacked []byte   `protobuf:"bytes,1,opt,name=keys_packed,json=keysPacked,proto3" json:"keys_packed,omitempty"`
+	ChunkIds   []uint32 `protobuf:"varint,2,rep,packed,name=chunk_ids,json=chunkIds,proto3" json:"chunk_ids,omitempty"`
+	// Chunks known to hold nothing now (optional: an engine that sees its
+	// evictions may report them).
+	RemovedChunks []uint32 `protobuf:"varint,3,rep,packed,name=removed_chunks,json=removedChunks,proto3" json:"removed_chunks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StoredBlocks) Reset() {
+	*x = StoredBlocks{}
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StoredBlocks) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StoredBlocks) ProtoMessage() {}
+
+func (x *StoredBlocks) ProtoReflect() protoreflect.Message {
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StoredBlocks.ProtoReflect.Descriptor instead.
+func (*StoredBlocks) Descriptor() ([]byte, []int) {
+	return file_kvp2p_engine_v1_engine_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *StoredBlocks) GetKeysPacked() []byte {
+	if x != nil {
+		return x.KeysPacked
+	}
+	return nil
+}
+
+func (x *StoredBlocks) GetChunkIds() []uint32 {
+	if x != nil {
+		return x.ChunkIds
+	}
+	return nil
+}
+
+func (x *StoredBlocks) GetRemovedChunks() []uint32 {
+	if x != nil {
+		return x.RemovedChunks
+	}
+	return nil
+}
+
 type StepResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Lookups  []*LookupAnswer        `protobuf:"bytes,1,rep,name=lookups,proto3" json:"lookups,omitempty"`
@@ -1447,7 +1693,7 @@ type StepResponse struct {
 
 func (x *StepResponse) Reset() {
 	*x = StepResponse{}
-	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[16]
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1459,7 +1705,7 @@ func (x *StepResponse) String() string {
 func (*StepResponse) ProtoMessage() {}
 
 func (x *StepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[16]
+	mi := &file_kvp2p_engine_v1_engine_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1472,7 +1718,7 @@ func (x *StepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepResponse.ProtoReflect.Descriptor instead.
 func (*StepResponse) Descriptor() ([]byte, []int) {
-	return file_kvp2p_engine_v1_engine_proto_rawDescGZIP(), []int{16}
+	return file_kvp2p_engine_v1_engine_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StepResponse) GetLookups() []*LookupAnswer {
@@ -1507,7 +1753,19 @@ var File_kvp2p_engine_v1_engine_proto protoreflect.FileDescriptor
 
 const file_kvp2p_engine_v1_engine_proto_rawDesc = "" +
 	"\n" +
-	"\x1ckvp2p/engine/v1/engine.proto\x12\x0fkvp2p.engine.v1\"\x83\x02\n" +
+	"\x1ckvp2p/engine/v1/engine.proto\x12\x0fkvp2p.engine.v1\";\n" +
+	"\x15WatchSummariesRequest\x12\"\n" +
+	"\fregistration\x18\x01 \x01(\x04R\fregistration\"\xd8\x01\n" +
+	"\rSummaryUpdate\x12\x12\n" +
+	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x12\n" +
+	"\x04gone\x18\x02 \x01(\bR\x04gone\x12\x16\n" +
+	"\x06format\x18\x03 \x01(\rR\x06format\x12\x14\n" +
+	"\x05reset\x18\x04 \x01(\bR\x05reset\x12\x12\n" +
+	"\x04last\x18\x05 \x01(\bR\x04last\x12\x14\n" +
+	"\x05epoch\x18\x06 \x01(\x04R\x05epoch\x12\x10\n" +
+	"\x03seq\x18\a \x01(\x04R\x03seq\x12\x12\n" +
+	"\x04size\x18\b \x01(\rR\x04size\x12!\n" +
+	"\fwords_packed\x18\t \x01(\fR\vwordsPacked\"\x83\x02\n" +
 	"\bRegister\x12<\n" +
 	"\vapi_version\x18\x01 \x01(\x0e2\x1b.kvp2p.engine.v1.ApiVersionR\n" +
 	"apiVersion\x12\x1b\n" +
@@ -1598,7 +1856,7 @@ const file_kvp2p_engine_v1_engine_proto_rawDesc = "" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x14\n" +
 	"\x05bytes\x18\x06 \x01(\x04R\x05bytes\x12\x1f\n" +
 	"\vtransfer_us\x18\a \x01(\x04R\n" +
-	"transferUs\"\xd8\x02\n" +
+	"transferUs\"\x8f\x03\n" +
 	"\vStepRequest\x12\"\n" +
 	"\fregistration\x18\x01 \x01(\x04R\fregistration\x12>\n" +
 	"\fnew_requests\x18\x02 \x03(\v2\x1b.kvp2p.engine.v1.NewRequestR\vnewRequests\x126\n" +
@@ -1607,7 +1865,13 @@ const file_kvp2p_engine_v1_engine_proto_rawDesc = "" +
 	"\x06stores\x18\x05 \x03(\v2\x14.kvp2p.engine.v1.JobR\x06stores\x12\x1a\n" +
 	"\bfinished\x18\x06 \x03(\tR\bfinished\x12\x19\n" +
 	"\bend_step\x18\a \x01(\bR\aendStep\x12\x1c\n" +
-	"\tpreempted\x18\b \x03(\tR\tpreempted\"\xc9\x01\n" +
+	"\tpreempted\x18\b \x03(\tR\tpreempted\x125\n" +
+	"\x06stored\x18\t \x01(\v2\x1d.kvp2p.engine.v1.StoredBlocksR\x06stored\"s\n" +
+	"\fStoredBlocks\x12\x1f\n" +
+	"\vkeys_packed\x18\x01 \x01(\fR\n" +
+	"keysPacked\x12\x1b\n" +
+	"\tchunk_ids\x18\x02 \x03(\rR\bchunkIds\x12%\n" +
+	"\x0eremoved_chunks\x18\x03 \x03(\rR\rremovedChunks\"\xc9\x01\n" +
 	"\fStepResponse\x127\n" +
 	"\alookups\x18\x01 \x03(\v2\x1d.kvp2p.engine.v1.LookupAnswerR\alookups\x124\n" +
 	"\bfinished\x18\x02 \x03(\v2\x18.kvp2p.engine.v1.JobDoneR\bfinished\x12'\n" +
@@ -1625,10 +1889,11 @@ const file_kvp2p_engine_v1_engine_proto_rawDesc = "" +
 	"\aJobKind\x12\x18\n" +
 	"\x14JOB_KIND_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rJOB_KIND_LOAD\x10\x01\x12\x12\n" +
-	"\x0eJOB_KIND_STORE\x10\x022\x9c\x01\n" +
+	"\x0eJOB_KIND_STORE\x10\x022\xf8\x01\n" +
 	"\x06Engine\x12M\n" +
 	"\x06Attach\x12\x1e.kvp2p.engine.v1.EngineMessage\x1a\x1f.kvp2p.engine.v1.SidecarMessage(\x010\x01\x12C\n" +
-	"\x04Step\x12\x1c.kvp2p.engine.v1.StepRequest\x1a\x1d.kvp2p.engine.v1.StepResponseB=Z;github.com/kvp2p/kvp2p/internal/engineapi/enginepb;enginepbb\x06proto3"
+	"\x04Step\x12\x1c.kvp2p.engine.v1.StepRequest\x1a\x1d.kvp2p.engine.v1.StepResponse\x12Z\n" +
+	"\x0eWatchSummaries\x12&.kvp2p.engine.v1.WatchSummariesRequest\x1a\x1e.kvp2p.engine.v1.SummaryUpdate0\x01B=Z;github.com/kvp2p/kvp2p/internal/engineapi/enginepb;enginepbb\x06proto3"
 
 var (
 	file_kvp2p_engine_v1_engine_proto_rawDescOnce sync.Once
@@ -1643,60 +1908,66 @@ func file_kvp2p_engine_v1_engine_proto_rawDescGZIP() []byte {
 }
 
 var file_kvp2p_engine_v1_engine_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_kvp2p_engine_v1_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_kvp2p_engine_v1_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_kvp2p_engine_v1_engine_proto_goTypes = []any{
-	(ApiVersion)(0),        // 0: kvp2p.engine.v1.ApiVersion
-	(Verdict)(0),           // 1: kvp2p.engine.v1.Verdict
-	(JobKind)(0),           // 2: kvp2p.engine.v1.JobKind
-	(*Register)(nil),       // 3: kvp2p.engine.v1.Register
-	(*Registered)(nil),     // 4: kvp2p.engine.v1.Registered
-	(*Ping)(nil),           // 5: kvp2p.engine.v1.Ping
-	(*EngineMessage)(nil),  // 6: kvp2p.engine.v1.EngineMessage
-	(*SidecarMessage)(nil), // 7: kvp2p.engine.v1.SidecarMessage
-	(*ServeAsk)(nil),       // 8: kvp2p.engine.v1.ServeAsk
-	(*ServeGrant)(nil),     // 9: kvp2p.engine.v1.ServeGrant
-	(*ServeRelease)(nil),   // 10: kvp2p.engine.v1.ServeRelease
-	(*Remote)(nil),         // 11: kvp2p.engine.v1.Remote
-	(*TransferParams)(nil), // 12: kvp2p.engine.v1.TransferParams
-	(*NewRequest)(nil),     // 13: kvp2p.engine.v1.NewRequest
-	(*LookupBatch)(nil),    // 14: kvp2p.engine.v1.LookupBatch
-	(*LookupAnswer)(nil),   // 15: kvp2p.engine.v1.LookupAnswer
-	(*Job)(nil),            // 16: kvp2p.engine.v1.Job
-	(*JobDone)(nil),        // 17: kvp2p.engine.v1.JobDone
-	(*StepRequest)(nil),    // 18: kvp2p.engine.v1.StepRequest
-	(*StepResponse)(nil),   // 19: kvp2p.engine.v1.StepResponse
+	(ApiVersion)(0),               // 0: kvp2p.engine.v1.ApiVersion
+	(Verdict)(0),                  // 1: kvp2p.engine.v1.Verdict
+	(JobKind)(0),                  // 2: kvp2p.engine.v1.JobKind
+	(*WatchSummariesRequest)(nil), // 3: kvp2p.engine.v1.WatchSummariesRequest
+	(*SummaryUpdate)(nil),         // 4: kvp2p.engine.v1.SummaryUpdate
+	(*Register)(nil),              // 5: kvp2p.engine.v1.Register
+	(*Registered)(nil),            // 6: kvp2p.engine.v1.Registered
+	(*Ping)(nil),                  // 7: kvp2p.engine.v1.Ping
+	(*EngineMessage)(nil),         // 8: kvp2p.engine.v1.EngineMessage
+	(*SidecarMessage)(nil),        // 9: kvp2p.engine.v1.SidecarMessage
+	(*ServeAsk)(nil),              // 10: kvp2p.engine.v1.ServeAsk
+	(*ServeGrant)(nil),            // 11: kvp2p.engine.v1.ServeGrant
+	(*ServeRelease)(nil),          // 12: kvp2p.engine.v1.ServeRelease
+	(*Remote)(nil),                // 13: kvp2p.engine.v1.Remote
+	(*TransferParams)(nil),        // 14: kvp2p.engine.v1.TransferParams
+	(*NewRequest)(nil),            // 15: kvp2p.engine.v1.NewRequest
+	(*LookupBatch)(nil),           // 16: kvp2p.engine.v1.LookupBatch
+	(*LookupAnswer)(nil),          // 17: kvp2p.engine.v1.LookupAnswer
+	(*Job)(nil),                   // 18: kvp2p.engine.v1.Job
+	(*JobDone)(nil),               // 19: kvp2p.engine.v1.JobDone
+	(*StepRequest)(nil),           // 20: kvp2p.engine.v1.StepRequest
+	(*StoredBlocks)(nil),          // 21: kvp2p.engine.v1.StoredBlocks
+	(*StepResponse)(nil),          // 22: kvp2p.engine.v1.StepResponse
 }
 var file_kvp2p_engine_v1_engine_proto_depIdxs = []int32{
 	0,  // 0: kvp2p.engine.v1.Register.api_version:type_name -> kvp2p.engine.v1.ApiVersion
 	0,  // 1: kvp2p.engine.v1.Registered.api_version:type_name -> kvp2p.engine.v1.ApiVersion
-	3,  // 2: kvp2p.engine.v1.EngineMessage.register:type_name -> kvp2p.engine.v1.Register
-	9,  // 3: kvp2p.engine.v1.EngineMessage.grant:type_name -> kvp2p.engine.v1.ServeGrant
-	5,  // 4: kvp2p.engine.v1.EngineMessage.ping:type_name -> kvp2p.engine.v1.Ping
-	4,  // 5: kvp2p.engine.v1.SidecarMessage.registered:type_name -> kvp2p.engine.v1.Registered
-	8,  // 6: kvp2p.engine.v1.SidecarMessage.ask:type_name -> kvp2p.engine.v1.ServeAsk
-	10, // 7: kvp2p.engine.v1.SidecarMessage.release:type_name -> kvp2p.engine.v1.ServeRelease
-	5,  // 8: kvp2p.engine.v1.SidecarMessage.ping:type_name -> kvp2p.engine.v1.Ping
-	11, // 9: kvp2p.engine.v1.TransferParams.remote_prefiller:type_name -> kvp2p.engine.v1.Remote
-	11, // 10: kvp2p.engine.v1.TransferParams.remote_decoder:type_name -> kvp2p.engine.v1.Remote
-	11, // 11: kvp2p.engine.v1.TransferParams.remote_kv_source:type_name -> kvp2p.engine.v1.Remote
-	12, // 12: kvp2p.engine.v1.NewRequest.params:type_name -> kvp2p.engine.v1.TransferParams
+	5,  // 2: kvp2p.engine.v1.EngineMessage.register:type_name -> kvp2p.engine.v1.Register
+	11, // 3: kvp2p.engine.v1.EngineMessage.grant:type_name -> kvp2p.engine.v1.ServeGrant
+	7,  // 4: kvp2p.engine.v1.EngineMessage.ping:type_name -> kvp2p.engine.v1.Ping
+	6,  // 5: kvp2p.engine.v1.SidecarMessage.registered:type_name -> kvp2p.engine.v1.Registered
+	10, // 6: kvp2p.engine.v1.SidecarMessage.ask:type_name -> kvp2p.engine.v1.ServeAsk
+	12, // 7: kvp2p.engine.v1.SidecarMessage.release:type_name -> kvp2p.engine.v1.ServeRelease
+	7,  // 8: kvp2p.engine.v1.SidecarMessage.ping:type_name -> kvp2p.engine.v1.Ping
+	13, // 9: kvp2p.engine.v1.TransferParams.remote_prefiller:type_name -> kvp2p.engine.v1.Remote
+	13, // 10: kvp2p.engine.v1.TransferParams.remote_decoder:type_name -> kvp2p.engine.v1.Remote
+	13, // 11: kvp2p.engine.v1.TransferParams.remote_kv_source:type_name -> kvp2p.engine.v1.Remote
+	14, // 12: kvp2p.engine.v1.NewRequest.params:type_name -> kvp2p.engine.v1.TransferParams
 	1,  // 13: kvp2p.engine.v1.LookupAnswer.verdicts:type_name -> kvp2p.engine.v1.Verdict
 	2,  // 14: kvp2p.engine.v1.JobDone.kind:type_name -> kvp2p.engine.v1.JobKind
-	13, // 15: kvp2p.engine.v1.StepRequest.new_requests:type_name -> kvp2p.engine.v1.NewRequest
-	14, // 16: kvp2p.engine.v1.StepRequest.lookups:type_name -> kvp2p.engine.v1.LookupBatch
-	16, // 17: kvp2p.engine.v1.StepRequest.loads:type_name -> kvp2p.engine.v1.Job
-	16, // 18: kvp2p.engine.v1.StepRequest.stores:type_name -> kvp2p.engine.v1.Job
-	15, // 19: kvp2p.engine.v1.StepResponse.lookups:type_name -> kvp2p.engine.v1.LookupAnswer
-	17, // 20: kvp2p.engine.v1.StepResponse.finished:type_name -> kvp2p.engine.v1.JobDone
-	6,  // 21: kvp2p.engine.v1.Engine.Attach:input_type -> kvp2p.engine.v1.EngineMessage
-	18, // 22: kvp2p.engine.v1.Engine.Step:input_type -> kvp2p.engine.v1.StepRequest
-	7,  // 23: kvp2p.engine.v1.Engine.Attach:output_type -> kvp2p.engine.v1.SidecarMessage
-	19, // 24: kvp2p.engine.v1.Engine.Step:output_type -> kvp2p.engine.v1.StepResponse
-	23, // [23:25] is the sub-list for method output_type
-	21, // [21:23] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	15, // 15: kvp2p.engine.v1.StepRequest.new_requests:type_name -> kvp2p.engine.v1.NewRequest
+	16, // 16: kvp2p.engine.v1.StepRequest.lookups:type_name -> kvp2p.engine.v1.LookupBatch
+	18, // 17: kvp2p.engine.v1.StepRequest.loads:type_name -> kvp2p.engine.v1.Job
+	18, // 18: kvp2p.engine.v1.StepRequest.stores:type_name -> kvp2p.engine.v1.Job
+	21, // 19: kvp2p.engine.v1.StepRequest.stored:type_name -> kvp2p.engine.v1.StoredBlocks
+	17, // 20: kvp2p.engine.v1.StepResponse.lookups:type_name -> kvp2p.engine.v1.LookupAnswer
+	19, // 21: kvp2p.engine.v1.StepResponse.finished:type_name -> kvp2p.engine.v1.JobDone
+	8,  // 22: kvp2p.engine.v1.Engine.Attach:input_type -> kvp2p.engine.v1.EngineMessage
+	20, // 23: kvp2p.engine.v1.Engine.Step:input_type -> kvp2p.engine.v1.StepRequest
+	3,  // 24: kvp2p.engine.v1.Engine.WatchSummaries:input_type -> kvp2p.engine.v1.WatchSummariesRequest
+	9,  // 25: kvp2p.engine.v1.Engine.Attach:output_type -> kvp2p.engine.v1.SidecarMessage
+	22, // 26: kvp2p.engine.v1.Engine.Step:output_type -> kvp2p.engine.v1.StepResponse
+	4,  // 27: kvp2p.engine.v1.Engine.WatchSummaries:output_type -> kvp2p.engine.v1.SummaryUpdate
+	25, // [25:28] is the sub-list for method output_type
+	22, // [22:25] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_kvp2p_engine_v1_engine_proto_init() }
@@ -1704,12 +1975,12 @@ func file_kvp2p_engine_v1_engine_proto_init() {
 	if File_kvp2p_engine_v1_engine_proto != nil {
 		return
 	}
-	file_kvp2p_engine_v1_engine_proto_msgTypes[3].OneofWrappers = []any{
+	file_kvp2p_engine_v1_engine_proto_msgTypes[5].OneofWrappers = []any{
 		(*EngineMessage_Register)(nil),
 		(*EngineMessage_Grant)(nil),
 		(*EngineMessage_Ping)(nil),
 	}
-	file_kvp2p_engine_v1_engine_proto_msgTypes[4].OneofWrappers = []any{
+	file_kvp2p_engine_v1_engine_proto_msgTypes[6].OneofWrappers = []any{
 		(*SidecarMessage_Registered)(nil),
 		(*SidecarMessage_Ask)(nil),
 		(*SidecarMessage_Release)(nil),
@@ -1721,7 +1992,7 @@ func file_kvp2p_engine_v1_engine_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kvp2p_engine_v1_engine_proto_rawDesc), len(file_kvp2p_engine_v1_engine_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   17,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

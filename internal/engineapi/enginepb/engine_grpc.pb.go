@@ -26,8 +26,9 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Engine_Attach_FullMethodName = "/kvp2p.engine.v1.Engine/Attach"
-	Engine_Step_FullMethodName   = "/kvp2p.engine.v1.Engine/Step"
+	Engine_Attach_FullMethodName         = "/kvp2p.engine.v1.Engine/Attach"
+	Engine_Step_FullMethodName           = "/kvp2p.engine.v1.Engine/Step"
+	Engine_WatchSummaries_FullMethodName = "/kvp2p.engine.v1.Engine/WatchSummaries"
 )
 
 // EngineClient is the client API for Engine service.
@@ -63,6 +64,18 @@ type EngineClient interface {
 	// A request that fails validation changes nothing and is answered with
 	// INVALID_ARGUMENT, FAILED_PRECONDITION or RESOURCE_EXHAUSTED.
 	Step(ctx context.Context, in *StepRequest, opts ...grpc.CallOption) (*StepResponse, error)
+	// WatchSummaries streams the summaries the sidecar holds of its peers
+	// (what their CPU tiers can serve: docs/find.md), so that the engine can
+	// find a source for a request that names none without asking the
+	// sidecar per lookup. First, for each peer whose summary is usable, a
+	// snapshot (parts from a reset to a last); then every part the sidecar
+	// applies, as it applies it, and a gone update when a peer's summary is
+	// dropped (its session ended). Refused with FAILED_PRECONDITION for a
+	// registration that is not the attached engine's, and UNIMPLEMENTED when
+	// the sidecar has find off. An engine that does not read fast enough
+	// has its stream ended with RESOURCE_EXHAUSTED: watch again, and the
+	// snapshots start over. The stream also ends when the engine detaches.
+	WatchSummaries(ctx context.Context, in *WatchSummariesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SummaryUpdate], error)
 }
 
 type engineClient struct {
@@ -95,6 +108,25 @@ func (c *engineClient) Step(ctx context.Context, in *StepRequest, opts ...grpc.C
 	}
 	return out, nil
 }
+
+func (c *engineClient) WatchSummaries(ctx context.Context, in *WatchSummariesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SummaryUpdate], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Engine_ServiceDesc.Streams[1], Engine_WatchSummaries_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchSummariesRequest, SummaryUpdate]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Engine_WatchSummariesClient = grpc.ServerStreamingClient[SummaryUpdate]
 
 // EngineServer is the server API for Engine service.
 // All implementations must embed UnimplementedEngineServer
@@ -129,6 +161,18 @@ type EngineServer interface {
 	// A request that fails validation changes nothing and is answered with
 	// INVALID_ARGUMENT, FAILED_PRECONDITION or RESOURCE_EXHAUSTED.
 	Step(context.Context, *StepRequest) (*StepResponse, error)
+	// WatchSummaries streams the summaries the sidecar holds of its peers
+	// (what their CPU tiers can serve: docs/find.md), so that the engine can
+	// find a source for a request that names none without asking the
+	// sidecar per lookup. First, for each peer whose summary is usable, a
+	// snapshot (parts from a reset to a last); then every part the sidecar
+	// applies, as it applies it, and a gone update when a peer's summary is
+	// dropped (its session ended). Refused with FAILED_PRECONDITION for a
+	// registration that is not the attached engine's, and UNIMPLEMENTED when
+	// the sidecar has find off. An engine that does not read fast enough
+	// has its stream ended with RESOURCE_EXHAUSTED: watch again, and the
+	// snapshots start over. The stream also ends when the engine detaches.
+	WatchSummaries(*WatchSummariesRequest, grpc.ServerStreamingServer[SummaryUpdate]) error
 	mustEmbedUnimplementedEngineServer()
 }
 
@@ -144,6 +188,9 @@ func (UnimplementedEngineServer) Attach(grpc.BidiStreamingServer[EngineMessage, 
 }
 func (UnimplementedEngineServer) Step(context.Context, *StepRequest) (*StepResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Step not implemented")
+}
+func (UnimplementedEngineServer) WatchSummaries(*WatchSummariesRequest, grpc.ServerStreamingServer[SummaryUpdate]) error {
+	return status.Errorf(codes.Unimplemented, "method WatchSummaries not implemented")
 }
 func (UnimplementedEngineServer) mustEmbedUnimplementedEngineServer() {}
 func (UnimplementedEngineServer) testEmbeddedByValue()                {}
@@ -191,6 +238,17 @@ func _Engine_Step_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Engine_WatchSummaries_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchSummariesRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(EngineServer).WatchSummaries(m, &grpc.GenericServerStream[WatchSummariesRequest, SummaryUpdate]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Engine_WatchSummariesServer = grpc.ServerStreamingServer[SummaryUpdate]
+
 // Engine_ServiceDesc is the grpc.ServiceDesc for Engine service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -209,6 +267,11 @@ var Engine_ServiceDesc = grpc.ServiceDesc{
 			Handler:       _Engine_Attach_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
+		},
+		{
+			StreamName:    "WatchSummaries",
+			Handler:       _Engine_WatchSummaries_Handler,
+			ServerStreams: true,
 		},
 	},
 	Metadata: "kvp2p/engine/v1/engine.proto",

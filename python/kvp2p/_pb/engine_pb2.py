@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ckvp2p/engine/v1/engine.proto\x12\x0fkvp2p.engine.v1\"\xb4\x01\n\x08Register\x12\x30\n\x0b\x61pi_version\x18\x01 \x01(\x0e\x32\x1b.kvp2p.engine.v1.ApiVersion\x12\x11\n\tengine_id\x18\x02 \x01(\t\x12\x13\n\x0bregion_path\x18\x03 \x01(\t\x12\x12\n\nnum_chunks\x18\x04 \x01(\x04\x12\x12\n\nrow_stride\x18\x05 \x01(\x04\x12\x13\n\x0b\x66ingerprint\x18\x06 \x01(\x0c\x12\x11\n\thash_seed\x18\x07 \x01(\t\"\xc9\x01\n\nRegistered\x12\x14\n\x0cregistration\x18\x01 \x01(\x04\x12\x30\n\x0b\x61pi_version\x18\x02 \x01(\x0e\x32\x1b.kvp2p.engine.v1.ApiVersion\x12\x0f\n\x07peer_id\x18\x03 \x01(\t\x12\x16\n\x0e\x66\x61ilure_domain\x18\x04 \x01(\t\x12\x19\n\x11max_keys_per_step\x18\x05 \x01(\r\x12\x1a\n\x12max_jobs_in_flight\x18\x06 \x01(\r\x12\x13\n\x0bstep_socket\x18\x07 \x01(\t\"\x13\n\x04Ping\x12\x0b\n\x03seq\x18\x01 \x01(\x04\"\x9a\x01\n\rEngineMessage\x12-\n\x08register\x18\x01 \x01(\x0b\x32\x19.kvp2p.engine.v1.RegisterH\x00\x12,\n\x05grant\x18\x02 \x01(\x0b\x32\x1b.kvp2p.engine.v1.ServeGrantH\x00\x12%\n\x04ping\x18\x03 \x01(\x0b\x32\x15.kvp2p.engine.v1.PingH\x00\x42\x05\n\x03msg\"\xcd\x01\n\x0eSidecarMessage\x12\x31\n\nregistered\x18\x01 \x01(\x0b\x32\x1b.kvp2p.engine.v1.RegisteredH\x00\x12(\n\x03\x61sk\x18\x02 \x01(\x0b\x32\x19.kvp2p.engine.v1.ServeAskH\x00\x12\x30\n\x07release\x18\x03 \x01(\x0b\x32\x1d.kvp2p.engine.v1.ServeReleaseH\x00\x12%\n\x04ping\x18\x04 \x01(\x0b\x32\x15.kvp2p.engine.v1.PingH\x00\x42\x05\n\x03msg\"(\n\x08ServeAsk\x12\x0e\n\x06\x61sk_id\x18\x01 \x01(\x04\x12\x0c\n\x04keys\x18\x02 \x03(\x0c\"M\n\nServeGrant\x12\x0e\n\x06\x61sk_id\x18\x01 \x01(\x04\x12\x0e\n\x06pin_id\x18\x02 \x01(\x04\x12\x0c\n\x04keys\x18\x03 \x03(\x0c\x12\x11\n\tchunk_ids\x18\x04 \x03(\r\"\x1f\n\x0cServeRelease\x12\x0f\n\x07pin_ids\x18\x01 \x03(\x04\"K\n\x06Remote\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\x0c\n\x04port\x18\x02 \x01(\r\x12\x0e\n\x06\x64omain\x18\x03 \x01(\t\x12\x15\n\rkv_request_id\x18\x04 \x01(\t\"\xbe\x01\n\x0eTransferParams\x12\x31\n\x10remote_prefiller\x18\x01 \x01(\x0b\x32\x17.kvp2p.engine.v1.Remote\x12/\n\x0eremote_decoder\x18\x02 \x01(\x0b\x32\x17.kvp2p.engine.v1.Remote\x12\x31\n\x10remote_kv_source\x18\x03 \x01(\x0b\x32\x17.kvp2p.engine.v1.Remote\x12\x15\n\rkv_request_id\x18\x04 \x01(\t\"M\n\nNewRequest\x12\x0e\n\x06req_id\x18\x01 \x01(\t\x12/\n\x06params\x18\x02 \x01(\x0b\x32\x1f.kvp2p.engine.v1.TransferParams\"Y\n\x0bLookupBatch\x12\x0e\n\x06req_id\x18\x01 \x01(\t\x12\x0c\n\x04keys\x18\x02 \x03(\x0c\x12\x13\n\x0bkeys_packed\x18\x03 \x01(\x0c\x12\x17\n\x0fpacked_verdicts\x18\x04 \x01(\x08\"c\n\x0cLookupAnswer\x12\x0e\n\x06req_id\x18\x01 \x01(\t\x12*\n\x08verdicts\x18\x02 \x03(\x0e\x32\x18.kvp2p.engine.v1.Verdict\x12\x17\n\x0fverdicts_packed\x18\x03 \x01(\x0c\"[\n\x03Job\x12\x0e\n\x06job_id\x18\x01 \x01(\x04\x12\x0e\n\x06req_id\x18\x02 \x01(\t\x12\x0c\n\x04keys\x18\x03 \x03(\x0c\x12\x11\n\tchunk_ids\x18\x04 \x03(\r\x12\x13\n\x0bkeys_packed\x18\x05 \x01(\x0c\"\x9a\x01\n\x07JobDone\x12\x0e\n\x06job_id\x18\x01 \x01(\x04\x12&\n\x04kind\x18\x02 \x01(\x0e\x32\x18.kvp2p.engine.v1.JobKind\x12\x0f\n\x07success\x18\x03 \x01(\x08\x12\x12\n\nsuccessful\x18\x04 \x03(\r\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\r\n\x05\x62ytes\x18\x06 \x01(\x04\x12\x13\n\x0btransfer_us\x18\x07 \x01(\x04\"\x87\x02\n\x0bStepRequest\x12\x14\n\x0cregistration\x18\x01 \x01(\x04\x12\x31\n\x0cnew_requests\x18\x02 \x03(\x0b\x32\x1b.kvp2p.engine.v1.NewRequest\x12-\n\x07lookups\x18\x03 \x03(\x0b\x32\x1c.kvp2p.engine.v1.LookupBatch\x12#\n\x05loads\x18\x04 \x03(\x0b\x32\x14.kvp2p.engine.v1.Job\x12$\n\x06stores\x18\x05 \x03(\x0b\x32\x14.kvp2p.engine.v1.Job\x12\x10\n\x08\x66inished\x18\x06 \x03(\t\x12\x10\n\x08\x65nd_step\x18\x07 \x01(\x08\x12\x11\n\tpreempted\x18\x08 \x03(\t\"\x99\x01\n\x0cStepResponse\x12.\n\x07lookups\x18\x01 \x03(\x0b\x32\x1d.kvp2p.engine.v1.LookupAnswer\x12*\n\x08\x66inished\x18\x02 \x03(\x0b\x32\x18.kvp2p.engine.v1.JobDone\x12\x17\n\x0f\x66\x61iled_requests\x18\x03 \x03(\t\x12\x14\n\x0cpending_work\x18\x04 \x01(\x08*<\n\nApiVersion\x12\x1b\n\x17\x41PI_VERSION_UNSPECIFIED\x10\x00\x12\x11\n\rAPI_VERSION_1\x10\x01*X\n\x07Verdict\x12\x17\n\x13VERDICT_UNSPECIFIED\x10\x00\x12\x0f\n\x0bVERDICT_HIT\x10\x01\x12\x10\n\x0cVERDICT_MISS\x10\x02\x12\x11\n\rVERDICT_RETRY\x10\x03*J\n\x07JobKind\x12\x18\n\x14JOB_KIND_UNSPECIFIED\x10\x00\x12\x11\n\rJOB_KIND_LOAD\x10\x01\x12\x12\n\x0eJOB_KIND_STORE\x10\x02\x32\x9c\x01\n\x06\x45ngine\x12M\n\x06\x41ttach\x12\x1e.kvp2p.engine.v1.EngineMessage\x1a\x1f.kvp2p.engine.v1.SidecarMessage(\x01\x30\x01\x12\x43\n\x04Step\x12\x1c.kvp2p.engine.v1.StepRequest\x1a\x1d.kvp2p.engine.v1.StepResponseB=Z;github.com/kvp2p/kvp2p/internal/engineapi/enginepb;enginepbb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ckvp2p/engine/v1/engine.proto\x12\x0fkvp2p.engine.v1\"-\n\x15WatchSummariesRequest\x12\x14\n\x0cregistration\x18\x01 \x01(\x04\"\x98\x01\n\rSummaryUpdate\x12\x0c\n\x04peer\x18\x01 \x01(\t\x12\x0c\n\x04gone\x18\x02 \x01(\x08\x12\x0e\n\x06\x66ormat\x18\x03 \x01(\r\x12\r\n\x05reset\x18\x04 \x01(\x08\x12\x0c\n\x04last\x18\x05 \x01(\x08\x12\r\n\x05\x65poch\x18\x06 \x01(\x04\x12\x0b\n\x03seq\x18\x07 \x01(\x04\x12\x0c\n\x04size\x18\x08 \x01(\r\x12\x14\n\x0cwords_packed\x18\t \x01(\x0c\"\xb4\x01\n\x08Register\x12\x30\n\x0b\x61pi_version\x18\x01 \x01(\x0e\x32\x1b.kvp2p.engine.v1.ApiVersion\x12\x11\n\tengine_id\x18\x02 \x01(\t\x12\x13\n\x0bregion_path\x18\x03 \x01(\t\x12\x12\n\nnum_chunks\x18\x04 \x01(\x04\x12\x12\n\nrow_stride\x18\x05 \x01(\x04\x12\x13\n\x0b\x66ingerprint\x18\x06 \x01(\x0c\x12\x11\n\thash_seed\x18\x07 \x01(\t\"\xc9\x01\n\nRegistered\x12\x14\n\x0cregistration\x18\x01 \x01(\x04\x12\x30\n\x0b\x61pi_version\x18\x02 \x01(\x0e\x32\x1b.kvp2p.engine.v1.ApiVersion\x12\x0f\n\x07peer_id\x18\x03 \x01(\t\x12\x16\n\x0e\x66\x61ilure_domain\x18\x04 \x01(\t\x12\x19\n\x11max_keys_per_step\x18\x05 \x01(\r\x12\x1a\n\x12max_jobs_in_flight\x18\x06 \x01(\r\x12\x13\n\x0bstep_socket\x18\x07 \x01(\t\"\x13\n\x04Ping\x12\x0b\n\x03seq\x18\x01 \x01(\x04\"\x9a\x01\n\rEngineMessage\x12-\n\x08register\x18\x01 \x01(\x0b\x32\x19.kvp2p.engine.v1.RegisterH\x00\x12,\n\x05grant\x18\x02 \x01(\x0b\x32\x1b.kvp2p.engine.v1.ServeGrantH\x00\x12%\n\x04ping\x18\x03 \x01(\x0b\x32\x15.kvp2p.engine.v1.PingH\x00\x42\x05\n\x03msg\"\xcd\x01\n\x0eSidecarMessage\x12\x31\n\nregistered\x18\x01 \x01(\x0b\x32\x1b.kvp2p.engine.v1.RegisteredH\x00\x12(\n\x03\x61sk\x18\x02 \x01(\x0b\x32\x19.kvp2p.engine.v1.ServeAskH\x00\x12\x30\n\x07release\x18\x03 \x01(\x0b\x32\x1d.kvp2p.engine.v1.ServeReleaseH\x00\x12%\n\x04ping\x18\x04 \x01(\x0b\x32\x15.kvp2p.engine.v1.PingH\x00\x42\x05\n\x03msg\"(\n\x08ServeAsk\x12\x0e\n\x06\x61sk_id\x18\x01 \x01(\x04\x12\x0c\n\x04keys\x18\x02 \x03(\x0c\"M\n\nServeGrant\x12\x0e\n\x06\x61sk_id\x18\x01 \x01(\x04\x12\x0e\n\x06pin_id\x18\x02 \x01(\x04\x12\x0c\n\x04keys\x18\x03 \x03(\x0c\x12\x11\n\tchunk_ids\x18\x04 \x03(\r\"\x1f\n\x0cServeRelease\x12\x0f\n\x07pin_ids\x18\x01 \x03(\x04\"K\n\x06Remote\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\x0c\n\x04port\x18\x02 \x01(\r\x12\x0e\n\x06\x64omain\x18\x03 \x01(\t\x12\x15\n\rkv_request_id\x18\x04 \x01(\t\"\xbe\x01\n\x0eTransferParams\x12\x31\n\x10remote_prefiller\x18\x01 \x01(\x0b\x32\x17.kvp2p.engine.v1.Remote\x12/\n\x0eremote_decoder\x18\x02 \x01(\x0b\x32\x17.kvp2p.engine.v1.Remote\x12\x31\n\x10remote_kv_source\x18\x03 \x01(\x0b\x32\x17.kvp2p.engine.v1.Remote\x12\x15\n\rkv_request_id\x18\x04 \x01(\t\"M\n\nNewRequest\x12\x0e\n\x06req_id\x18\x01 \x01(\t\x12/\n\x06params\x18\x02 \x01(\x0b\x32\x1f.kvp2p.engine.v1.TransferParams\"Y\n\x0bLookupBatch\x12\x0e\n\x06req_id\x18\x01 \x01(\t\x12\x0c\n\x04keys\x18\x02 \x03(\x0c\x12\x13\n\x0bkeys_packed\x18\x03 \x01(\x0c\x12\x17\n\x0fpacked_verdicts\x18\x04 \x01(\x08\"c\n\x0cLookupAnswer\x12\x0e\n\x06req_id\x18\x01 \x01(\t\x12*\n\x08verdicts\x18\x02 \x03(\x0e\x32\x18.kvp2p.engine.v1.Verdict\x12\x17\n\x0fverdicts_packed\x18\x03 \x01(\x0c\"[\n\x03Job\x12\x0e\n\x06job_id\x18\x01 \x01(\x04\x12\x0e\n\x06req_id\x18\x02 \x01(\t\x12\x0c\n\x04keys\x18\x03 \x03(\x0c\x12\x11\n\tchunk_ids\x18\x04 \x03(\r\x12\x13\n\x0bkeys_packed\x18\x05 \x01(\x0c\"\x9a\x01\n\x07JobDone\x12\x0e\n\x06job_id\x18\x01 \x01(\x04\x12&\n\x04kind\x18\x02 \x01(\x0e\x32\x18.kvp2p.engine.v1.JobKind\x12\x0f\n\x07success\x18\x03 \x01(\x08\x12\x12\n\nsuccessful\x18\x04 \x03(\r\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\r\n\x05\x62ytes\x18\x06 \x01(\x04\x12\x13\n\x0btransfer_us\x18\x07 \x01(\x04\"\xb6\x02\n\x0bStepRequest\x12\x14\n\x0cregistration\x18\x01 \x01(\x04\x12\x31\n\x0cnew_requests\x18\x02 \x03(\x0b\x32\x1b.kvp2p.engine.v1.NewRequest\x12-\n\x07lookups\x18\x03 \x03(\x0b\x32\x1c.kvp2p.engine.v1.LookupBatch\x12#\n\x05loads\x18\x04 \x03(\x0b\x32\x14.kvp2p.engine.v1.Job\x12$\n\x06stores\x18\x05 \x03(\x0b\x32\x14.kvp2p.engine.v1.Job\x12\x10\n\x08\x66inished\x18\x06 \x03(\t\x12\x10\n\x08\x65nd_step\x18\x07 \x01(\x08\x12\x11\n\tpreempted\x18\x08 \x03(\t\x12-\n\x06stored\x18\t \x01(\x0b\x32\x1d.kvp2p.engine.v1.StoredBlocks\"N\n\x0cStoredBlocks\x12\x13\n\x0bkeys_packed\x18\x01 \x01(\x0c\x12\x11\n\tchunk_ids\x18\x02 \x03(\r\x12\x16\n\x0eremoved_chunks\x18\x03 \x03(\r\"\x99\x01\n\x0cStepResponse\x12.\n\x07lookups\x18\x01 \x03(\x0b\x32\x1d.kvp2p.engine.v1.LookupAnswer\x12*\n\x08\x66inished\x18\x02 \x03(\x0b\x32\x18.kvp2p.engine.v1.JobDone\x12\x17\n\x0f\x66\x61iled_requests\x18\x03 \x03(\t\x12\x14\n\x0cpending_work\x18\x04 \x01(\x08*<\n\nApiVersion\x12\x1b\n\x17\x41PI_VERSION_UNSPECIFIED\x10\x00\x12\x11\n\rAPI_VERSION_1\x10\x01*X\n\x07Verdict\x12\x17\n\x13VERDICT_UNSPECIFIED\x10\x00\x12\x0f\n\x0bVERDICT_HIT\x10\x01\x12\x10\n\x0cVERDICT_MISS\x10\x02\x12\x11\n\rVERDICT_RETRY\x10\x03*J\n\x07JobKind\x12\x18\n\x14JOB_KIND_UNSPECIFIED\x10\x00\x12\x11\n\rJOB_KIND_LOAD\x10\x01\x12\x12\n\x0eJOB_KIND_STORE\x10\x02\x32\xf8\x01\n\x06\x45ngine\x12M\n\x06\x41ttach\x12\x1e.kvp2p.engine.v1.EngineMessage\x1a\x1f.kvp2p.engine.v1.SidecarMessage(\x01\x30\x01\x12\x43\n\x04Step\x12\x1c.kvp2p.engine.v1.StepRequest\x1a\x1d.kvp2p.engine.v1.StepResponse\x12Z\n\x0eWatchSummaries\x12&.kvp2p.engine.v1.WatchSummariesRequest\x1a\x1e.kvp2p.engine.v1.SummaryUpdate0\x01\x42=Z;github.com/kvp2p/kvp2p/internal/engineapi/enginepb;enginepbb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,46 +32,52 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'kvp2p.engine.v1.engine_pb2'
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'Z;github.com/kvp2p/kvp2p/internal/engineapi/enginepb;enginepb'
-  _globals['_APIVERSION']._serialized_start=2189
-  _globals['_APIVERSION']._serialized_end=2249
-  _globals['_VERDICT']._serialized_start=2251
-  _globals['_VERDICT']._serialized_end=2339
-  _globals['_JOBKIND']._serialized_start=2341
-  _globals['_JOBKIND']._serialized_end=2415
-  _globals['_REGISTER']._serialized_start=50
-  _globals['_REGISTER']._serialized_end=230
-  _globals['_REGISTERED']._serialized_start=233
-  _globals['_REGISTERED']._serialized_end=434
-  _globals['_PING']._serialized_start=436
-  _globals['_PING']._serialized_end=455
-  _globals['_ENGINEMESSAGE']._serialized_start=458
-  _globals['_ENGINEMESSAGE']._serialized_end=612
-  _globals['_SIDECARMESSAGE']._serialized_start=615
-  _globals['_SIDECARMESSAGE']._serialized_end=820
-  _globals['_SERVEASK']._serialized_start=822
-  _globals['_SERVEASK']._serialized_end=862
-  _globals['_SERVEGRANT']._serialized_start=864
-  _globals['_SERVEGRANT']._serialized_end=941
-  _globals['_SERVERELEASE']._serialized_start=943
-  _globals['_SERVERELEASE']._serialized_end=974
-  _globals['_REMOTE']._serialized_start=976
-  _globals['_REMOTE']._serialized_end=1051
-  _globals['_TRANSFERPARAMS']._serialized_start=1054
-  _globals['_TRANSFERPARAMS']._serialized_end=1244
-  _globals['_NEWREQUEST']._serialized_start=1246
-  _globals['_NEWREQUEST']._serialized_end=1323
-  _globals['_LOOKUPBATCH']._serialized_start=1325
-  _globals['_LOOKUPBATCH']._serialized_end=1414
-  _globals['_LOOKUPANSWER']._serialized_start=1416
-  _globals['_LOOKUPANSWER']._serialized_end=1515
-  _globals['_JOB']._serialized_start=1517
-  _globals['_JOB']._serialized_end=1608
-  _globals['_JOBDONE']._serialized_start=1611
-  _globals['_JOBDONE']._serialized_end=1765
-  _globals['_STEPREQUEST']._serialized_start=1768
-  _globals['_STEPREQUEST']._serialized_end=2031
-  _globals['_STEPRESPONSE']._serialized_start=2034
-  _globals['_STEPRESPONSE']._serialized_end=2187
-  _globals['_ENGINE']._serialized_start=2418
-  _globals['_ENGINE']._serialized_end=2574
+  _globals['_APIVERSION']._serialized_start=2518
+  _globals['_APIVERSION']._serialized_end=2578
+  _globals['_VERDICT']._serialized_start=2580
+  _globals['_VERDICT']._serialized_end=2668
+  _globals['_JOBKIND']._serialized_start=2670
+  _globals['_JOBKIND']._serialized_end=2744
+  _globals['_WATCHSUMMARIESREQUEST']._serialized_start=49
+  _globals['_WATCHSUMMARIESREQUEST']._serialized_end=94
+  _globals['_SUMMARYUPDATE']._serialized_start=97
+  _globals['_SUMMARYUPDATE']._serialized_end=249
+  _globals['_REGISTER']._serialized_start=252
+  _globals['_REGISTER']._serialized_end=432
+  _globals['_REGISTERED']._serialized_start=435
+  _globals['_REGISTERED']._serialized_end=636
+  _globals['_PING']._serialized_start=638
+  _globals['_PING']._serialized_end=657
+  _globals['_ENGINEMESSAGE']._serialized_start=660
+  _globals['_ENGINEMESSAGE']._serialized_end=814
+  _globals['_SIDECARMESSAGE']._serialized_start=817
+  _globals['_SIDECARMESSAGE']._serialized_end=1022
+  _globals['_SERVEASK']._serialized_start=1024
+  _globals['_SERVEASK']._serialized_end=1064
+  _globals['_SERVEGRANT']._serialized_start=1066
+  _globals['_SERVEGRANT']._serialized_end=1143
+  _globals['_SERVERELEASE']._serialized_start=1145
+  _globals['_SERVERELEASE']._serialized_end=1176
+  _globals['_REMOTE']._serialized_start=1178
+  _globals['_REMOTE']._serialized_end=1253
+  _globals['_TRANSFERPARAMS']._serialized_start=1256
+  _globals['_TRANSFERPARAMS']._serialized_end=1446
+  _globals['_NEWREQUEST']._serialized_start=1448
+  _globals['_NEWREQUEST']._serialized_end=1525
+  _globals['_LOOKUPBATCH']._serialized_start=1527
+  _globals['_LOOKUPBATCH']._serialized_end=1616
+  _globals['_LOOKUPANSWER']._serialized_start=1618
+  _globals['_LOOKUPANSWER']._serialized_end=1717
+  _globals['_JOB']._serialized_start=1719
+  _globals['_JOB']._serialized_end=1810
+  _globals['_JOBDONE']._serialized_start=1813
+  _globals['_JOBDONE']._serialized_end=1967
+  _globals['_STEPREQUEST']._serialized_start=1970
+  _globals['_STEPREQUEST']._serialized_end=2280
+  _globals['_STOREDBLOCKS']._serialized_start=2282
+  _globals['_STOREDBLOCKS']._serialized_end=2360
+  _globals['_STEPRESPONSE']._serialized_start=2363
+  _globals['_STEPRESPONSE']._serialized_end=2516
+  _globals['_ENGINE']._serialized_start=2747
+  _globals['_ENGINE']._serialized_end=2995
 # @@protoc_insertion_point(module_scope)

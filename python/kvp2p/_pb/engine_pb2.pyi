@@ -34,6 +34,34 @@ JOB_KIND_UNSPECIFIED: JobKind
 JOB_KIND_LOAD: JobKind
 JOB_KIND_STORE: JobKind
 
+class WatchSummariesRequest(_message.Message):
+    __slots__ = ("registration",)
+    REGISTRATION_FIELD_NUMBER: _ClassVar[int]
+    registration: int
+    def __init__(self, registration: _Optional[int] = ...) -> None: ...
+
+class SummaryUpdate(_message.Message):
+    __slots__ = ("peer", "gone", "format", "reset", "last", "epoch", "seq", "size", "words_packed")
+    PEER_FIELD_NUMBER: _ClassVar[int]
+    GONE_FIELD_NUMBER: _ClassVar[int]
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
+    RESET_FIELD_NUMBER: _ClassVar[int]
+    LAST_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    WORDS_PACKED_FIELD_NUMBER: _ClassVar[int]
+    peer: str
+    gone: bool
+    format: int
+    reset: bool
+    last: bool
+    epoch: int
+    seq: int
+    size: int
+    words_packed: bytes
+    def __init__(self, peer: _Optional[str] = ..., gone: _Optional[bool] = ..., format: _Optional[int] = ..., reset: _Optional[bool] = ..., last: _Optional[bool] = ..., epoch: _Optional[int] = ..., seq: _Optional[int] = ..., size: _Optional[int] = ..., words_packed: _Optional[bytes] = ...) -> None: ...
+
 class Register(_message.Message):
     __slots__ = ("api_version", "engine_id", "region_path", "num_chunks", "row_stride", "fingerprint", "hash_seed")
     API_VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -211,7 +239,7 @@ class JobDone(_message.Message):
     def __init__(self, job_id: _Optional[int] = ..., kind: _Optional[_Union[JobKind, str]] = ..., success: _Optional[bool] = ..., successful: _Optional[_Iterable[int]] = ..., reason: _Optional[str] = ..., bytes: _Optional[int] = ..., transfer_us: _Optional[int] = ...) -> None: ...
 
 class StepRequest(_message.Message):
-    __slots__ = ("registration", "new_requests", "lookups", "loads", "stores", "finished", "end_step", "preempted")
+    __slots__ = ("registration", "new_requests", "lookups", "loads", "stores", "finished", "end_step", "preempted", "stored")
     REGISTRATION_FIELD_NUMBER: _ClassVar[int]
     NEW_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     LOOKUPS_FIELD_NUMBER: _ClassVar[int]
@@ -220,6 +248,7 @@ class StepRequest(_message.Message):
     FINISHED_FIELD_NUMBER: _ClassVar[int]
     END_STEP_FIELD_NUMBER: _ClassVar[int]
     PREEMPTED_FIELD_NUMBER: _ClassVar[int]
+    STORED_FIELD_NUMBER: _ClassVar[int]
     registration: int
     new_requests: _containers.RepeatedCompositeFieldContainer[NewRequest]
     lookups: _containers.RepeatedCompositeFieldContainer[LookupBatch]
@@ -228,7 +257,18 @@ class StepRequest(_message.Message):
     finished: _containers.RepeatedScalarFieldContainer[str]
     end_step: bool
     preempted: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, registration: _Optional[int] = ..., new_requests: _Optional[_Iterable[_Union[NewRequest, _Mapping]]] = ..., lookups: _Optional[_Iterable[_Union[LookupBatch, _Mapping]]] = ..., loads: _Optional[_Iterable[_Union[Job, _Mapping]]] = ..., stores: _Optional[_Iterable[_Union[Job, _Mapping]]] = ..., finished: _Optional[_Iterable[str]] = ..., end_step: _Optional[bool] = ..., preempted: _Optional[_Iterable[str]] = ...) -> None: ...
+    stored: StoredBlocks
+    def __init__(self, registration: _Optional[int] = ..., new_requests: _Optional[_Iterable[_Union[NewRequest, _Mapping]]] = ..., lookups: _Optional[_Iterable[_Union[LookupBatch, _Mapping]]] = ..., loads: _Optional[_Iterable[_Union[Job, _Mapping]]] = ..., stores: _Optional[_Iterable[_Union[Job, _Mapping]]] = ..., finished: _Optional[_Iterable[str]] = ..., end_step: _Optional[bool] = ..., preempted: _Optional[_Iterable[str]] = ..., stored: _Optional[_Union[StoredBlocks, _Mapping]] = ...) -> None: ...
+
+class StoredBlocks(_message.Message):
+    __slots__ = ("keys_packed", "chunk_ids", "removed_chunks")
+    KEYS_PACKED_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_IDS_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    keys_packed: bytes
+    chunk_ids: _containers.RepeatedScalarFieldContainer[int]
+    removed_chunks: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, keys_packed: _Optional[bytes] = ..., chunk_ids: _Optional[_Iterable[int]] = ..., removed_chunks: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class StepResponse(_message.Message):
     __slots__ = ("lookups", "finished", "failed_requests", "pending_work")

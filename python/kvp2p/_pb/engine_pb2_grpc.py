@@ -44,6 +44,11 @@ class EngineStub:
                 request_serializer=kvp2p_dot_engine_dot_v1_dot_engine__pb2.StepRequest.SerializeToString,
                 response_deserializer=kvp2p_dot_engine_dot_v1_dot_engine__pb2.StepResponse.FromString,
                 _registered_method=True)
+        self.WatchSummaries = channel.unary_stream(
+                '/kvp2p.engine.v1.Engine/WatchSummaries',
+                request_serializer=kvp2p_dot_engine_dot_v1_dot_engine__pb2.WatchSummariesRequest.SerializeToString,
+                response_deserializer=kvp2p_dot_engine_dot_v1_dot_engine__pb2.SummaryUpdate.FromString,
+                _registered_method=True)
 
 
 class EngineServicer:
@@ -88,6 +93,23 @@ class EngineServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchSummaries(self, request, context):
+        """WatchSummaries streams the summaries the sidecar holds of its peers
+        (what their CPU tiers can serve: docs/find.md), so that the engine can
+        find a source for a request that names none without asking the
+        sidecar per lookup. First, for each peer whose summary is usable, a
+        snapshot (parts from a reset to a last); then every part the sidecar
+        applies, as it applies it, and a gone update when a peer's summary is
+        dropped (its session ended). Refused with FAILED_PRECONDITION for a
+        registration that is not the attached engine's, and UNIMPLEMENTED when
+        the sidecar has find off. An engine that does not read fast enough
+        has its stream ended with RESOURCE_EXHAUSTED: watch again, and the
+        snapshots start over. The stream also ends when the engine detaches.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EngineServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -100,6 +122,11 @@ def add_EngineServicer_to_server(servicer, server):
                     servicer.Step,
                     request_deserializer=kvp2p_dot_engine_dot_v1_dot_engine__pb2.StepRequest.FromString,
                     response_serializer=kvp2p_dot_engine_dot_v1_dot_engine__pb2.StepResponse.SerializeToString,
+            ),
+            'WatchSummaries': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchSummaries,
+                    request_deserializer=kvp2p_dot_engine_dot_v1_dot_engine__pb2.WatchSummariesRequest.FromString,
+                    response_serializer=kvp2p_dot_engine_dot_v1_dot_engine__pb2.SummaryUpdate.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -156,6 +183,33 @@ class Engine:
             '/kvp2p.engine.v1.Engine/Step',
             kvp2p_dot_engine_dot_v1_dot_engine__pb2.StepRequest.SerializeToString,
             kvp2p_dot_engine_dot_v1_dot_engine__pb2.StepResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchSummaries(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/kvp2p.engine.v1.Engine/WatchSummaries',
+            kvp2p_dot_engine_dot_v1_dot_engine__pb2.WatchSummariesRequest.SerializeToString,
+            kvp2p_dot_engine_dot_v1_dot_engine__pb2.SummaryUpdate.FromString,
             options,
             channel_credentials,
             insecure,
