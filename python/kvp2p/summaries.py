@@ -16,7 +16,8 @@ that key, and the peer's own answer (the symmetric lookup) decides
 anyway.
 
 Peers whose filters have one size are stacked (one row each) so that a key
-is tested against all of them at once: `(W[:, word] & mask) == mask`. A
+is tested against all of them at once: `(W[word] & mask) == mask`, W
+holding word i of every peer in row i. A
 bitwise OR of the filters would not do: at 1,000 full filters nearly every
 bit is set.
 """
@@ -41,7 +42,9 @@ class _Group:
     """The peers whose filters have `size` words, one row each."""
 
     size: int
-    words: npt.NDArray[np.uint64]  # rows x size
+    # size x rows: the word of every peer at one index is contiguous, so a
+    # key's probe across all peers reads one run of memory.
+    words: npt.NDArray[np.uint64]
     ready: npt.NDArray[np.bool_]  # a last part was applied since the reset
     updated: npt.NDArray[np.float64]  # when the row was last updated
     names: list[str | None]  # row -> peer (None: a free row)
@@ -97,7 +100,7 @@ class SummaryMirror:
                 p = self._place(u.peer, size)
             g = self._groups[size]
             g.ready[p.row] = False
-            g.words[p.row] = 0
+            g.words[:, p.row] = 0
             p.epoch, p.seq, p.ok, p.broken = u.epoch, u.seq, False, False
         elif (p is None or p.broken or p.size != size or u.epoch != p.epoch
               or not (p.partial and u.seq == p.seq or p.ok and not p.partial and u.seq == p.seq + 1)):
@@ -107,7 +110,7 @@ class SummaryMirror:
         else:
             g = self._groups[size]
         p.seq = u.seq
-        g.words[p.row, pairs["i"]] = pairs["v"]
+        g.words[pairs["i"], p.row] = pairs["v"]
         p.partial = not u.last
         if u.last:  # a whole snapshot, or a whole delta on top of one
             p.ok = True
@@ -141,7 +144,7 @@ class SummaryMirror:
         for g in list(self._groups.values()):
             word, mask = position(key, g.size)
             m = np.uint64(mask)
-            hit = ((g.words[:, word] & m) == m) & g.ready & (g.updated >= cutoff)
+            hit = ((g.words[word] & m) == m) & g.ready & (g.updated >= cutoff)
             names = g.names
             out.extend(n for n in (names[int(r)] for r in np.flatnonzero(hit)) if n is not None)
         return out
@@ -157,7 +160,7 @@ class SummaryMirror:
         if not g.ready[p.row] or g.updated[p.row] < self._cutoff:
             return False
         word, mask = position(key, g.size)
-        return int(g.words[p.row, word]) & mask == mask
+        return int(g.words[word, p.row]) & mask == mask
 
     def usable(self, peer: str) -> bool:
         """Whether `peer`'s summary may be used (held whole, and fresh)."""
@@ -190,14 +193,14 @@ class SummaryMirror:
         (the group doubles, replaced by one assignment)."""
         g = self._groups.get(size)
         if g is None:
-            g = _Group(size, np.zeros((1, size), np.uint64), np.zeros(1, np.bool_), np.zeros(1), [None])
+            g = _Group(size, np.zeros((size, 1), np.uint64), np.zeros(1, np.bool_), np.zeros(1), [None])
             self._groups[size] = g
         try:
             row = g.names.index(None)
         except ValueError:
             n = len(g.names)
-            words = np.zeros((2 * n, size), np.uint64)
-            words[:n] = g.words
+            words = np.zeros((size, 2 * n), np.uint64)
+            words[:, :n] = g.words
             ready = np.zeros(2 * n, np.bool_)
             ready[:n] = g.ready
             updated = np.zeros(2 * n)
