@@ -10,34 +10,68 @@ import (
 	"time"
 )
 
+// startLib serves a node built through the public API on a fresh loopback
+// port; it is closed at cleanup.
+func startLib(t *testing.T, block int, mut func(*Config)) *Node {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{PeerID: ln.Addr().String(), BlockBytes: block, Slots: 16, HashSeed: "s"}
+	if mut != nil {
+		mut(&cfg)
+	}
+	n, err := NewNode(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- n.Serve(ln) }()
+	t.Cleanup(func() {
+		n.Close()
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+		if _, err := n.Status(context.Background()); !errors.Is(err, ErrClosed) {
+			t.Errorf("status after close: %v, want ErrClosed", err)
+		}
+	})
+	return n
+}
+
+// TestLibraryFindSource: with Config.Find on, a node finds through the
+// public API the peer that holds a block, with no request naming it.
+func TestLibraryFindSource(t *testing.T) {
+	const block = 4096
+	on := func(peers string) func(*Config) {
+		return func(c *Config) { c.Find = FindConfig{Enabled: true, Peers: peers, Interval: 50 * time.Millisecond} }
+	}
+	p := startLib(t, block, on(""))
+	c := startLib(t, block, on(p.PeerID()))
+	k := Key{4, 5, 6}
+	if err := p.Manager().PutBlock(k, bytes.Repeat([]byte{9}, block)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		f, ok := c.Manager().FindSource([]Key{k}, 0)
+		if ok && f == (Found{Peer: p.PeerID(), Blocks: 1}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never found %s: last %+v %v", p.PeerID(), f, ok)
+		}
+		<-time.After(20 * time.Millisecond)
+	}
+}
+
 // TestLibraryLoad: two nodes through the public API only, on loopback: a
 // block put and offered on one is looked up and loaded by the other, and
 // both report their sessions in Status.
 func TestLibraryLoad(t *testing.T) {
 	const block = 4096
-	start := func() *Node {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, err := NewNode(Config{PeerID: ln.Addr().String(), BlockBytes: block, Slots: 16, HashSeed: "s"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		served := make(chan error, 1)
-		go func() { served <- n.Serve(ln) }()
-		t.Cleanup(func() {
-			n.Close()
-			if err := <-served; err != nil {
-				t.Errorf("serve: %v", err)
-			}
-			if _, err := n.Status(context.Background()); !errors.Is(err, ErrClosed) {
-				t.Errorf("status after close: %v, want ErrClosed", err)
-			}
-		})
-		return n
-	}
-	p, c := start(), start()
+	p, c := startLib(t, block, nil), startLib(t, block, nil)
 	k := Key{1, 2, 3}
 	data := bytes.Repeat([]byte{7}, block)
 	pm, cm := p.Manager(), c.Manager()

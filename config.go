@@ -23,6 +23,9 @@ type (
 	// TLSConfig turns on mutual TLS (TLS 1.3) on every control and data
 	// connection: all three files or none (docs/security.md).
 	TLSConfig = node.TLSConfig
+	// FindConfig turns on finding sources no request names: summaries of
+	// what each node can serve, shared with its peers (docs/find.md).
+	FindConfig = node.FindConfig
 )
 
 // Defaults for the non-timer fields.
@@ -46,7 +49,3 @@ var ErrMachine = node.ErrMachine
 // RankURI is the URI SAN that names a rank in its certificate:
 // kvp2p://host:port, the whole peer id.
 func RankURI(peerID string) string { return node.RankURI(peerID) }
-
-// FindConfig turns on finding sources no request names: summaries of what
-// each node can serve, shared with the deployment's members (docs/find.md).
-type FindConfig = node.FindConfig

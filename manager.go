@@ -79,3 +79,15 @@ func (m *Manager) ReadBlockInto(dst []byte, k Key) ([]byte, bool) {
 // Stats returns a snapshot of the store's slot counts; it fails if the
 // store's invariants are broken.
 func (m *Manager) Stats() (Stats, error) { return m.m.Stats() }
+
+// Found is a source FindSource chose: a peer (host:port, what
+// remote_kv_source names) and how many of the keys asked it probably holds.
+type Found = node.Found
+
+// FindSource returns the peer whose summary says it probably holds the
+// longest prefix of ks beyond the first from (those held already), the
+// least loaded among equals, never one the failure policy holds anything
+// against; ok is false when none probably holds more, or Config.Find is
+// off. Ask it with the ordinary symmetric lookup (a request naming it as
+// remote_kv_source): its answer decides (docs/find.md).
+func (m *Manager) FindSource(ks []Key, from int) (Found, bool) { return m.m.FindSource(ks, from) }

@@ -19,7 +19,7 @@ type Node struct{ n *node.Node }
 // NewNode validates cfg and builds a node with its own store; Serve runs
 // it.
 func NewNode(cfg Config) (*Node, error) {
-	n, err := node.NewNode(cfg)
+	n, err := node.New(cfg)
 	if err != nil {
 		return nil, err
 	}

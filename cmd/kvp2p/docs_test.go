@@ -157,7 +157,7 @@ var commandRE = regexp.MustCompile(`^\s*(?:\$\s+)?(?:[A-Z_][A-Z0-9_]*=\S*\s+)*(?
 // that subcommand has, as its -h lists them.
 func TestDocCommands(t *testing.T) {
 	flagsOf := map[string][]string{}
-	for _, sub := range []string{"bench", "demo", "lab", "serve", "sim", "status", "version"} {
+	for _, sub := range []string{"bench", "demo", "lab", "proxy", "serve", "sim", "status", "version"} {
 		var fl []string
 		for _, line := range strings.Split(helpOf(t, sub, "-h"), "\n") {
 			if f, ok := strings.CutPrefix(line, "  -"); ok {

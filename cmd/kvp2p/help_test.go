@@ -23,12 +23,12 @@ func helpOf(t *testing.T, args ...string) string {
 // the flags; the design it cites is the repository's docs/design.md.
 func TestHelpTexts(t *testing.T) {
 	top := helpOf(t, "--help")
-	for _, cmd := range []string{"bench", "demo", "lab", "serve", "sim", "status", "version"} {
+	for _, cmd := range []string{"bench", "demo", "lab", "proxy", "serve", "sim", "status", "version"} {
 		if !strings.Contains(top, "\n  "+cmd+" ") {
 			t.Errorf("kvp2p --help does not list %s:\n%s", cmd, top)
 		}
 	}
-	for _, cmd := range []string{"bench", "demo", "lab", "serve", "sim", "status"} {
+	for _, cmd := range []string{"bench", "demo", "lab", "proxy", "serve", "sim", "status"} {
 		h := helpOf(t, cmd, "-h")
 		if !strings.HasPrefix(h, "usage: ") {
 			t.Errorf("kvp2p %s -h does not start with its usage line:\n%s", cmd, h)

@@ -28,6 +28,7 @@ commands:
   bench    measure loads against raw TCP, and lookup round trips, on 127.0.0.1
   demo     run a small fleet on 127.0.0.1 with injected faults, per policy
   lab      real processes in network namespaces, faults made by the kernel (needs root)
+  proxy    an OpenAI-compatible front for vLLM engines: symmetric or prefill/decode
   sim      simulate scenarios under each failure policy
   serve    run one node from a YAML config, environment and flags
   status   show a running node's peers, domains, sessions and loads
@@ -50,6 +51,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runDemo(ctx, args[1:], stdout, stderr)
 	case "lab":
 		err = runLab(ctx, args[1:], stdout, stderr)
+	case "proxy":
+		err = runProxy(ctx, args[1:], stdout, stderr)
 	case "serve":
 		err = runServe(ctx, args[1:], stdout, stderr)
 	case "sim":
@@ -81,4 +84,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "kvp2p %s: %v\n", args[0], err)
 	return 1
+}
+
+// parseFlagsOnly parses a command's flags, which must be all of its
+// arguments. Its error is flag.ErrHelp for -h, or errReported once the
+// flag package or it has printed what is wrong.
+func parseFlagsOnly(fs *flag.FlagSet, args []string, stderr io.Writer) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errReported
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "kvp2p %s: unexpected argument %q (flags only)\n", fs.Name(), fs.Arg(0))
+		return errReported
+	}
+	return nil
+}
+
+// addLogFlags adds --log-format and --log-level, for config.NewLogger.
+func addLogFlags(fs *flag.FlagSet, format, level *string) {
+	fs.StringVar(format, "log-format", "", "log `format`: text or json (default text; env KVP2P_LOG_FORMAT)")
+	fs.StringVar(level, "log-level", "", "log `level`: debug, info, warn or error (default info; env KVP2P_LOG_LEVEL)")
 }

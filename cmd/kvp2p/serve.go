@@ -85,8 +85,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 		fs.Var(settingFlag{name: f.name, path: f.path, list: &o.sets}, f.name, f.usage)
 	}
 	fs.Var(settingFlag{name: "set", list: &o.sets}, "set", "set any config `field=value`, e.g. timers.stall_timeout=1s (repeatable)")
-	fs.StringVar(&o.logFormat, "log-format", "", "log `format`: text or json (default text; env KVP2P_LOG_FORMAT)")
-	fs.StringVar(&o.logLevel, "log-level", "", "log `level`: debug, info, warn or error (default info; env KVP2P_LOG_LEVEL)")
+	addLogFlags(fs, &o.logFormat, &o.logLevel)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: kvp2p serve [--config FILE] [flags]\n\n"+
 			"Precedence: defaults < file < env KVP2P_<FIELD> (e.g. KVP2P_TIMERS_STALL_TIMEOUT) < flags.\n\n"+
@@ -95,17 +94,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveOptions, error) {
 			"SIGUSR2 toggles refusing new handshakes (as incompatible); each logs what it did.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return o, err
-		}
-		return o, errReported
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "kvp2p serve: unexpected argument %q (flags only)\n", fs.Arg(0))
-		return o, errReported
-	}
-	return o, nil
+	return o, parseFlagsOnly(fs, args, stderr)
 }
 
 // server is what serve runs: a *node.Node, or a *sidecar.Sidecar, whose
@@ -163,7 +152,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
-	} else if srv, err = node.NewNode(cfg.Config); err != nil {
+	} else if srv, err = node.New(cfg.Config); err != nil {
 		return err
 	}
 	// The status server outlives the node's drain: probes see it not ready.

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 )
 
 // lineFeed hands every log line to the test in order, so that it can wait
@@ -46,7 +48,7 @@ func (f lineFeed) next(t *testing.T, want string, exited <-chan int) string {
 // and SIGUSR1 (serve has them registered once it logged "serving"): each
 // is done and logged, and serve keeps running until cancelled.
 func TestServeAdminSignals(t *testing.T) {
-	cfg := writeConfig(t, "peer_id: 127.0.0.1:7600\nslots: 16\ntimers:\n  shutdown_drain: 100ms\n")
+	cfg := nodetest.WriteConfig(t, "peer_id: 127.0.0.1:7600\nslots: 16\ntimers:\n  shutdown_drain: 100ms\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	logs := make(lineFeed, 256)

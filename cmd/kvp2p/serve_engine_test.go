@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	pb "github.com/kvp2p/kvp2p/internal/engineapi/enginepb"
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -31,7 +32,7 @@ func TestServeEngineSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	stale.Close()
-	cfg := writeConfig(t, "peer_id: 127.0.0.1:7600\nchunk_bytes: 4096\ntimers:\n  shutdown_drain: 100ms\n")
+	cfg := nodetest.WriteConfig(t, "peer_id: 127.0.0.1:7600\nchunk_bytes: 4096\ntimers:\n  shutdown_drain: 100ms\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stderr := &logWatch{want: `"msg":"engine API"`, seen: make(chan string, 1)}

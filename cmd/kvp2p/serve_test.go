@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 )
 
 // TestServeExitCodes runs serve through run, as main does, for the ways it
@@ -19,7 +21,7 @@ func TestServeExitCodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer busy.Close()
-	bad := writeConfig(t, "peer_id: 127.0.0.1:7600\ntimers:\n  stall_timeout: abc\n")
+	bad := nodetest.WriteConfig(t, "peer_id: 127.0.0.1:7600\ntimers:\n  stall_timeout: abc\n")
 	tests := []struct {
 		name   string
 		args   []string
@@ -82,7 +84,7 @@ func hasLinePrefix(text, prefix string) bool {
 // graceful stop and exit code 0. goleak (TestMain) checks nothing is left.
 func TestServeEndToEnd(t *testing.T) {
 	t.Setenv("KVP2P_FAILURE_DOMAIN", "pod-1234")
-	cfg := writeConfig(t, "peer_id: 127.0.0.1:7600\nslots: 16\ntimers:\n  shutdown_drain: 100ms\n")
+	cfg := nodetest.WriteConfig(t, "peer_id: 127.0.0.1:7600\nslots: 16\ntimers:\n  shutdown_drain: 100ms\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stderr := &logWatch{want: `"msg":"serving"`, seen: make(chan string, 1)}

@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -34,15 +33,8 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintf(fs.Output(), "usage: kvp2p status [--addr HOST:PORT] [--json] [--watch [--interval 2s]]\n\nflags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return errReported
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "kvp2p status: unexpected argument %q (flags only)\n", fs.Arg(0))
-		return errReported
+	if err := parseFlagsOnly(fs, args, stderr); err != nil {
+		return err
 	}
 	if *every <= 0 {
 		return config.Errorf("--interval must be positive")

@@ -13,13 +13,14 @@ import (
 
 	"github.com/kvp2p/kvp2p/internal/metrics"
 	"github.com/kvp2p/kvp2p/internal/node"
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 )
 
 // TestStatusAgainstServe runs `kvp2p serve --metrics-addr`, opens a
 // session to it from a second node, and reads it back with `kvp2p
 // status` as text, as JSON and with --watch.
 func TestStatusAgainstServe(t *testing.T) {
-	cfg := writeConfig(t, "peer_id: 127.0.0.1:7600\nfailure_domain: pod-served\nslots: 16\nblock_bytes: 65536\nhash_seed: s\ntimers:\n  shutdown_drain: 100ms\n")
+	cfg := nodetest.WriteConfig(t, "peer_id: 127.0.0.1:7600\nfailure_domain: pod-served\nslots: 16\nblock_bytes: 65536\nhash_seed: s\ntimers:\n  shutdown_drain: 100ms\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stderr := &logWatch{want: `"msg":"serving"`, seen: make(chan string, 1)}
@@ -46,7 +47,7 @@ func TestStatusAgainstServe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := node.NewNode(node.Config{PeerID: ln.Addr().String(), FailureDomain: "pod-consumer", Slots: 16,
+	c, err := node.New(node.Config{PeerID: ln.Addr().String(), FailureDomain: "pod-consumer", Slots: 16,
 		BlockBytes: 65536, HashSeed: "s", Dial: func(string) string { return rec.Addr }})
 	if err != nil {
 		t.Fatal(err)

@@ -133,7 +133,7 @@ func startBenchNode(block, slots int, mkTLS func(peerID string) (node.TLSConfig,
 			return nil, err
 		}
 	}
-	n, err := node.NewNode(node.Config{PeerID: ln.Addr().String(), BlockBytes: block, Slots: slots, HashSeed: "bench", TLS: tc})
+	n, err := node.New(node.Config{PeerID: ln.Addr().String(), BlockBytes: block, Slots: slots, HashSeed: "bench", TLS: tc})
 	if err != nil {
 		ln.Close()
 		return nil, err

@@ -13,33 +13,10 @@ import (
 
 	"github.com/kvp2p/kvp2p/internal/report"
 	"github.com/kvp2p/kvp2p/internal/scenario"
+	"github.com/kvp2p/kvp2p/internal/scenario/scenariotest"
 )
 
-// fleet, f and req are as in internal/report's tests.
-
 const s = time.Second
-
-func fleet(faults ...scenario.Fault) *scenario.Scenario {
-	return &scenario.Scenario{
-		Name: "t", Duration: 40 * s, Seed: 1,
-		Pods: []scenario.Pod{{Name: "a", Host: "h1", Ranks: 4, BasePort: 7777}, {Name: "d", Host: "h2", Ranks: 1, BasePort: 7777}},
-		Workload: scenario.Workload{Mode: scenario.ModePD, Rate: 1, Blocks: 1, BlockBytes: 1, Sources: []string{"a"},
-			Consumers: []string{"d"}, Stop: 40 * s},
-		Faults: faults,
-	}
-}
-
-func f(at time.Duration, k scenario.FaultKind, target string) scenario.Fault {
-	t, err := scenario.ParseTarget(target)
-	if err != nil {
-		panic(err)
-	}
-	return scenario.Fault{At: at, Kind: k, Target: t}
-}
-
-func req(src string, arrived, resolved time.Duration, o report.Outcome) report.Request {
-	return report.Request{Source: src, Arrived: arrived, Resolved: resolved, Outcome: o}
-}
 
 // toyRuns fabricates plausible runs of pod-partial under the three
 // policies (not a simulation: just enough shape to draw), so that the
@@ -156,10 +133,10 @@ func TestSVG(t *testing.T) {
 
 // Heights stay bounded however many requests wait at once.
 func TestSVGBoundedHeight(t *testing.T) {
-	sc := fleet(f(10*s, scenario.Crash, "a/0"))
+	sc := scenariotest.Fleet(scenariotest.Fault(10*s, scenario.Crash, "a/0"))
 	var reqs []report.Request
 	for i := range 5000 {
-		reqs = append(reqs, req("a/0", time.Duration(i)*time.Millisecond, 0, report.Stuck))
+		reqs = append(reqs, report.Request{Source: "a/0", Arrived: time.Duration(i) * time.Millisecond, Outcome: report.Stuck})
 	}
 	var b bytes.Buffer
 	if err := SVG(&b, sc, []report.Run{{Policy: "p", Requests: reqs, Report: report.Compute(sc, "p", reqs, 0)}}); err != nil {
@@ -172,7 +149,7 @@ func TestSVGBoundedHeight(t *testing.T) {
 }
 
 func TestSVGEscapesAndRejects(t *testing.T) {
-	sc := fleet()
+	sc := scenariotest.Fleet()
 	var b bytes.Buffer
 	if err := SVG(&b, sc, []report.Run{{Policy: `<a&"b">`}}); err != nil {
 		t.Fatal(err)

@@ -11,18 +11,9 @@ import (
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/node"
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/sidecar"
 )
-
-// writeConfig writes a YAML config into the test's temp dir.
-func writeConfig(t *testing.T, yaml string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "kvp2p.yaml")
-	if err := os.WriteFile(p, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 func noEnv(string) (string, bool) { return "", false }
 
@@ -133,7 +124,7 @@ func TestPrecedence(t *testing.T) {
 			}
 			path := ""
 			if tt.file != "" {
-				path = writeConfig(t, tt.file)
+				path = nodetest.WriteConfig(t, tt.file)
 			}
 			got, err := Load(path, os.LookupEnv, tt.sets)
 			if err != nil {
@@ -199,7 +190,7 @@ func TestConfigErrors(t *testing.T) {
 			}
 			path := ""
 			if tt.file != "" {
-				path = writeConfig(t, tt.file)
+				path = nodetest.WriteConfig(t, tt.file)
 			}
 			_, err := Load(path, os.LookupEnv, tt.sets)
 			var ce *Error

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
@@ -162,19 +163,6 @@ func testCorruptChunk(t *testing.T, cfg Config, skip int, want uint32) {
 	good.verify(t, a, b)
 }
 
-func chunkFrame(c wire.Chunk, payload []byte) []byte {
-	c.CRC = wire.CRC32C(payload)
-	return append(wire.AppendChunkHeader(nil, &c), payload...)
-}
-
-func frame(t *testing.T, m wire.Message) []byte {
-	b, err := wire.Append(nil, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // TestLyingPeer feeds raw frames to a consumer. Every lie closes the Conn
 // with ErrProtocol; no byte lands outside the job's slots, and only the
 // valid prefix lands inside them.
@@ -182,9 +170,9 @@ func TestLyingPeer(t *testing.T) {
 	const bb = 1024
 	half := make([]byte, bb/2)
 	pattern(half, 1, 0)
-	valid := chunkFrame(wire.Chunk{Job: 1, Block: 0, Len: bb / 2}, half)
-	oversize := chunkFrame(wire.Chunk{Job: 1, Block: 0, Len: 2 * bb}, make([]byte, 2*bb))
-	overLimit := chunkFrame(wire.Chunk{Job: 1, Block: 0, Len: 8192}, make([]byte, 8192))
+	valid := nodetest.ChunkFrame(wire.Chunk{Job: 1, Block: 0, Len: bb / 2}, half)
+	oversize := nodetest.ChunkFrame(wire.Chunk{Job: 1, Block: 0, Len: 2 * bb}, make([]byte, 2*bb))
+	overLimit := nodetest.ChunkFrame(wire.Chunk{Job: 1, Block: 0, Len: 8192}, make([]byte, 8192))
 	badLen := append([]byte(nil), valid...)
 	binary.BigEndian.PutUint32(badLen, 3) // frame length shorter than the chunk body
 	cases := []struct {
@@ -192,23 +180,25 @@ func TestLyingPeer(t *testing.T) {
 		bytes  func(t *testing.T) []byte
 		landed int // bytes of slot 0 that must hold the valid prefix
 	}{
-		{"unknown job", func(*testing.T) []byte { return chunkFrame(wire.Chunk{Job: 9, Len: 16}, make([]byte, 16)) }, 0},
-		{"block out of range", func(*testing.T) []byte { return chunkFrame(wire.Chunk{Job: 1, Block: 2, Len: 16}, make([]byte, 16)) }, 0},
+		{"unknown job", func(*testing.T) []byte { return nodetest.ChunkFrame(wire.Chunk{Job: 9, Len: 16}, make([]byte, 16)) }, 0},
+		{"block out of range", func(*testing.T) []byte {
+			return nodetest.ChunkFrame(wire.Chunk{Job: 1, Block: 2, Len: 16}, make([]byte, 16))
+		}, 0},
 		{"past block end", func(*testing.T) []byte { return oversize }, 0},
 		{"over MaxChunk", func(*testing.T) []byte { return overLimit }, 0},
-		{"empty chunk", func(*testing.T) []byte { return chunkFrame(wire.Chunk{Job: 1}, nil) }, 0},
+		{"empty chunk", func(*testing.T) []byte { return nodetest.ChunkFrame(wire.Chunk{Job: 1}, nil) }, 0},
 		{"offset gap", func(*testing.T) []byte {
-			return append(append([]byte(nil), valid...), chunkFrame(wire.Chunk{Job: 1, Block: 0, Offset: bb/2 + 1, Len: 16}, make([]byte, 16))...)
+			return append(append([]byte(nil), valid...), nodetest.ChunkFrame(wire.Chunk{Job: 1, Block: 0, Offset: bb/2 + 1, Len: 16}, make([]byte, 16))...)
 		}, bb / 2},
 		{"offset repeat", func(*testing.T) []byte {
 			return append(append([]byte(nil), valid...), valid...)
 		}, bb / 2},
 		{"chunk after done", func(t *testing.T) []byte {
-			return append(frame(t, &wire.Error{Job: 1, Code: wire.ErrAborted}), valid...)
+			return append(nodetest.Frame(t, &wire.Error{Job: 1, Code: wire.ErrAborted}), valid...)
 		}, 0},
 		{"bad frame length", func(*testing.T) []byte { return badLen }, 0},
 		{"garbage", func(*testing.T) []byte { return []byte("\xff\xff\xff\xff this is not a frame at all") }, 0},
-		{"control frame", func(t *testing.T) []byte { return frame(t, &wire.Goodbye{Reason: wire.GoodbyeIdle}) }, 0},
+		{"control frame", func(t *testing.T) []byte { return nodetest.Frame(t, &wire.Goodbye{Reason: wire.GoodbyeIdle}) }, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

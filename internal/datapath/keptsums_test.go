@@ -4,6 +4,8 @@ import (
 	"net"
 	"slices"
 	"testing"
+
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 )
 
 // sumArena is a test arena that keeps each slot's sums, as the node's
@@ -90,7 +92,7 @@ func TestLoadKeepsSums(t *testing.T) {
 				return
 			}
 			for _, s := range j.dst {
-				if want := pieceSums(b.mem.Slot(s), tc.piece); !slices.Equal(sa.SlotSums(s), want) {
+				if want := nodetest.PieceSums(b.mem.Slot(s), tc.piece); !slices.Equal(sa.SlotSums(s), want) {
 					t.Fatalf("slot %d sums %x, want the CRC32C of its pieces %x", s, sa.SlotSums(s), want)
 				}
 			}

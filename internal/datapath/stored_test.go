@@ -5,24 +5,15 @@ import (
 	"net"
 	"testing"
 
-	"github.com/kvp2p/kvp2p/internal/wire"
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 )
-
-// pieceSums is what store.Sums holds for a slot: the CRC32C of each piece.
-func pieceSums(p []byte, piece int) []uint32 {
-	var s []uint32
-	for off := 0; off < len(p); off += piece {
-		s = append(s, wire.CRC32C(p[off:min(off+piece, len(p))]))
-	}
-	return s
-}
 
 // blocksWithSums is j.blocks(0, len(j.src)) with each block's piece sums,
 // as the store keeps them, taken from prod's source slots.
 func (j job) blocksWithSums(prod *peer, piece int) []Block {
 	blocks := j.blocks(0, len(j.src))
 	for i := range blocks {
-		blocks[i].Sums = pieceSums(prod.mem.Slot(j.src[i]), piece)
+		blocks[i].Sums = nodetest.PieceSums(prod.mem.Slot(j.src[i]), piece)
 	}
 	return blocks
 }

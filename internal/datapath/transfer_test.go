@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
@@ -221,8 +222,8 @@ func TestStartWithReader(t *testing.T) {
 	raw, nb := net.Pipe()
 	payload := make([]byte, 64)
 	pattern(payload, 3, 0)
-	first := append(frame(t, &wire.DataAttach{PeerID: "10.0.0.1:7777", Incarnation: 1}), frame(t, &wire.Probe{Seq: 9})...)
-	second := append(chunkFrame(wire.Chunk{Job: 3, Len: 64}, payload), frame(t, &wire.Done{Job: 3, Bytes: 64})...)
+	first := append(nodetest.Frame(t, &wire.DataAttach{PeerID: "10.0.0.1:7777", Incarnation: 1}), nodetest.Frame(t, &wire.Probe{Seq: 9})...)
+	second := append(nodetest.ChunkFrame(wire.Chunk{Job: 3, Len: 64}, payload), nodetest.Frame(t, &wire.Done{Job: 3, Bytes: 64})...)
 	expected := make(chan struct{})
 	acked := make(chan error, 1)
 	go func() { // ends when raw is closed

@@ -137,7 +137,7 @@ func (f *demoFleet) start(rk *demoRank, ln net.Listener) error {
 	if err != nil {
 		return err
 	}
-	n, err := node.NewNode(node.Config{
+	n, err := node.New(node.Config{
 		PeerID: rk.label, FailureDomain: rk.pod.Domain, Policy: f.policy,
 		BlockBytes: f.blockBytes, Slots: rk.slots, HashSeed: "demo", Incarnation: rk.inc,
 		Dial: f.dial, Log: f.log.With("rank", rk.id),

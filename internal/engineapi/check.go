@@ -228,8 +228,9 @@ func checkParams(p *pb.TransferParams, lim Limits) error {
 			continue
 		}
 		if i == 1 && r.Host == "" && r.Port == 0 {
-			// vLLM's remote_decoder carries only kv_request_id: the
-			// prefiller learns who fetches from the fetch itself.
+			// vLLM's remote_decoder carries only kv_request_id: the id
+			// is then the capability (its first fetcher holds it); with
+			// host and port it names the only peer that may fetch.
 			if len(r.Domain) > lim.MaxIDBytes || len(r.KvRequestId) > lim.MaxIDBytes {
 				return fmt.Errorf("%s: domain or kv_request_id too long", name)
 			}

@@ -1,8 +1,8 @@
 // Package engineapi is the engine-facing gRPC service (docs/design.md §6,
 // proto/kvp2p/engine/v1/engine.proto): the transport between an inference
 // engine and its kvp2p sidecar. It owns sockets, streams and the shape of
-// messages; what the calls mean lives behind Backend, which the node
-// implements.
+// messages; what the calls mean lives behind Backend, which the engine
+// sidecar (internal/sidecar) implements.
 //
 // Contract:
 //

@@ -18,7 +18,8 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Backend is what the service drives; the node implements it. Methods are
+// Backend is what the service drives; the engine sidecar (internal/sidecar)
+// implements it, running each call in its node's loop. Methods are
 // called from gRPC goroutines, concurrently.
 type Backend interface {
 	// Attach registers an engine whose messages go to out, and posts its

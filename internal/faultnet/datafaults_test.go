@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
@@ -82,7 +83,7 @@ func TestCorruptNextChunk(t *testing.T) {
 			got = b
 			mu.Unlock()
 		}()
-		ack := frame(t, &wire.ProbeAck{Seq: 1})
+		ack := nodetest.Frame(t, &wire.ProbeAck{Seq: 1})
 		done := inj.CorruptNextChunk("src")
 		chunk := chunkFrame(7, 64)
 		orig := bytes.Clone(chunk)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
@@ -12,24 +13,16 @@ import (
 // stream was cut stays cut, other frames flow again after the heal, and a
 // stream fed byte by byte gives the same result.
 func TestFrameFilter(t *testing.T) {
-	frame := func(m wire.Message) []byte {
-		b, err := wire.Append(nil, m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
 	chunk := func(job uint64, payload string) []byte {
-		c := &wire.Chunk{Job: job, Len: uint32(len(payload)), CRC: wire.CRC32C([]byte(payload))}
-		return append(wire.AppendChunkHeader(nil, c), payload...)
+		return nodetest.ChunkFrame(wire.Chunk{Job: job, Len: uint32(len(payload))}, []byte(payload))
 	}
 	var stream [][]byte
-	stream = append(stream, frame(&wire.DataAttach{PeerID: "10.0.0.2:7777", Incarnation: 1}))
-	stream = append(stream, chunk(1, "aaaa"), frame(&wire.Progress{Job: 1, Bytes: 4}))
+	stream = append(stream, nodetest.Frame(t, &wire.DataAttach{PeerID: "10.0.0.2:7777", Incarnation: 1}))
+	stream = append(stream, chunk(1, "aaaa"), nodetest.Frame(t, &wire.Progress{Job: 1, Bytes: 4}))
 	blackFrom := len(stream)
-	stream = append(stream, chunk(1, "bbbb"), chunk(2, "cccc"), frame(&wire.Probe{Seq: 0}))
+	stream = append(stream, chunk(1, "bbbb"), chunk(2, "cccc"), nodetest.Frame(t, &wire.Probe{Seq: 0}))
 	healFrom := len(stream)
-	stream = append(stream, chunk(1, "dddd"), frame(&wire.Done{Job: 1, Bytes: 12}), chunk(3, "eeee"), frame(&wire.Probe{Seq: 5}))
+	stream = append(stream, chunk(1, "dddd"), nodetest.Frame(t, &wire.Done{Job: 1, Bytes: 12}), chunk(3, "eeee"), nodetest.Frame(t, &wire.Probe{Seq: 5}))
 
 	for _, step := range []int{1, 7, 1 << 20} {
 		var f frameFilter

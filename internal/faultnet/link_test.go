@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
@@ -80,20 +81,6 @@ func dataConn(t *testing.T, inj *Injector, t0 time.Time) (net.Conn, *arrivals, n
 	return c, a, dstEnd
 }
 
-func frame(t *testing.T, m wire.Message) []byte {
-	b, err := wire.Append(nil, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-func chunkFrame(job uint64, n int) []byte {
-	p := make([]byte, n)
-	c := &wire.Chunk{Job: job, Len: uint32(n), CRC: wire.CRC32C(p)}
-	return append(wire.AppendChunkHeader(nil, c), p...)
-}
-
 // TestSlowLinkQueuesSmallFrames: while a rank is slow, its data
 // connections share one link behind per-connection send buffers. A write
 // is accepted at once while its buffer has room (and blocks while it is
@@ -123,10 +110,10 @@ func TestSlowLinkQueuesSmallFrames(t *testing.T) {
 		if d := time.Since(t0); d != 0 {
 			t.Fatalf("a chunk that fits the send buffer took %v to be accepted, want at once", d)
 		}
-		if _, err := c1.Write(frame(t, &wire.ProbeAck{Seq: 7})); err != nil {
+		if _, err := c1.Write(nodetest.Frame(t, &wire.ProbeAck{Seq: 7})); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c2.Write(frame(t, &wire.Progress{Job: 2, Bytes: 0, Queued: true})); err != nil {
+		if _, err := c2.Write(nodetest.Frame(t, &wire.Progress{Job: 2, Bytes: 0, Queued: true})); err != nil {
 			t.Fatal(err)
 		}
 		if d := time.Since(t0); d != 0 {
@@ -158,14 +145,14 @@ func TestSlowLinkQueuesSmallFrames(t *testing.T) {
 		// The heal: the rest of the queue goes at once.
 		healAt := time.Since(t0)
 		inj.Heal("src")
-		if _, err := c1.Write(frame(t, &wire.ProbeAck{Seq: 8})); err != nil {
+		if _, err := c1.Write(nodetest.Frame(t, &wire.ProbeAck{Seq: 8})); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Millisecond)
 		synctest.Wait()
 		a1.mu.Lock()
 		defer a1.mu.Unlock()
-		total := len(chunk)*2 + 2*len(frame(t, &wire.ProbeAck{Seq: 7}))
+		total := len(chunk)*2 + 2*len(nodetest.Frame(t, &wire.ProbeAck{Seq: 7}))
 		if a1.bytes != total {
 			t.Fatalf("%d bytes arrived after the heal, want all %d", a1.bytes, total)
 		}
@@ -238,4 +225,9 @@ func TestSlowLinkWriteProgress(t *testing.T) {
 			t.Fatalf("timed out after %v, before the window", d)
 		}
 	})
+}
+
+// chunkFrame is a data chunk for job carrying n zero bytes.
+func chunkFrame(job uint64, n int) []byte {
+	return nodetest.ChunkFrame(wire.Chunk{Job: job, Len: uint32(n)}, make([]byte, n))
 }

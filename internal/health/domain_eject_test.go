@@ -2,6 +2,7 @@ package health
 
 import (
 	"reflect"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -187,7 +188,7 @@ func TestDomainMaxEjectionPercent(t *testing.T) {
 		for i := 0; i < tc.domains; i++ {
 			// Two members per domain: ejecting both counts one domain.
 			for j := 0; j < 2; j++ {
-				p := Peer{ID: "h" + itoa(i) + ":" + itoa(j), Domain: "d" + itoa(i)}
+				p := Peer{ID: "h" + strconv.Itoa(i) + ":" + strconv.Itoa(j), Domain: "d" + strconv.Itoa(i)}
 				ps = append(ps, p)
 				f.up(at(0), p)
 			}

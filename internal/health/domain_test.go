@@ -3,6 +3,7 @@ package health
 import (
 	"reflect"
 	"sort"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -227,22 +228,11 @@ func TestDomainFaultProbesLiveSiblings(t *testing.T) {
 func TestDomainFaultWorkIsPerDomain(t *testing.T) {
 	f := newDfix(t, Options{})
 	for i := 0; i < 500; i++ {
-		f.d.SessionUp(at(0), Peer{ID: "x:" + itoa(i), Domain: "d" + itoa(i%100)})
+		f.d.SessionUp(at(0), Peer{ID: "x:" + strconv.Itoa(i), Domain: "d" + strconv.Itoa(i%100)})
 	}
 	f.ok()
 	f.fault(at(0), Peer{ID: "x:7", Domain: "d7"})
 	f.wantProbes("fault", "x:107", "x:207", "x:307", "x:407")
-}
-
-func itoa(i int) string {
-	if i == 0 {
-		return "0"
-	}
-	s := ""
-	for ; i > 0; i /= 10 {
-		s = string(rune('0'+i%10)) + s
-	}
-	return s
 }
 
 func TestDomainProbeAckClearsSuspicion(t *testing.T) {

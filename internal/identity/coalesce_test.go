@@ -26,15 +26,7 @@ func (c *countConn) Write(p []byte) (int, error) {
 // through WriteBuffers in one write; and AES-GCM is what gets negotiated
 // here.
 func TestCoalescedTLSOneWritePerCall(t *testing.T) {
-	f := newTLSFleet(t)
-	sc, err := NewCreds(f.node(t, "127.0.0.1", RankURI("127.0.0.1:1")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cc, err := NewCreds(f.node(t, "127.0.0.1"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc, cc := rankCreds(t)
 	a, b := net.Pipe()
 	cnt := &countConn{Conn: a}
 	co := &Coalescer{Conn: cnt}

@@ -1,44 +1,40 @@
 package identity
 
 import (
-	"fmt"
 	"os"
 	"testing"
 	"time"
 
-	"github.com/kvp2p/kvp2p/internal/testpki"
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 )
 
-// tlsFleet writes certificates signed by one test CA.
-type tlsFleet struct {
-	ca  *testpki.CA
-	dir string
-	n   int // files written
-}
-
-func newTLSFleet(t testing.TB) *tlsFleet {
-	ca, err := testpki.NewCA("kvp2p test CA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &tlsFleet{ca: ca, dir: t.TempDir()}
-}
-
-// node returns a TLS config for a node whose certificate names names.
-func (f *tlsFleet) node(t testing.TB, names ...string) Config {
-	f.n++
-	fs, err := f.ca.WriteFiles(f.dir, fmt.Sprint("node", f.n), names...)
-	if err != nil {
-		t.Fatal(err)
-	}
+// nodeTLS returns a TLS config for a node whose certificate names names.
+func nodeTLS(t testing.TB, f *nodetest.TLSFleet, names ...string) Config {
+	fs := f.Files(t, names...)
 	return Config{CertFile: fs.Cert, KeyFile: fs.Key, CAFile: fs.CA}
+}
+
+// rankCreds are a server's credentials for rank 127.0.0.1:1 and a
+// client's, from one test CA.
+func rankCreds(t testing.TB) (server, client *Creds) {
+	t.Helper()
+	f := nodetest.NewTLSFleet(t)
+	server, err := NewCreds(nodeTLS(t, f, "127.0.0.1", RankURI("127.0.0.1:1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err = NewCreds(nodeTLS(t, f, "127.0.0.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return server, client
 }
 
 // TestTLSReloadWhenFilesChange: files are checked (at most once a second)
 // and reloaded when they change; a broken file keeps the old material.
 func TestTLSReloadWhenFilesChange(t *testing.T) {
-	f := newTLSFleet(t)
-	cfg := f.node(t, "127.0.0.1")
+	f := nodetest.NewTLSFleet(t)
+	cfg := nodeTLS(t, f, "127.0.0.1")
 	cr, err := NewCreds(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +47,7 @@ func TestTLSReloadWhenFilesChange(t *testing.T) {
 	if cr.cur.Load() != first {
 		t.Fatal("reloaded unchanged files")
 	}
-	l, err := f.ca.Issue("127.0.0.1", "renewed.test")
+	l, err := f.CA.Issue("127.0.0.1", "renewed.test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,12 +9,16 @@ import (
 	"os"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
 // slowConn lets through at most step bytes per Read, one Read per tick,
-// until stop: the reading end of a slow link. The ticker is a rate; the
-// tests' verdicts depend on bytes moving between ticks, not on when.
+// until stop: the reading end of a slow link. The tests run it in a
+// synctest bubble, so the ticker and the write deadlines share one fake
+// clock: the reader's rate is exact and a busy machine cannot starve it
+// for a window (before, a reader descheduled for 150 ms of wall time made
+// a "slow but moving" write time out).
 type slowConn struct {
 	net.Conn
 	step int
@@ -46,7 +50,8 @@ func (s *slowConn) Close() error {
 
 // slowTLS is a CoalescedTLS client over net.Pipe whose server reads
 // through a slowConn (4 KiB every 2 ms: about 2 MB/s), after the
-// handshake. The server reads into got until the pipe closes.
+// handshake. The server reads into got until the pipe closes. Build it
+// in a synctest bubble.
 type slowTLS struct {
 	ct   *CoalescedTLS
 	slow *slowConn
@@ -55,15 +60,7 @@ type slowTLS struct {
 }
 
 func newSlowTLS(t *testing.T) *slowTLS {
-	f := newTLSFleet(t)
-	sc, err := NewCreds(f.node(t, "127.0.0.1", RankURI("127.0.0.1:1")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cc, err := NewCreds(f.node(t, "127.0.0.1"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc, cc := rankCreds(t)
 	a, b := net.Pipe()
 	s := &slowTLS{slow: &slowConn{Conn: b, step: 4 << 10, tick: time.NewTicker(2 * time.Millisecond),
 		stop: make(chan struct{}), done: make(chan struct{})}}
@@ -107,44 +104,54 @@ func (s *slowTLS) write(n int, window time.Duration) error {
 func TestCoalescedTLSSlowReader(t *testing.T) {
 	const window = 150 * time.Millisecond
 	t.Run("progress", func(t *testing.T) {
-		s := newSlowTLS(t)
-		s.ct.SetWriteProgress(window)
-		start := time.Now()
-		if err := s.write(1<<20, window); err != nil {
-			t.Fatalf("slow but moving: %v after %v", err, time.Since(start))
-		}
-		took := time.Since(start)
-		if err := s.write(100, window); err != nil {
-			t.Fatalf("next write: %v", err)
-		}
-		t.Logf("1 MiB in %v (window %v)", took, window)
+		synctest.Test(t, func(t *testing.T) {
+			s := newSlowTLS(t)
+			s.ct.SetWriteProgress(window)
+			start := time.Now()
+			if err := s.write(1<<20, window); err != nil {
+				t.Fatalf("slow but moving: %v after %v", err, time.Since(start))
+			}
+			took := time.Since(start)
+			if took <= window {
+				t.Fatalf("1 MiB in %v: the reader is not slower than one window (%v), the case is not tested", took, window)
+			}
+			if err := s.write(100, window); err != nil {
+				t.Fatalf("next write: %v", err)
+			}
+			t.Logf("1 MiB in %v of the bubble's time (window %v)", took, window)
+		})
 	})
 	t.Run("per-write deadline", func(t *testing.T) {
-		s := newSlowTLS(t)
-		err := s.write(1<<20, window)
-		if !errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Fatalf("without a progress window: %v, want a deadline error", err)
-		}
+		synctest.Test(t, func(t *testing.T) {
+			s := newSlowTLS(t)
+			err := s.write(1<<20, window)
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("without a progress window: %v, want a deadline error", err)
+			}
+		})
 	})
 }
 
 // TestCoalescedTLSStalledReader: with a progress window, a reader that
 // stops reading still fails the write, with a deadline error, within two
-// windows of its last read (a loaded machine gets some slack).
+// windows of its last read (the window running when it stopped, and the
+// next, which moves nothing).
 func TestCoalescedTLSStalledReader(t *testing.T) {
-	const window = 150 * time.Millisecond
-	s := newSlowTLS(t)
-	s.ct.SetWriteProgress(window)
-	stopped := make(chan time.Time, 1)
-	time.AfterFunc(100*time.Millisecond, func() {
-		stopped <- time.Now()
-		close(s.slow.stop)
+	synctest.Test(t, func(t *testing.T) {
+		const window = 150 * time.Millisecond
+		s := newSlowTLS(t)
+		s.ct.SetWriteProgress(window)
+		stopped := make(chan time.Time, 1)
+		time.AfterFunc(100*time.Millisecond, func() {
+			stopped <- time.Now()
+			close(s.slow.stop)
+		})
+		err := s.write(1<<20, window)
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("stalled reader: %v, want a deadline error", err)
+		}
+		if took := time.Since(<-stopped); took > 2*window {
+			t.Fatalf("stall detected %v after the reader stopped, want within two windows (%v)", took, 2*window)
+		}
 	})
-	err := s.write(1<<20, window)
-	if !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("stalled reader: %v, want a deadline error", err)
-	}
-	if took := time.Since(<-stopped); took > 2*time.Second {
-		t.Fatalf("stall detected %v after the reader stopped", took)
-	}
 }

@@ -4,15 +4,17 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"testing"
+
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 )
 
 // TestNamesRank: a certificate speaks for a rank only if it names the
 // whole peer id, port included; the host alone, another port, or a look-
 // alike URI names nothing.
 func TestNamesRank(t *testing.T) {
-	f := newTLSFleet(t)
+	f := nodetest.NewTLSFleet(t)
 	cert := func(names ...string) *x509.Certificate {
-		l, err := f.ca.Issue(names...)
+		l, err := f.CA.Issue(names...)
 		if err != nil {
 			t.Fatal(err)
 		}

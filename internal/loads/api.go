@@ -31,6 +31,7 @@ func (t *Table) NewRequest(now time.Time, id string, p TransferParams) error {
 		t.reqs[id].src, t.reqs[id].dst = nil, nil
 		return err
 	}
+	t.named(now, dst)
 	if src != nil {
 		t.liveSrc[src.kvID]++
 		if t.session(now, src.peer, src.domain) == nil {
@@ -325,6 +326,9 @@ func (t *Table) RequestFinished(now time.Time, id string) {
 		}
 	}
 	if r.dst != nil && r.dst.kvID != "" {
+		if len(t.unbound[r.dst.kvID]) == 0 {
+			delete(t.decoders, r.dst.kvID) // else kept until a fetch or the reaper settles them
+		}
 		if c := t.bound[r.dst.kvID]; c != nil {
 			delete(t.bound, r.dst.kvID)
 			c.s.FinishProducer(now, r.dst.kvID)

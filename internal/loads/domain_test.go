@@ -7,6 +7,7 @@ import (
 
 	"github.com/kvp2p/kvp2p/internal/health"
 	"github.com/kvp2p/kvp2p/internal/loads"
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/session"
 	"github.com/kvp2p/kvp2p/internal/sim"
 )
@@ -54,7 +55,7 @@ func newPodFixture(t *testing.T, policy string) *podFixture {
 func (g *podFixture) load(peer string) uint64 {
 	g.t.Helper()
 	g.seq++
-	host, port := splitPeer(g.t, peer)
+	host, port := nodetest.SplitPeer(g.t, peer)
 	req := fmt.Sprintf("r%d", g.seq)
 	p := pd("kv-"+req, host, port)
 	p.RemotePrefiller.RemoteDomain = domainOf(peer)
@@ -63,9 +64,9 @@ func (g *podFixture) load(peer string) uint64 {
 	}
 	for i := 0; i < 100; i++ {
 		g.net.Run()
-		switch g.c.T.Lookup(g.net.Now, req, key(req, 0)) {
+		switch g.c.T.Lookup(g.net.Now, req, nodetest.Key(req, 0)) {
 		case session.Hit:
-			return g.c.T.SubmitLoad(g.net.Now, req, keys(req, 2))
+			return g.c.T.SubmitLoad(g.net.Now, req, nodetest.Keys(req, 2))
 		case session.Miss:
 			return 0
 		}
@@ -129,7 +130,7 @@ func TestDomainPodPartial(t *testing.T) {
 	}
 	prod := g.net.Node("10.0.0.1:7780")
 	prod.T.NewRequest(g.net.Now, "p", decoder(fmt.Sprintf("kv-r%d", g.seq)))
-	ks := keys(fmt.Sprintf("r%d", g.seq), 2)
+	ks := nodetest.Keys(fmt.Sprintf("r%d", g.seq), 2)
 	g.put(prod, ks)
 	prod.T.SubmitStore(g.net.Now, "p", ks)
 	if r := g.mustResult(g.c, j); !r.OK {

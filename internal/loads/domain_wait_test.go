@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/session"
 )
 
@@ -14,14 +15,14 @@ import (
 func (g *podFixture) firstLookup(peer string) (string, session.Verdict) {
 	g.t.Helper()
 	g.seq++
-	host, port := splitPeer(g.t, peer)
+	host, port := nodetest.SplitPeer(g.t, peer)
 	req := fmt.Sprintf("r%d", g.seq)
 	p := pd("kv-"+req, host, port)
 	p.RemotePrefiller.RemoteDomain = domainOf(peer)
 	if err := g.c.T.NewRequest(g.net.Now, req, p); err != nil {
 		g.t.Fatal(err)
 	}
-	return req, g.c.T.Lookup(g.net.Now, req, key(req, 0))
+	return req, g.c.T.Lookup(g.net.Now, req, nodetest.Key(req, 0))
 }
 
 // TestDomainRefusedDialMiss: once a dial to a rank was refused (nobody
@@ -53,7 +54,7 @@ func TestDomainRefusedDialMiss(t *testing.T) {
 				t.Fatalf("first request: %v, want RETRY on its dial", v)
 			}
 			g.net.Advance(10 * time.Millisecond)
-			if v := g.c.T.Lookup(g.net.Now, req, key(req, 0)); v != session.Miss {
+			if v := g.c.T.Lookup(g.net.Now, req, nodetest.Key(req, 0)); v != session.Miss {
 				t.Fatalf("first request a step later: %v, want MISS (its dial failed)", v)
 			}
 			g.net.Advance(100 * time.Millisecond) // past RefusedHold: dialed on demand again

@@ -318,6 +318,7 @@ func (t *Table) DataClosed(now time.Time, id ConnID) {
 		t.actions = append(t.actions, Action{Kind: ActClose, Conn: c.id, Cause: c.s.Ended()})
 	}
 	delete(t.conns, id)
+	t.leaveSource(c)
 	if c.rep != reaped && !c.rejected {
 		t.nLive--
 	}

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/session"
 	"github.com/kvp2p/kvp2p/internal/sim"
 	"github.com/kvp2p/kvp2p/internal/wire"
@@ -16,7 +17,7 @@ func TestPDPrefillerFirst(t *testing.T) {
 	f := newFleet(t)
 	p := f.node("10.0.0.1:7777", sim.NodeOpts{})
 	c := f.node("10.0.0.2:7777", sim.NodeOpts{})
-	ks := keys("a", 8)
+	ks := nodetest.Keys("a", 8)
 	f.put(p, ks)
 	now := f.net.Now
 	if err := p.T.NewRequest(now, "p1", decoder("kv1")); err != nil {
@@ -51,7 +52,7 @@ func TestPDDecoderFirst(t *testing.T) {
 	f := newFleet(t)
 	p := f.node("10.0.0.1:7777", sim.NodeOpts{})
 	c := f.node("10.0.0.2:7777", sim.NodeOpts{})
-	ks := keys("a", 8)
+	ks := nodetest.Keys("a", 8)
 	c.T.NewRequest(f.net.Now, "d1", pd("kv1", "10.0.0.1", 7777))
 	p.T.NewRequest(f.net.Now, "p1", decoder("kv1"))
 	f.net.Run()
@@ -82,7 +83,7 @@ func TestSymmetricLookupThenLoad(t *testing.T) {
 	f := newFleet(t)
 	p := f.node("10.0.0.1:7777", sim.NodeOpts{})
 	c := f.node("10.0.0.2:7777", sim.NodeOpts{})
-	ks := keys("a", 6)
+	ks := nodetest.Keys("a", 6)
 	f.put(p, ks[:4])
 	c.T.NewRequest(f.net.Now, "r1", sym("kv1", "10.0.0.1", 7777))
 	f.net.Run()
@@ -122,7 +123,7 @@ func TestPDPrefillerFinishesBeforeFetchStillServes(t *testing.T) {
 	f := newFleet(t)
 	p := f.node("10.0.0.1:7777", sim.NodeOpts{})
 	c := f.node("10.0.0.2:7777", sim.NodeOpts{})
-	ks := keys("a", 4)
+	ks := nodetest.Keys("a", 4)
 	f.put(p, ks)
 	p.T.NewRequest(f.net.Now, "p1", decoder("kv1"))
 	sj := p.T.SubmitStore(f.net.Now, "p1", ks)
@@ -152,7 +153,7 @@ func TestSymmetricFinishReleasesOpenLookupPins(t *testing.T) {
 	f := newFleet(t)
 	p := f.node("10.0.0.1:7777", sim.NodeOpts{})
 	c := f.node("10.0.0.2:7777", sim.NodeOpts{})
-	a, b := keys("a", 2), keys("b", 1)
+	a, b := nodetest.Keys("a", 2), nodetest.Keys("b", 1)
 	f.put(p, append(append([]wire.Key{}, a...), b...))
 	c.T.NewRequest(f.net.Now, "r", sym("kv", "10.0.0.1", 7777))
 	f.net.Run()

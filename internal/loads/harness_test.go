@@ -2,12 +2,12 @@ package loads_test
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"fmt"
-	"github.com/kvp2p/kvp2p/internal/logtest"
 	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/kvp2p/kvp2p/internal/logtest"
 
 	"github.com/kvp2p/kvp2p/internal/loads"
 	"github.com/kvp2p/kvp2p/internal/sim"
@@ -17,22 +17,6 @@ import (
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 const blockBytes = 4096
-
-// key returns the i-th key of prefix p.
-func key(p string, i int) wire.Key {
-	h := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", p, i)))
-	var k wire.Key
-	copy(k[:], h[:])
-	return k
-}
-
-func keys(p string, n int) []wire.Key {
-	ks := make([]wire.Key, n)
-	for i := range ks {
-		ks[i] = key(p, i)
-	}
-	return ks
-}
 
 // content is the deterministic bytes of a block.
 func content(k wire.Key) []byte {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/loads"
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/session"
 	"github.com/kvp2p/kvp2p/internal/sim"
 )
@@ -140,7 +141,7 @@ func TestLookupBatchShapes(t *testing.T) {
 	f := newFleet(t)
 	nd := f.node("10.0.0.1:7777", sim.NodeOpts{})
 	nd.T.LookupBatch(f.net.Now, "nobody", nil, nil)
-	ks := keys("k", 3)
+	ks := nodetest.Keys("k", 3)
 	out := []session.Verdict{session.Hit, session.Hit, session.Hit, session.Hit}
 	nd.T.LookupBatch(f.net.Now, "nobody", ks, out)
 	for i, v := range out[:3] {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kvp2p/kvp2p/internal/health"
 	"github.com/kvp2p/kvp2p/internal/loads"
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/sim"
 )
 
@@ -21,7 +22,7 @@ func TestNextDeadlineTickBeforeIsNoop(t *testing.T) {
 		c := f.node("10.0.0.2:7777", sim.NodeOpts{Policy: pol})
 		p := f.node("10.0.0.1:7777", sim.NodeOpts{Policy: pol})
 		f.connect(c, "10.0.0.1", 7777)
-		ks := keys("nd-"+pol, 2)
+		ks := nodetest.Keys("nd-"+pol, 2)
 		f.put(p, ks)
 		if err := p.T.NewRequest(f.net.Now, "p1", decoder("kv1")); err != nil {
 			t.Fatal(err)
@@ -85,7 +86,7 @@ func TestReapedIDRetention(t *testing.T) {
 	for _, tickFirst := range []bool{false, true} {
 		f := newFleet(t)
 		p := f.node("10.0.0.1:7777", sim.NodeOpts{})
-		ks := keys("ret", 2)
+		ks := nodetest.Keys("ret", 2)
 		f.put(p, ks)
 		if err := p.T.NewRequest(f.net.Now, "p1", decoder("kv1")); err != nil {
 			t.Fatal(err)

@@ -39,6 +39,7 @@ func (t *Table) FailUnboundStores(now time.Time, reason string) int {
 		}
 		delete(t.unbound, id)
 		delete(t.finished, id)
+		delete(t.decoders, id) // a late fetch is refused as reaped
 		t.markFailed(id, reason)
 		t.reaped[id] = now
 	}
@@ -65,6 +66,34 @@ func (t *Table) ProducerGone(now time.Time) int {
 			t.reaped[r.dst.kvID] = now
 		}
 	}
+	return t.finishProducers(now)
+}
+
+// ProducerStalled tells the table that the engine producing here is
+// attached but has stopped stepping (a sidecar's probe went unanswered):
+// the PD fetches peers' sessions are fetching or waiting on fail at once,
+// as in ProducerGone, and their ids are reaped (the decoders fell back; a
+// store for them later is refused). Unlike ProducerGone it leaves the
+// engine's other requests alone and refuses no new fetch: the engine may
+// step again, and a fetch that comes meanwhile waits for the next probe.
+// It returns how many ids failed.
+func (t *Table) ProducerStalled(now time.Time) int { return t.finishProducers(now) }
+
+// ProducerWaits is how many PD request ids peers' sessions are fetching or
+// waiting on here (what ProducerStalled would fail).
+func (t *Table) ProducerWaits() int {
+	n := 0
+	for _, c := range t.list {
+		if c.st == connGone || c.s.Ended() != health.CauseNone {
+			continue
+		}
+		n += c.s.WaitingProducers()
+	}
+	return n
+}
+
+// finishProducers fails every PD fetch not yet fully served and reaps its id.
+func (t *Table) finishProducers(now time.Time) int {
 	n := 0
 	for _, c := range t.list {
 		if c.st == connGone || c.s.Ended() != health.CauseNone {

@@ -40,8 +40,10 @@ type source struct {
 }
 
 // dest is a producer request's binding key; kvID may be empty (then its
-// stores fail, as in vLLM).
-type dest struct{ kvID string }
+// stores fail, as in vLLM). peer is the decoder's peer id when
+// remote_decoder names it (remote_host and remote_port): then only that
+// peer may fetch the request's blocks (handoff.go).
+type dest struct{ kvID, peer string }
 
 func parseParams(p TransferParams) (*source, *dest, error) {
 	switch {
@@ -61,8 +63,15 @@ func parseParams(p TransferParams) (*source, *dest, error) {
 		return nil, nil, err
 	}
 	var dst *dest
-	if p.RemoteDecoder != nil {
-		dst = &dest{kvID: p.RemoteDecoder.KVRequestID}
+	if d := p.RemoteDecoder; d != nil {
+		dst = &dest{kvID: d.KVRequestID}
+		switch {
+		case d.RemoteHost == "" && d.RemotePort == 0:
+		case d.RemoteHost == "" || d.RemotePort <= 0 || d.RemotePort > 65535:
+			return nil, nil, fmt.Errorf("%w: remote_decoder remote_host %q remote_port %d", ErrBadParams, d.RemoteHost, d.RemotePort)
+		default:
+			dst.peer = net.JoinHostPort(d.RemoteHost, strconv.Itoa(d.RemotePort))
+		}
 	}
 	return src, dst, nil
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/session"
 	"github.com/kvp2p/kvp2p/internal/sim"
 	"github.com/kvp2p/kvp2p/internal/wire"
@@ -51,9 +52,9 @@ func TestLookupPinsPerPeerQuota(t *testing.T) {
 	p := f.node("10.0.0.1:7777", sim.NodeOpts{Slots: 128})
 	bad := f.node("10.0.0.6:7777", sim.NodeOpts{})
 	good := f.node("10.0.0.2:7777", sim.NodeOpts{})
-	hot := keys("hot", 100)
+	hot := nodetest.Keys("hot", 100)
 	f.put(p, hot)
-	own := keys("own", 8)
+	own := nodetest.Keys("own", 8)
 	f.put(p, own)
 
 	// Alone, the attacker gets a quarter of the store: share 64, k=1.
@@ -106,7 +107,7 @@ func TestLookupPinsShareAmongMany(t *testing.T) {
 	// the count of pins.
 	hot := make([][]wire.Key, peers+1)
 	for i := range hot {
-		hot[i] = keys(fmt.Sprint("hot", i), 64/(i+2))
+		hot[i] = nodetest.Keys(fmt.Sprint("hot", i), 64/(i+2))
 		f.put(p, hot[i])
 	}
 	cs := make([]*sim.Node, peers)
@@ -155,9 +156,9 @@ func TestLookupPinsCountSlots(t *testing.T) {
 	p := f.node("10.0.0.1:7777", sim.NodeOpts{Slots: 16}) // share 8, a lone quota 4
 	c := f.node("10.0.0.2:7777", sim.NodeOpts{})
 	good := f.node("10.0.0.3:7777", sim.NodeOpts{})
-	hot := keys("hot", 1)
+	hot := nodetest.Keys("hot", 1)
 	f.put(p, hot)
-	own := keys("own", 2)
+	own := nodetest.Keys("own", 2)
 	f.put(p, own)
 	for i := range 20 {
 		if got := lookupRound(f, c, fmt.Sprintf("r%d", i), hot, false); got != 1 {
@@ -166,5 +167,48 @@ func TestLookupPinsCountSlots(t *testing.T) {
 	}
 	if got := lookupRound(f, good, "g", own, true); got != 2 {
 		t.Fatalf("another peer beside 20 pins of one slot: %d of 2 hits", got)
+	}
+}
+
+// TestLookupPinsShareBySource is issue 34's attack 1 in the table: one
+// host opens 8 sessions under 8 ports of its own, each pinning 32 keys
+// with a new request every step. Per-session quotas let the 8 fill the
+// share (64 of 64) and a healthy consumer on another host got no hit. The
+// quota is per source (a host): the 8 together hold one source's share,
+// and the consumer's lookups all hit.
+func TestLookupPinsShareBySource(t *testing.T) {
+	f := newFleet(t)
+	p := f.node("10.0.0.1:7777", sim.NodeOpts{Slots: 128})
+	const faces = 8
+	bad := make([]*sim.Node, faces)
+	hot := make([][]wire.Key, faces)
+	for i := range bad {
+		bad[i] = f.node(fmt.Sprintf("10.0.0.6:%d", 7001+i), sim.NodeOpts{})
+		hot[i] = nodetest.Keys(fmt.Sprint("face", i), 32)
+		f.put(p, hot[i])
+	}
+	good := f.node("10.0.0.2:7777", sim.NodeOpts{})
+	own := nodetest.Keys("own", 40)
+	f.put(p, own)
+	for i, b := range bad {
+		lookupRound(f, b, fmt.Sprintf("face%d-0", i), hot[i], false)
+	}
+	if n := p.Store.Stats().Pinned; n != 32 {
+		t.Fatalf("8 sessions of one host pin %d slots, want one source's quota (32)", n)
+	}
+	hits, asked := 0, 0
+	for r := range 20 {
+		for i, b := range bad {
+			lookupRound(f, b, fmt.Sprintf("face%d-%d", i, r+1), hot[i], false)
+		}
+		hits += lookupRound(f, good, fmt.Sprintf("good-%d", r), own[2*r:2*r+2], true)
+		asked += 2
+		f.net.Advance(20 * time.Millisecond)
+	}
+	if hits != asked {
+		t.Fatalf("healthy consumer: %d of %d lookups hit beside 8 sessions of one host, want all", hits, asked)
+	}
+	if n := p.Store.Stats().Pinned; n > 64 {
+		t.Fatalf("peers pin %d, over the share of 64", n)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/session"
 	"github.com/kvp2p/kvp2p/internal/sim"
 )
@@ -28,17 +29,17 @@ func newGroupFixture(t *testing.T, policy string) *groupFixture {
 	}
 	g.c = f.node("10.0.0.3:7777", sim.NodeOpts{Policy: policy})
 	for i, peer := range []string{"10.0.0.1:7777", "10.0.0.1:7778", "10.0.0.2:7777"} {
-		host, port := splitPeer(t, peer)
+		host, port := nodetest.SplitPeer(t, peer)
 		kv := "kv-" + peer
 		req := "req-" + peer
 		if err := g.c.T.NewRequest(f.net.Now, req, pd(kv, host, port)); err != nil {
 			t.Fatal(err)
 		}
 		f.net.Run()
-		if v := g.c.T.Lookup(f.net.Now, req, key("x", i)); v != session.Hit {
+		if v := g.c.T.Lookup(f.net.Now, req, nodetest.Key("x", i)); v != session.Hit {
 			t.Fatalf("lookup to %s = %v, want HIT", peer, v)
 		}
-		g.jobs[peer] = g.c.T.SubmitLoad(f.net.Now, req, keys("x"+peer, 2))
+		g.jobs[peer] = g.c.T.SubmitLoad(f.net.Now, req, nodetest.Keys("x"+peer, 2))
 		g.kvIDs[peer] = kv
 	}
 	f.net.Run()
@@ -48,15 +49,6 @@ func newGroupFixture(t *testing.T, policy string) *groupFixture {
 		}
 	}
 	return g
-}
-
-func splitPeer(t testing.TB, p string) (string, int) {
-	i := strings.LastIndexByte(p, ':')
-	port := 0
-	for _, ch := range p[i+1:] {
-		port = port*10 + int(ch-'0')
-	}
-	return p[:i], port
 }
 
 func (g *groupFixture) kill(peer string) {
@@ -99,7 +91,7 @@ func TestHostGroupDeadPeerFailsLoadsToOtherPortsOnItsHost(t *testing.T) {
 		if !g.c.T.Failed(g.kvIDs[peer]) {
 			t.Fatalf("kv id of %s not in the failed set", peer)
 		}
-		if v := g.c.T.Lookup(g.net.Now, "req-"+peer, key("x", 9)); v != session.Miss {
+		if v := g.c.T.Lookup(g.net.Now, "req-"+peer, nodetest.Key("x", 9)); v != session.Miss {
 			t.Fatalf("lookup for %s = %v, want MISS", peer, v)
 		}
 	}
@@ -116,7 +108,7 @@ func TestHostGroupDeadPeerFailsLoadsToOtherPortsOnItsHost(t *testing.T) {
 	// The survivor still completes.
 	p := g.net.Node("10.0.0.2:7777")
 	p.T.NewRequest(g.net.Now, "p", decoder(g.kvIDs["10.0.0.2:7777"]))
-	ks := keys("x10.0.0.2:7777", 2)
+	ks := nodetest.Keys("x10.0.0.2:7777", 2)
 	g.put(p, ks)
 	p.T.SubmitStore(g.net.Now, "p", ks)
 	if r := g.mustResult(g.c, g.jobs["10.0.0.2:7777"]); !r.OK {
@@ -137,7 +129,7 @@ func TestHostGroupNewRequestToQuarantinedHostPrefillsLocally(t *testing.T) {
 	if n := dialsTo(g.net, "10.0.0.1", at); n != 0 {
 		t.Fatalf("%d dials to the quarantined host, want 0", n)
 	}
-	if v := g.c.T.Lookup(g.net.Now, "new", key("y", 0)); v != session.Miss {
+	if v := g.c.T.Lookup(g.net.Now, "new", nodetest.Key("y", 0)); v != session.Miss {
 		t.Fatalf("lookup = %v, want MISS", v)
 	}
 	g.net.Advance(9 * time.Second)
@@ -152,7 +144,7 @@ func TestHostGroupNewRequestToQuarantinedHostPrefillsLocally(t *testing.T) {
 	if n := dialsTo(g.net, "10.0.0.1", at); n != 1 {
 		t.Fatalf("%d dials to the host after its quarantine, want 1", n)
 	}
-	if v := g.c.T.Lookup(g.net.Now, "new3", key("y", 0)); v != session.Hit {
+	if v := g.c.T.Lookup(g.net.Now, "new3", nodetest.Key("y", 0)); v != session.Hit {
 		t.Fatalf("lookup after the quarantine = %v, want HIT", v)
 	}
 }
@@ -165,7 +157,7 @@ func TestHostGroupAcceptsInboundDuringQuarantine(t *testing.T) {
 	sib := g.net.Node("10.0.0.1:7779")
 	sib.T.NewRequest(g.net.Now, "in", pd("kv-in", "10.0.0.3", 7777))
 	g.net.Run()
-	if v := sib.T.Lookup(g.net.Now, "in", key("z", 0)); v != session.Hit {
+	if v := sib.T.Lookup(g.net.Now, "in", nodetest.Key("z", 0)); v != session.Hit {
 		t.Fatalf("inbound session from the quarantined host refused: lookup %v", v)
 	}
 }
@@ -188,7 +180,7 @@ func TestPerPeerReapsOnlyTheDeadSession(t *testing.T) {
 	if n := dialsTo(g.net, "10.0.0.1", at); n != 1 {
 		t.Fatalf("%d dials to the host, want 1", n)
 	}
-	if v := g.c.T.Lookup(g.net.Now, "new", key("y", 0)); v != session.Hit {
+	if v := g.c.T.Lookup(g.net.Now, "new", nodetest.Key("y", 0)); v != session.Hit {
 		t.Fatalf("lookup = %v, want HIT", v)
 	}
 	// And the sibling's load then runs to its PD load timeout (#56828).
@@ -219,7 +211,7 @@ func TestHostGroupMisfiresOnIdleEviction(t *testing.T) {
 			f.net.Advance(290 * time.Second)
 			c.T.NewRequest(f.net.Now, "busy", pd("kv-busy", "10.0.0.1", 7778))
 			f.net.Run()
-			j := c.T.SubmitLoad(f.net.Now, "busy", keys("b", 1))
+			j := c.T.SubmitLoad(f.net.Now, "busy", nodetest.Keys("b", 1))
 			f.net.Advance(11 * time.Second) // 7777 idles out at 300 s; the load is 11 s old
 			_, done := result(c, j)
 			if want := pol == health.HostGroup; done != want {

@@ -3,6 +3,7 @@ package loads_test
 import (
 	"testing"
 
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/sim"
 )
 
@@ -20,7 +21,7 @@ func TestProducerGone(t *testing.T) {
 			f := newFleet(t)
 			p := f.node("10.0.0.1:7777", sim.NodeOpts{})
 			c := f.node("10.0.0.2:7777", sim.NodeOpts{})
-			ks := keys("gone", 4)
+			ks := nodetest.Keys("gone", 4)
 			if registered {
 				p.T.NewRequest(f.net.Now, "p1", decoder("kv1"))
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kvp2p/kvp2p/internal/health"
 	"github.com/kvp2p/kvp2p/internal/loads"
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/session"
 	"github.com/kvp2p/kvp2p/internal/sim"
 	"github.com/kvp2p/kvp2p/internal/wire"
@@ -65,7 +66,7 @@ func (pr *propRun) job(nd *sim.Node, id uint64, load bool, n int) {
 
 func (pr *propRun) pick() *sim.Node { return pr.nodes[pr.rng.IntN(len(pr.nodes))] }
 
-func (pr *propRun) hostPort(nd *sim.Node) (string, int) { return splitPeer(pr.t, nd.ID) }
+func (pr *propRun) hostPort(nd *sim.Node) (string, int) { return nodetest.SplitPeer(pr.t, nd.ID) }
 
 func (pr *propRun) put(nd *sim.Node, ks []wire.Key) bool {
 	for _, k := range ks {
@@ -83,7 +84,7 @@ func (pr *propRun) newRequest() {
 	}
 	pr.next++
 	r := &propReq{kv: fmt.Sprintf("kv%d", pr.next), consumer: c, producer: p, pd: pr.rng.IntN(2) == 0}
-	r.keys = keys(r.kv, 1+pr.rng.IntN(6))
+	r.keys = nodetest.Keys(r.kv, 1+pr.rng.IntN(6))
 	host, port := pr.hostPort(p)
 	now := pr.f.net.Now
 	if r.pd {

@@ -70,13 +70,18 @@ func (t *Table) unrace(c *conn) *conn {
 	return nil
 }
 
+// liveRacer reports whether r races on: a racer still live and pending.
+func (r *conn) liveRacer() bool {
+	return r.racing && r.st == connLive && r.s.Ended() == health.CauseNone
+}
+
 // liveRacers returns peer's racers still pending, oldest first, and drops
 // the others from the table's list.
 func (t *Table) liveRacers(peer string) []*conn {
 	rs := t.racers[peer]
 	kept := rs[:0]
 	for _, r := range rs {
-		if r.racing && r.st == connLive && r.s.Ended() == health.CauseNone {
+		if r.liveRacer() {
 			kept = append(kept, r)
 		}
 	}
@@ -168,14 +173,4 @@ func (t *Table) crown(r *conn) {
 	r.racing = false
 	t.unreject(r)
 	t.byPeer[r.peer] = r
-}
-
-// Attempts returns how many connect attempts to peer are live and pending:
-// the current one and its racers (for tests). It prunes the ended racers.
-func (t *Table) Attempts(peer string) int {
-	n := len(t.liveRacers(peer))
-	if c := t.byPeer[peer]; c != nil && c.s.Outbound() && c.s.Pending() && c.s.Ended() == health.CauseNone {
-		n++
-	}
-	return n
 }

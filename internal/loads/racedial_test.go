@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvp2p/kvp2p/internal/health"
 	"github.com/kvp2p/kvp2p/internal/loads"
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/session"
 	"github.com/kvp2p/kvp2p/internal/sim"
 	"github.com/kvp2p/kvp2p/internal/wire"
@@ -55,7 +56,7 @@ func (s *slowHello) stream(gap, stop time.Duration) (ok, fell int) {
 		el := time.Duration(ms) * time.Millisecond
 		if el < stop && el%gap == 0 {
 			r := &req{id: fmt.Sprintf("r%d", ms)}
-			r.ks = keys(r.id, 2)
+			r.ks = nodetest.Keys(r.id, 2)
 			s.put(s.p, r.ks)
 			if err := s.c.T.NewRequest(s.net.Now, r.id, sym("kv-"+r.id, "10.0.0.1", 7780)); err != nil {
 				s.t.Fatal(err)
@@ -150,7 +151,7 @@ func TestStaleAnsweredAttemptRacedAfterHeal(t *testing.T) {
 	if err := c.T.NewRequest(f.net.Now, "r1", sym("kv1", "10.0.0.1", 7780)); err != nil {
 		t.Fatal(err)
 	}
-	c.T.Lookup(f.net.Now, "r1", key("r1", 0)) // dials
+	c.T.Lookup(f.net.Now, "r1", nodetest.Key("r1", 0)) // dials
 	for i := 0; len(p.T.View(f.net.Now).Sessions) == 0; i++ {
 		if i > 100 {
 			t.Fatal("the producer never accepted")
@@ -168,7 +169,7 @@ func TestStaleAnsweredAttemptRacedAfterHeal(t *testing.T) {
 		t.Fatalf("before the next request: %+v, want the first attempt %v still pending", s, first.Conn)
 	}
 
-	f.put(p, keys("r2", 1))
+	f.put(p, nodetest.Keys("r2", 1))
 	if err := c.T.NewRequest(f.net.Now, "r2", sym("kv2", "10.0.0.1", 7780)); err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +181,7 @@ func TestStaleAnsweredAttemptRacedAfterHeal(t *testing.T) {
 		if i > 50 {
 			t.Fatal("r2's lookup stayed RETRY for 500 ms")
 		}
-		v = c.T.Lookup(f.net.Now, "r2", key("r2", 0))
+		v = c.T.Lookup(f.net.Now, "r2", nodetest.Key("r2", 0))
 		c.T.EndStep(f.net.Now)
 		f.net.Advance(10 * time.Millisecond)
 	}
@@ -267,13 +268,13 @@ func TestRacersNotCountedAgainstMaxPeers(t *testing.T) {
 	if n := c.T.Attempts(slow.ID); n != 3 {
 		t.Fatalf("%d attempts to the slow producer, want 3 (two racing)", n)
 	}
-	f.put(fast, keys("f", 1))
+	f.put(fast, nodetest.Keys("f", 1))
 	if err := c.T.NewRequest(f.net.Now, "f", sym("kv-f", "10.0.0.3", 7780)); err != nil {
 		t.Fatal(err)
 	}
 	v := session.Retry
 	for i := 0; v == session.Retry && i < 50; i++ {
-		v = c.T.Lookup(f.net.Now, "f", key("f", 0))
+		v = c.T.Lookup(f.net.Now, "f", nodetest.Key("f", 0))
 		c.T.EndStep(f.net.Now)
 		f.net.Advance(10 * time.Millisecond)
 	}
@@ -304,7 +305,7 @@ func TestRacersNotCountedAgainstMaxPeers(t *testing.T) {
 func TestPromotedRacerWaitedOn(t *testing.T) {
 	f, p, c := newPair(t)
 	p.HelloDelay = 200 * time.Millisecond // the old Hello is read at ~201 ms
-	ks := keys("r1", 2)
+	ks := nodetest.Keys("r1", 2)
 	f.put(p, ks)
 	if err := c.T.NewRequest(f.net.Now, "r1", sym("kv1", "10.0.0.1", 7780)); err != nil {
 		t.Fatal(err)

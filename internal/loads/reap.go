@@ -123,6 +123,7 @@ func (t *Table) reapUnbound(now time.Time) {
 		}
 		delete(t.unbound, id)
 		delete(t.finished, id)
+		delete(t.decoders, id) // a late fetch is refused as reaped
 		t.markFailed(id, ReasonUnboundTimeout)
 		t.reaped[id] = now
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvp2p/kvp2p/internal/health"
 	"github.com/kvp2p/kvp2p/internal/loads"
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/session"
 	"github.com/kvp2p/kvp2p/internal/sim"
 	"github.com/kvp2p/kvp2p/internal/wire"
@@ -15,10 +16,6 @@ import (
 
 // Session lifecycle as the manager sees it: pending handshakes, the
 // handshake deadline, idle eviction, the peer cap, restarts.
-
-func peerDown(node, peer, cause string) string {
-	return fmt.Sprintf(`msg="peer down" node=%s peer=%s cause=%s`, node, peer, cause)
-}
 
 // TestLookupMissWhileHandshakePending pins vLLM #64501 under per-peer and
 // host-group: while the session's handshake is pending a PD or symmetric
@@ -41,13 +38,13 @@ func TestLookupMissWhileHandshakePending(t *testing.T) {
 					t.Fatal(err)
 				}
 				f.net.Run()
-				if v := c.T.Lookup(f.net.Now, "r", key("a", 0)); v != session.Miss {
+				if v := c.T.Lookup(f.net.Now, "r", nodetest.Key("a", 0)); v != session.Miss {
 					t.Fatalf("lookup while pending = %v, want MISS", v)
 				}
 				if !c.T.Failed("kv") {
 					t.Fatal("request not failed: a later lookup could HIT and load")
 				}
-				j := c.T.SubmitLoad(f.net.Now, "r", keys("a", 2))
+				j := c.T.SubmitLoad(f.net.Now, "r", nodetest.Keys("a", 2))
 				if r := f.mustResult(c, j); r.OK {
 					t.Fatal("load accepted behind a pending handshake")
 				}
@@ -57,7 +54,7 @@ func TestLookupMissWhileHandshakePending(t *testing.T) {
 					t.Fatal("session ended before the handshake deadline")
 				}
 				f.net.Advance(10 * time.Millisecond)
-				if !strings.Contains(f.log.String(), peerDown("10.0.0.2:7777", "10.0.0.1:7777", "handshake-failed")) {
+				if !strings.Contains(f.log.String(), nodetest.PeerDown("10.0.0.2:7777", "10.0.0.1:7777", "handshake-failed")) {
 					t.Fatalf("no handshake-failed end at the deadline:\n%s", f.log.String())
 				}
 			})
@@ -96,7 +93,7 @@ func TestIdleEvictionSaysGoodbye(t *testing.T) {
 	if bye < 0 || closed < bye {
 		t.Fatalf("want Goodbye(idle) then close, got %+v", acts)
 	}
-	if !strings.Contains(f.log.String(), peerDown("10.0.0.2:7777", "10.0.0.1:7777", "goodbye")) {
+	if !strings.Contains(f.log.String(), nodetest.PeerDown("10.0.0.2:7777", "10.0.0.1:7777", "goodbye")) {
 		t.Fatalf("no goodbye end:\n%s", f.log.String())
 	}
 }
@@ -112,7 +109,7 @@ func TestIdleEvictionSparesBusySession(t *testing.T) {
 	c := f.node("10.0.0.2:7777", sim.NodeOpts{Timers: &tm})
 	c.T.NewRequest(f.net.Now, "r", pd("kv", "10.0.0.1", 7777))
 	f.net.Run()
-	j := c.T.SubmitLoad(f.net.Now, "r", keys("a", 1)) // decoder first: parked
+	j := c.T.SubmitLoad(f.net.Now, "r", nodetest.Keys("a", 1)) // decoder first: parked
 	f.net.Advance(30 * time.Second)
 	f.noResult(c, j)
 	if strings.Contains(f.log.String(), "evicting idle session") {
@@ -139,7 +136,7 @@ func TestPeerCapRefusesNewSessions(t *testing.T) {
 	if n := dialsTo(f.net, "10.0.0.1", at); n != 0 {
 		t.Fatalf("%d dials over the cap", n)
 	}
-	if v := c.T.Lookup(f.net.Now, "r", key("a", 0)); v != session.Miss {
+	if v := c.T.Lookup(f.net.Now, "r", nodetest.Key("a", 0)); v != session.Miss {
 		t.Fatalf("lookup over the cap = %v, want MISS", v)
 	}
 	// Inbound: a third peer dials the capped node.
@@ -149,14 +146,14 @@ func TestPeerCapRefusesNewSessions(t *testing.T) {
 	if !strings.Contains(f.log.String(), "refusing inbound session: peer cap reached") {
 		t.Fatalf("inbound session over the cap not refused:\n%s", f.log.String())
 	}
-	if v := o.T.Lookup(f.net.Now, "in", key("a", 0)); v != session.Miss {
+	if v := o.T.Lookup(f.net.Now, "in", nodetest.Key("a", 0)); v != session.Miss {
 		t.Fatalf("refused peer's lookup = %v, want MISS", v)
 	}
 	// Below the cap again, new sessions open.
 	f.net.Advance(300 * time.Second) // idle eviction frees both
 	c.T.NewRequest(f.net.Now, "r2", pd("kv2", "10.0.0.1", 7779))
 	f.net.Run()
-	if v := c.T.Lookup(f.net.Now, "r2", key("a", 0)); v != session.Hit {
+	if v := c.T.Lookup(f.net.Now, "r2", nodetest.Key("a", 0)); v != session.Hit {
 		t.Fatalf("lookup below the cap = %v, want HIT", v)
 	}
 }
@@ -171,7 +168,7 @@ func TestNewIncarnationFailsOldAtOnce(t *testing.T) {
 	c := f.node("10.0.0.2:7777", sim.NodeOpts{})
 	c.T.NewRequest(f.net.Now, "r", pd("kv", "10.0.0.1", 7777))
 	f.net.Run()
-	j := c.T.SubmitLoad(f.net.Now, "r", keys("a", 2)) // parked on the producer
+	j := c.T.SubmitLoad(f.net.Now, "r", nodetest.Keys("a", 2)) // parked on the producer
 	f.net.Run()
 	f.noResult(c, j)
 	p.Silent = true // the old process hangs, its connections stay open
@@ -185,7 +182,7 @@ func TestNewIncarnationFailsOldAtOnce(t *testing.T) {
 	if r.OK || !strings.Contains(r.Reason, "conn-reset") {
 		t.Fatalf("old incarnation's load: %+v, want a conn-reset failure", r)
 	}
-	if v := c.T.Lookup(f.net.Now, "r", key("a", 0)); v != session.Miss {
+	if v := c.T.Lookup(f.net.Now, "r", nodetest.Key("a", 0)); v != session.Miss {
 		t.Fatalf("lookup of the failed request = %v, want MISS", v)
 	}
 	if !strings.Contains(f.log.String(), "peer restarted") {
@@ -203,7 +200,7 @@ func TestNewIncarnationProbedFirst(t *testing.T) {
 	c := f.node("10.0.0.2:7777", sim.NodeOpts{ProbeBeforeReplace: 2 * time.Second})
 	c.T.NewRequest(f.net.Now, "r", pd("kv", "10.0.0.1", 7777))
 	f.net.Run()
-	j := c.T.SubmitLoad(f.net.Now, "r", keys("a", 2)) // parked on the producer
+	j := c.T.SubmitLoad(f.net.Now, "r", nodetest.Keys("a", 2)) // parked on the producer
 	f.net.Run()
 	p.Silent = true // the old process hangs, its connections stay open
 	np, err := f.net.Replace(p, sim.NodeOpts{Incarnation: 2})
@@ -234,7 +231,7 @@ func TestNewIncarnationProbedFirst(t *testing.T) {
 		t.Fatalf("newcomer's session after it replaced the old one: %v, want ready", st)
 	}
 	// The newcomer is the peer's session now: a new request loads through it.
-	ks := keys("b", 2)
+	ks := nodetest.Keys("b", 2)
 	f.put(np, ks)
 	np.T.NewRequest(f.net.Now, "p2", decoder("kv2"))
 	np.T.SubmitStore(f.net.Now, "p2", ks)
@@ -258,7 +255,7 @@ func TestFinishedRequestLeavesFailedSet(t *testing.T) {
 	c := f.node("10.0.0.2:7777", sim.NodeOpts{})
 	c.T.NewRequest(f.net.Now, "r", pd("kv", "10.0.0.1", 7777))
 	f.net.Run()
-	j := c.T.SubmitLoad(f.net.Now, "r", keys("a", 2)) // parked: decoder first
+	j := c.T.SubmitLoad(f.net.Now, "r", nodetest.Keys("a", 2)) // parked: decoder first
 	f.net.Run()
 	c.T.RequestFinished(f.net.Now, "r")
 	if r := f.mustResult(c, j); r.OK {
@@ -269,7 +266,7 @@ func TestFinishedRequestLeavesFailedSet(t *testing.T) {
 	}
 	c.T.NewRequest(f.net.Now, "r2", pd("kv2", "10.0.0.1", 7777))
 	f.net.Run()
-	j2 := c.T.SubmitLoad(f.net.Now, "r2", keys("b", 2))
+	j2 := c.T.SubmitLoad(f.net.Now, "r2", nodetest.Keys("b", 2))
 	f.net.Run()
 	c.T.RequestFinished(f.net.Now, "r2")
 	f.net.CloseControl("10.0.0.1:7777") // the session dies with the failed load still held

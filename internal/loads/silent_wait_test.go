@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/session"
 )
 
@@ -23,13 +24,13 @@ func TestDomainSilentPathWaits(t *testing.T) {
 	g.net.Advance(300 * time.Millisecond) // silent, owing the fixture's load: > probe_timeout
 	g.seq++
 	req := fmt.Sprintf("r%d", g.seq)
-	host, port := splitPeer(t, peer)
+	host, port := nodetest.SplitPeer(t, peer)
 	p := pd("kv-"+req, host, port)
 	p.RemotePrefiller.RemoteDomain = domainOf(peer)
 	if err := g.c.T.NewRequest(g.net.Now, req, p); err != nil {
 		t.Fatal(err)
 	}
-	if v := g.c.T.Lookup(g.net.Now, req, key(req, 0)); v != session.Retry {
+	if v := g.c.T.Lookup(g.net.Now, req, nodetest.Key(req, 0)); v != session.Retry {
 		t.Fatalf("lookup to a session silent while owed: %v, want RETRY", v)
 	}
 	// Healed 700 ms in: its frames, held since the first refusal, wait for
@@ -40,7 +41,7 @@ func TestDomainSilentPathWaits(t *testing.T) {
 	var v session.Verdict
 	for v = session.Retry; v == session.Retry && g.net.Now.Sub(start) < 2*time.Second; {
 		g.net.Advance(10 * time.Millisecond)
-		v = g.c.T.Lookup(g.net.Now, req, key(req, 0))
+		v = g.c.T.Lookup(g.net.Now, req, nodetest.Key(req, 0))
 	}
 	if !g.done(g.jobs[peer]) {
 		t.Fatalf("the silent session's load still in flight: its watchdog did not fire (%v after %v)\n%s", v, g.net.Now.Sub(start), tail(g.log.String()))
@@ -48,10 +49,10 @@ func TestDomainSilentPathWaits(t *testing.T) {
 	if v != session.Hit {
 		t.Fatalf("request after the watchdog: %v, want HIT on a new session\n%s", v, tail(g.log.String()))
 	}
-	j := g.c.T.SubmitLoad(g.net.Now, req, keys(req, 2))
+	j := g.c.T.SubmitLoad(g.net.Now, req, nodetest.Keys(req, 2))
 	prod := g.net.Node(peer)
 	prod.T.NewRequest(g.net.Now, "p", decoder("kv-"+req))
-	ks := keys(req, 2)
+	ks := nodetest.Keys(req, 2)
 	g.put(prod, ks)
 	prod.T.SubmitStore(g.net.Now, "p", ks)
 	if r := g.mustResult(g.c, j); !r.OK {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kvp2p/kvp2p/internal/health"
 	"github.com/kvp2p/kvp2p/internal/loads"
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/session"
 	"github.com/kvp2p/kvp2p/internal/sim"
 )
@@ -52,7 +53,7 @@ func (g *slowFixture) load(n int) (uint64, time.Time) {
 	g.t.Helper()
 	g.seq++
 	id := string(rune('a' + g.seq))
-	ks := keys(id, n)
+	ks := nodetest.Keys(id, n)
 	g.put(g.p, ks)
 	now := g.net.Now
 	if err := g.p.T.NewRequest(now, "p"+id, decoder("kv"+id)); err != nil {

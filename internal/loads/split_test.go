@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/session"
 	"github.com/kvp2p/kvp2p/internal/sim"
 )
@@ -23,7 +24,7 @@ func TestSymmetricSplitLoads(t *testing.T) {
 			f := newFleet(t)
 			p := f.node("10.0.0.1:7777", sim.NodeOpts{})
 			c := f.node("10.0.0.2:7777", sim.NodeOpts{})
-			ks := keys("a", 13)
+			ks := nodetest.Keys("a", 13)
 			f.put(p, ks)
 			c.T.NewRequest(f.net.Now, "r", sym("kv", "10.0.0.1", 7777))
 			f.net.Run()

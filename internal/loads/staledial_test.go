@@ -6,6 +6,7 @@ import (
 
 	"github.com/kvp2p/kvp2p/internal/health"
 	"github.com/kvp2p/kvp2p/internal/loads"
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/sim"
 )
 
@@ -31,14 +32,14 @@ func TestStaleDialReplacedWhileDialing(t *testing.T) {
 	if err := c.T.NewRequest(f.net.Now, "r1", sym("kv1", "10.0.0.1", 7780)); err != nil {
 		t.Fatal(err)
 	}
-	c.T.Lookup(f.net.Now, "r1", key("r1", 0))
+	c.T.Lookup(f.net.Now, "r1", nodetest.Key("r1", 0))
 	f.net.Advance(5 * time.Millisecond)
 	first := onlySession(t, c, f.net.Now)
 	f.net.Advance(300 * time.Millisecond)
 	if err := c.T.NewRequest(f.net.Now, "r2", sym("kv2", "10.0.0.1", 7780)); err != nil {
 		t.Fatal(err)
 	}
-	c.T.Lookup(f.net.Now, "r2", key("r2", 0))
+	c.T.Lookup(f.net.Now, "r2", nodetest.Key("r2", 0))
 	if s := onlySession(t, c, f.net.Now); s.Conn == first.Conn {
 		t.Fatalf("the dial %v pending for 300ms was not replaced", first.Conn)
 	}

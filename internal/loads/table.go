@@ -49,6 +49,9 @@ type conn struct {
 	// pins: the slots its peer's lookups pin, and how often; nil if none
 	// (pins.go).
 	pins map[store.Slot]int
+	// share: the quota of open rounds its session shares with its
+	// source's other sessions, once its session asked (pins.go).
+	share *sourceShare
 }
 
 // request is one engine request.
@@ -113,15 +116,19 @@ type Table struct {
 	failed   map[string]struct{} // kv request ids whose next lookup is MISS
 	liveSrc  map[string]int      // kv request id -> live consumer requests naming it
 	jobs     map[uint64]*job
-	bound    map[string]*conn // producer: kv id -> session its fetch came on
-	unbound  map[string][]unboundBatch
-	finished map[string]bool      // producer requests finished before they were bound
-	reaped   map[string]time.Time // unbound ids reaped: a late fetch is refused at once
-	filling  map[wire.Key]int     // keys being loaded here (a lookup for them waits)
+	bound    map[string]*conn  // producer: kv id -> session its fetch came on
+	decoders map[string]string // producer: kv id -> the decoder remote_decoder names (handoff.go)
+	// shortIDSaid: a short capability id was logged (handoff.go).
+	shortIDSaid bool
+	unbound     map[string][]unboundBatch
+	finished    map[string]bool      // producer requests finished before they were bound
+	reaped      map[string]time.Time // unbound ids reaped: a late fetch is refused at once
+	filling     map[wire.Key]int     // keys being loaded here (a lookup for them waits)
 	// Slots pinned for peers' lookups, with how many sessions pin each,
-	// and the sessions pinning any (pins.go).
-	peerSlots map[store.Slot]int
-	pinners   int
+	// and what each source pins (pins.go).
+	peerSlots  map[store.Slot]int
+	pinSources map[string]*pinSource
+	shares     map[string]*sourceShare // open rounds by source (pins.go)
 
 	results []JobResult
 	actions []Action
@@ -157,8 +164,9 @@ func New(cfg Config, st *store.Store) (*Table, error) {
 		cfg: cfg, log: log, store: st, policy: cfg.Policy,
 		conns: map[ConnID]*conn{}, byPeer: map[string]*conn{}, racers: map[string][]*conn{},
 		reqs: map[string]*request{}, failed: map[string]struct{}{}, liveSrc: map[string]int{}, jobs: map[uint64]*job{},
-		bound: map[string]*conn{}, unbound: map[string][]unboundBatch{}, finished: map[string]bool{},
+		bound: map[string]*conn{}, decoders: map[string]string{}, unbound: map[string][]unboundBatch{}, finished: map[string]bool{},
 		reaped: map[string]time.Time{}, filling: map[wire.Key]int{}, peerSlots: map[store.Slot]int{},
+		pinSources: map[string]*pinSource{}, shares: map[string]*sourceShare{},
 	}
 	for k := range t.queues {
 		t.queues[k].k = k
@@ -366,6 +374,9 @@ func (t *Table) storeDone(r session.StoreResult) {
 // reaped (vLLM #53453), or that comes while no engine produces here
 // (ProducerGone), is refused within one round trip.
 func (t *Table) bind(now time.Time, c *conn, kvID string) {
+	if !t.mayBind(now, c, kvID) {
+		return
+	}
 	if t.wasReaped(now, kvID) {
 		t.log.Warn("late fetch for a reaped store, refusing", "req", kvID, "peer", c.peer)
 		c.s.FinishProducer(now, kvID)
@@ -386,6 +397,7 @@ func (t *Table) bind(now time.Time, c *conn, kvID string) {
 	delete(t.unbound, kvID)
 	if t.finished[kvID] {
 		delete(t.finished, kvID)
+		delete(t.decoders, kvID)
 		c.s.FinishProducer(now, kvID)
 	}
 }

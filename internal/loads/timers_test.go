@@ -7,6 +7,7 @@ import (
 
 	"github.com/kvp2p/kvp2p/internal/health"
 	"github.com/kvp2p/kvp2p/internal/loads"
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/session"
 	"github.com/kvp2p/kvp2p/internal/sim"
 	"github.com/kvp2p/kvp2p/internal/wire"
@@ -20,7 +21,7 @@ func TestUnboundStoreReaped(t *testing.T) {
 	f := newFleet(t)
 	p := f.node("10.0.0.1:7777", sim.NodeOpts{})
 	c := f.node("10.0.0.2:7777", sim.NodeOpts{})
-	ks := keys("a", 4)
+	ks := nodetest.Keys("a", 4)
 	f.put(p, ks)
 	p.T.NewRequest(f.net.Now, "p1", decoder("kv1"))
 	sj := p.T.SubmitStore(f.net.Now, "p1", ks)
@@ -75,7 +76,7 @@ func TestLoadTimeoutPerModeAndPreset(t *testing.T) {
 				f := newFleet(t)
 				p := f.node("10.0.0.1:7777", sim.NodeOpts{Timers: &tm})
 				c := f.node("10.0.0.2:7777", sim.NodeOpts{Timers: &tm})
-				ks := keys("a", 2)
+				ks := nodetest.Keys("a", 2)
 				params := pd("kv", "10.0.0.1", 7777)
 				if mode == "symmetric" {
 					params = sym("kv", "10.0.0.1", 7777)
@@ -114,7 +115,7 @@ func TestFailedLoadSlotsHeldUntilQuiet(t *testing.T) {
 	f := newFleet(t)
 	p := f.node("10.0.0.1:7777", sim.NodeOpts{})
 	c := f.node("10.0.0.2:7777", sim.NodeOpts{})
-	ks := keys("a", 2)
+	ks := nodetest.Keys("a", 2)
 	f.put(p, ks)
 	c.T.NewRequest(f.net.Now, "r", sym("kv", "10.0.0.1", 7777))
 	f.net.Run()
@@ -153,7 +154,7 @@ func TestShutdownDrainsThenSaysGoodbye(t *testing.T) {
 			f := newFleet(t)
 			p := f.node("10.0.0.1:7777", sim.NodeOpts{})
 			c := f.node("10.0.0.2:7777", sim.NodeOpts{})
-			ks := keys("a", 4)
+			ks := nodetest.Keys("a", 4)
 			p.T.NewRequest(f.net.Now, "p1", decoder("kv1"))
 			c.T.NewRequest(f.net.Now, "d1", pd("kv1", "10.0.0.1", 7777))
 			f.net.Run()
@@ -242,12 +243,12 @@ func TestShutdownSaysGoodbye(t *testing.T) {
 	// run for it (a parked store would hold its pins for the unbound-store
 	// timeout).
 	p.T.NewRequest(f.net.Now, "late", decoder("kv-late"))
-	ks := keys("late", 1)
+	ks := nodetest.Keys("late", 1)
 	f.put(p, ks)
 	sj := p.T.SubmitStore(f.net.Now, "late", ks)
 	c.T.Shutdown(f.net.Now)
 	c.T.NewRequest(f.net.Now, "late-load", pd("kv-ll", "10.0.0.1", 7777))
-	lj := c.T.SubmitLoad(f.net.Now, "late-load", keys("ll", 1))
+	lj := c.T.SubmitLoad(f.net.Now, "late-load", nodetest.Keys("ll", 1))
 	for _, x := range []struct {
 		n *sim.Node
 		j uint64

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/session"
 	"github.com/kvp2p/kvp2p/internal/sim"
 )
@@ -40,7 +41,7 @@ func (g *dialFixture) ask() (session.Verdict, time.Duration) {
 	start := g.net.Now
 	for {
 		g.net.Run()
-		if v := g.c.T.Lookup(g.net.Now, req, key(req, 0)); v != session.Retry || g.net.Now.Sub(start) > 2*time.Second {
+		if v := g.c.T.Lookup(g.net.Now, req, nodetest.Key(req, 0)); v != session.Retry || g.net.Now.Sub(start) > 2*time.Second {
 			g.c.T.RequestFinished(g.net.Now, req)
 			return v, g.net.Now.Sub(start)
 		}

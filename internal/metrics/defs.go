@@ -123,6 +123,15 @@ func Defs() []Def {
 			func(c *Counters) uint64 { return c.SessionReplacements }),
 		counter("kvp2p_takeovers_refused_total", "", "Newcomers claiming a live session's peer id refused because the live session answered its probe (a simultaneous dial the peer lost, or someone else claiming the peer).",
 			func(c *Counters) uint64 { return c.TakeoversRefused }),
+		{Name: "kvp2p_connections_refused_total", Type: "counter", Labels: []string{"stage"},
+			Help: "Accepted connections closed before they became a session, by stage: gate (over max_handshakes or max_handshakes_per_source, or evicted to make room), tls (TLS handshake failed), frame (first frame missing, oversized, malformed or not a Hello or DataAttach), identity (the claimed peer id is not what the certificate or source address proves). Garbage on the port is logged at debug only: this is how an operator sees it.",
+			emit: func(s *Snapshot, m *emitter) {
+				r := s.Counters.ConnsRefused
+				m.value(float64(r.Gate), "gate")
+				m.value(float64(r.TLS), "tls")
+				m.value(float64(r.Frame), "frame")
+				m.value(float64(r.Identity), "identity")
+			}},
 		counter("kvp2p_stalls_detected_total", "", "Sessions the progress watchdog closed: a load's data path carried nothing for stall_timeout.",
 			func(c *Counters) uint64 { return c.StallsDetected }),
 		counter("kvp2p_failed_load_bytes_total", "", "Bytes received by loads that then failed: transfer work wasted.",

@@ -33,6 +33,14 @@ type Node struct {
 	// engine has registered a region.
 	EngineExpected bool `json:"engine_expected"`
 	EngineAttached bool `json:"engine_attached"`
+	// Identity is what proves a peer's claim: mtls, plain-tcp or
+	// plain-tcp-trust-claimed-host. SharedHosts are the hosts with two or
+	// more ranks in view (this node and its peers); Exposure says what a
+	// process on such a host can do here and how to close it (empty under
+	// mTLS, or on plain TCP with no shared host in view).
+	Identity    string   `json:"identity"`
+	SharedHosts []string `json:"shared_hosts,omitempty"`
+	Exposure    string   `json:"exposure,omitempty"`
 }
 
 // Ready is what /readyz answers: listening, and the engine registered
@@ -108,10 +116,20 @@ type Counters struct {
 	Ejections            uint64            `json:"ejections"`
 	SessionReplacements  uint64            `json:"session_replacements"`
 	TakeoversRefused     uint64            `json:"takeovers_refused"`
+	ConnsRefused         Refusals          `json:"conns_refused"` // before they became a session
 	StallsDetected       uint64            `json:"stalls_detected"`
 	BytesIn              uint64            `json:"bytes_in"`
 	BytesOut             uint64            `json:"bytes_out"`
 	FailedLoadBytes      uint64            `json:"failed_load_bytes"`
+}
+
+// Refusals count accepted connections closed before they became a
+// session, by where.
+type Refusals struct {
+	Gate     uint64 `json:"gate"`     // over max_handshakes or max_handshakes_per_source, or evicted to make room
+	TLS      uint64 `json:"tls"`      // TLS handshake failed (no or untrusted certificate, allow_peers)
+	Frame    uint64 `json:"frame"`    // first frame missing, oversized, malformed or not a Hello or DataAttach
+	Identity uint64 `json:"identity"` // claimed peer id not covered by the certificate or the source address
 }
 
 // Clone returns a copy that shares nothing with c.

@@ -1,6 +1,10 @@
 package node
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/kvp2p/kvp2p/internal/nodetest"
+)
 
 // TestRefuseHandshakes: while the source refuses handshakes a consumer's
 // request falls back with cause incompatible and the source's sessions
@@ -11,9 +15,9 @@ func TestRefuseHandshakes(t *testing.T) {
 	if err := p.RefuseHandshakes(true); err != nil {
 		t.Fatal(err)
 	}
-	ks := keysOf("rh", 1)
+	ks := nodetest.Keys("rh", 1)
 	storeBlocks(t, p, "kv1", ks)
-	if err := c.m.NewRequest("d1", pdParams(t, "kv1", p)); err != nil {
+	if err := c.m.NewRequest("d1", nodetest.PDParams(t, "kv1", p.PeerID())); err != nil {
 		t.Fatal(err)
 	}
 	if v := waitVerdict(t, c.m, "d1", ks[0]); v != Miss {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
@@ -127,22 +128,13 @@ func TestAttackTieBreakTakeover(t *testing.T) {
 
 			// A PD load and three symmetric lookups of keys the producer
 			// never had: the real producer's bytes, and MISS.
-			ks := keysOf("tie", 2)
+			ks := nodetest.Keys("tie", 2)
 			storeBlocks(t, p, "kv1", ks)
-			if err := c.m.NewRequest("d1", pdParams(t, "kv1", p)); err != nil {
-				t.Fatal(err)
-			}
-			if v := waitVerdict(t, c.m, "d1", ks[0]); v != Hit {
-				t.Fatalf("lookup = %v, want HIT", v)
-			}
-			j, _ := c.m.SubmitLoad("d1", ks)
-			if r := waitResult(t, c.m, j, 5*time.Second); !r.OK {
-				t.Fatalf("load: %+v", r)
-			}
+			pdLoad(t, c, p, "d1", "kv1", ks)
 			checkBlocks(t, c.m, ks)
 			c.m.RequestFinished("d1")
-			absent := keysOf("never", 3)
-			if err := c.m.NewRequest("s1", symParams(t, "kv-s1", p)); err != nil {
+			absent := nodetest.Keys("never", 3)
+			if err := c.m.NewRequest("s1", nodetest.SymParams(t, "kv-s1", p.PeerID())); err != nil {
 				t.Fatal(err)
 			}
 			for i, v := range lookupAll(t, c.m, "s1", absent) {
@@ -176,12 +168,12 @@ func TestAttackAttachHijack(t *testing.T) {
 
 	// The bait: a request naming the attacker as its source makes the
 	// consumer dial it.
-	host, port := splitPeer(t, ln.Addr().String())
+	host, port := nodetest.SplitPeer(t, ln.Addr().String())
 	bait := TransferParams{RemotePrefiller: &Remote{KVRequestID: "kv-bait", RemoteHost: host, RemotePort: port}}
 	if err := c.m.NewRequest("bait", bait); err != nil {
 		t.Fatal(err)
 	}
-	c.m.Lookup("bait", testKey("bait", 0))
+	c.m.Lookup("bait", nodetest.Key("bait", 0))
 	var hello *wire.Hello
 	var attach *wire.DataAttach
 	for hello == nil || attach == nil {
@@ -225,21 +217,12 @@ func TestAttackAttachHijack(t *testing.T) {
 		}
 		stolen = append(stolen, nc)
 	}
-	waitFor(t, func() bool { return p.gate.len() >= guesses })
+	nodetest.WaitFor(t, func() bool { return p.gate.len() >= guesses })
 
 	warm(t, c, p)
-	ks := keysOf("hijack", 4)
+	ks := nodetest.Keys("hijack", 4)
 	storeBlocks(t, p, "kv2", ks)
-	if err := c.m.NewRequest("d2", pdParams(t, "kv2", p)); err != nil {
-		t.Fatal(err)
-	}
-	if v := waitVerdict(t, c.m, "d2", ks[0]); v != Hit {
-		t.Fatalf("lookup = %v, want HIT", v)
-	}
-	j, _ := c.m.SubmitLoad("d2", ks)
-	if r := waitResult(t, c.m, j, 5*time.Second); !r.OK {
-		t.Fatalf("load: %+v", r)
-	}
+	pdLoad(t, c, p, "d2", "kv2", ks)
 	checkBlocks(t, c.m, ks)
 	c.m.RequestFinished("d2")
 
@@ -272,8 +255,8 @@ func TestAttackSiblingRankCertificate(t *testing.T) {
 	warm(t, c, p)
 
 	// The load is in flight: submitted before the producer has the blocks.
-	ks := keysOf("sibling", 2)
-	if err := c.m.NewRequest("d5", pdParams(t, "kv5", p)); err != nil {
+	ks := nodetest.Keys("sibling", 2)
+	if err := c.m.NewRequest("d5", nodetest.PDParams(t, "kv5", p.PeerID())); err != nil {
 		t.Fatal(err)
 	}
 	if v := waitVerdict(t, c.m, "d5", ks[0]); v != Hit {
@@ -328,5 +311,5 @@ func TestAttackClaimFromAnotherHost(t *testing.T) {
 		t.Fatal("a claim from another host was acknowledged")
 	default:
 	}
-	waitFor(t, func() bool { return c.Refused().Identity == 2 })
+	nodetest.WaitFor(t, func() bool { return c.Refused().Identity == 2 })
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/percentile"
 	"github.com/kvp2p/kvp2p/internal/rawbench"
 )
@@ -18,37 +19,11 @@ import (
 //
 //	go test -run '^$' -bench 'Load|Raw|Lookup' -benchtime 3s .
 
-const (
-	benchLoadBytes  = rawbench.LoadBytes
-	benchBlockBytes = rawbench.BlockBytes
-	benchBlocks     = rawbench.Blocks
-)
-
-func benchBytes(k Key, n int) []byte { return rawbench.Bytes(k, n) }
-
-// waitJob waits on m until job's result (Manager.WaitFinished), for at
-// most 30 s: a benchmark times the load to the loop turn that settled it,
-// as raw TCP's copy is timed to its reader's return.
-func waitJob(tb testing.TB, m *Manager, job uint64) JobResult {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for {
-		for _, r := range m.WaitFinished(ctx) {
-			if r.Job == job {
-				return r
-			}
-		}
-		if ctx.Err() != nil {
-			tb.Fatalf("job %d: no result within 30 s", job)
-		}
-	}
-}
-
 // benchPair starts a producer and a consumer with a ready session and the
 // producer holding blocks keys.
 func benchPair(b *testing.B, keys []Key, tlsCfg ...func(peerID string) TLSConfig) (p, c *tnode) {
 	mut := func(cfg *Config) {
-		cfg.BlockBytes, cfg.Slots = benchBlockBytes, max(len(keys), 16)
+		cfg.BlockBytes, cfg.Slots = rawbench.BlockBytes, max(len(keys), 16)
 		cfg.Log = nil
 		for _, f := range tlsCfg {
 			cfg.TLS = f(cfg.PeerID)
@@ -57,14 +32,14 @@ func benchPair(b *testing.B, keys []Key, tlsCfg ...func(peerID string) TLSConfig
 	p = startTN(b, nodeOpt{mut: mut})
 	c = startTN(b, nodeOpt{mut: mut})
 	for _, k := range keys {
-		if err := p.m.PutBlock(k, benchBytes(k, benchBlockBytes)); err != nil {
+		if err := p.m.PutBlock(k, rawbench.Bytes(k, rawbench.BlockBytes)); err != nil {
 			b.Fatal(err)
 		}
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for i := 0; ; i++ {
 		id := fmt.Sprintf("warm-%d", i)
-		c.m.NewRequest(id, pdParams(b, id, p))
+		c.m.NewRequest(id, nodetest.PDParams(b, id, p.PeerID()))
 		v := c.m.Lookup(id, keys[0])
 		c.m.RequestFinished(id)
 		if v == Hit {
@@ -78,7 +53,7 @@ func benchPair(b *testing.B, keys []Key, tlsCfg ...func(peerID string) TLSConfig
 }
 
 // loadRig is a producer and a consumer with a ready session, the producer
-// holding benchBlocks blocks.
+// holding rawbench.Blocks blocks.
 type loadRig struct {
 	p, c *tnode
 	keys []Key
@@ -86,7 +61,7 @@ type loadRig struct {
 }
 
 func newLoadRig(b *testing.B) *loadRig {
-	keys := keysOf("bench", benchBlocks)
+	keys := nodetest.Keys("bench", rawbench.Blocks)
 	p, c := benchPair(b, keys)
 	return &loadRig{p: p, c: c, keys: keys}
 }
@@ -99,12 +74,12 @@ func (r *loadRig) load(b *testing.B) time.Duration {
 	start := time.Now()
 	r.p.m.NewRequest("p"+kv, TransferParams{RemoteDecoder: &Remote{KVRequestID: kv}})
 	sj, _ := r.p.m.SubmitStore("p"+kv, r.keys)
-	r.c.m.NewRequest("d"+kv, pdParams(b, kv, r.p))
+	r.c.m.NewRequest("d"+kv, nodetest.PDParams(b, kv, r.p.PeerID()))
 	lj, _ := r.c.m.SubmitLoad("d"+kv, r.keys)
-	if res := waitJob(b, r.c.m, lj); !res.OK {
+	if res := nodetest.WaitJob(b, r.c.m, lj); !res.OK {
 		b.Fatalf("load: %+v", res)
 	}
-	if res := waitJob(b, r.p.m, sj); !res.OK {
+	if res := nodetest.WaitJob(b, r.p.m, sj); !res.OK {
 		b.Fatalf("store: %+v", res)
 	}
 	el := time.Since(start)
@@ -115,7 +90,7 @@ func (r *loadRig) load(b *testing.B) time.Duration {
 
 func (r *loadRig) check(b *testing.B) {
 	for _, k := range []Key{r.keys[0], r.keys[len(r.keys)-1]} {
-		if got, ok := r.c.m.ReadBlock(k); !ok || string(got) != string(benchBytes(k, benchBlockBytes)) {
+		if got, ok := r.c.m.ReadBlock(k); !ok || string(got) != string(rawbench.Bytes(k, rawbench.BlockBytes)) {
 			b.Fatalf("block %x not loaded intact", k[:4])
 		}
 	}
@@ -126,7 +101,7 @@ func (r *loadRig) check(b *testing.B) {
 func BenchmarkLoadLoopback(b *testing.B) {
 	r := newLoadRig(b)
 	r.load(b) // untimed: the arenas get their pages
-	b.SetBytes(benchLoadBytes)
+	b.SetBytes(rawbench.LoadBytes)
 	b.ResetTimer()
 	for range b.N {
 		r.load(b)
@@ -137,9 +112,9 @@ func BenchmarkLoadLoopback(b *testing.B) {
 
 // BenchmarkRawTCPLoopback moves the same 64 MiB per op over plain TCP.
 func BenchmarkRawTCPLoopback(b *testing.B) {
-	r := rawbench.NewRaw(b, benchLoadBytes, benchBlockBytes)
+	r := rawbench.NewRaw(b, rawbench.LoadBytes, rawbench.BlockBytes)
 	r.Copy(b)
-	b.SetBytes(benchLoadBytes)
+	b.SetBytes(rawbench.LoadBytes)
 	b.ResetTimer()
 	for range b.N {
 		r.Copy(b)
@@ -151,8 +126,8 @@ func BenchmarkRawTCPLoopback(b *testing.B) {
 // throughput and kvp2p's as a fraction of raw TCP's (x_raw). ns/op is the
 // pair's.
 func BenchmarkLoadVsRaw(b *testing.B) {
-	lr, rr := newLoadRig(b), rawbench.NewRaw(b, benchLoadBytes, benchBlockBytes)
-	rawbench.Interleave(b, benchLoadBytes, "kvp2p", lr.load, "raw", rr.Copy, "x_raw")
+	lr, rr := newLoadRig(b), rawbench.NewRaw(b, rawbench.LoadBytes, rawbench.BlockBytes)
+	rawbench.Interleave(b, rawbench.LoadBytes, "kvp2p", lr.load, "raw", rr.Copy, "x_raw")
 	lr.check(b)
 }
 
@@ -220,7 +195,7 @@ func benchPingPong(b *testing.B) {
 }
 
 func benchLookupRTT(b *testing.B, wait bool, every time.Duration) {
-	keys := keysOf("lk", 16)
+	keys := nodetest.Keys("lk", 16)
 	p, c := benchPair(b, keys)
 	rtts := make([]float64, 0, b.N)
 	ctx := context.Background()
@@ -232,7 +207,7 @@ func benchLookupRTT(b *testing.B, wait bool, every time.Duration) {
 		}
 		id := fmt.Sprintf("l%d", i)
 		k := keys[i%len(keys)]
-		c.m.NewRequest(id, symParams(b, id, p))
+		c.m.NewRequest(id, nodetest.SymParams(b, id, p.PeerID()))
 		t0 := time.Now()
 		if v := c.m.Lookup(id, k); v != Retry {
 			b.Fatalf("first lookup = %v", v)

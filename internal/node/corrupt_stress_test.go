@@ -184,7 +184,7 @@ func (s *stress) rankConfig(r *stressRank) Config {
 
 // start runs the rank's node on ln.
 func (s *stress) start(r *stressRank, ln net.Listener) error {
-	n, err := NewNode(s.rankConfig(r))
+	n, err := New(s.rankConfig(r))
 	if err != nil {
 		ln.Close()
 		return err

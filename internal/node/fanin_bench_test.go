@@ -10,11 +10,13 @@ import (
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/crc32c"
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/proccpu"
+	"github.com/kvp2p/kvp2p/internal/rawbench"
 )
 
 // Fan-in: one consumer loading from fanInSources producers at once, each
-// its share of benchLoadBytes, against as many plain TCP streams into one
+// its share of rawbench.LoadBytes, against as many plain TCP streams into one
 // receiver on the same loopback, interleaved round by round:
 //
 //	go test -run '^$' -bench FanInVsRaw -benchtime 10x .
@@ -22,7 +24,7 @@ import (
 const fanInSources = 8
 
 // fanInRig is one consumer with a ready session to each of its producers;
-// producer i holds keys[i], benchBlocks/len(ps) blocks.
+// producer i holds keys[i], rawbench.Blocks/len(ps) blocks.
 type fanInRig struct {
 	c    *tnode
 	ps   []*tnode
@@ -31,18 +33,18 @@ type fanInRig struct {
 }
 
 func newFanInRig(b *testing.B, sources int) *fanInRig {
-	per := benchBlocks / sources
+	per := rawbench.Blocks / sources
 	mut := func(slots int) func(*Config) {
 		return func(cfg *Config) {
-			cfg.BlockBytes, cfg.Slots, cfg.Log = benchBlockBytes, slots, nil
+			cfg.BlockBytes, cfg.Slots, cfg.Log = rawbench.BlockBytes, slots, nil
 		}
 	}
-	r := &fanInRig{c: startTN(b, nodeOpt{mut: mut(benchBlocks + 16)})}
+	r := &fanInRig{c: startTN(b, nodeOpt{mut: mut(rawbench.Blocks + 16)})}
 	for i := range sources {
 		p := startTN(b, nodeOpt{mut: mut(max(per, 16))})
-		keys := keysOf(fmt.Sprintf("fan%d", i), per)
+		keys := nodetest.Keys(fmt.Sprintf("fan%d", i), per)
 		for _, k := range keys {
-			if err := p.m.PutBlock(k, benchBytes(k, benchBlockBytes)); err != nil {
+			if err := p.m.PutBlock(k, rawbench.Bytes(k, rawbench.BlockBytes)); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -57,7 +59,7 @@ func warmPD(b *testing.B, c, p *tnode, k Key) {
 	deadline := time.Now().Add(5 * time.Second)
 	for i := 0; ; i++ {
 		id := fmt.Sprintf("warm-%s-%d", p.PeerID(), i)
-		c.m.NewRequest(id, pdParams(b, id, p))
+		c.m.NewRequest(id, nodetest.PDParams(b, id, p.PeerID()))
 		v := c.m.Lookup(id, k)
 		c.m.RequestFinished(id)
 		if v == Hit {
@@ -81,7 +83,7 @@ func (r *fanInRig) load(b *testing.B) time.Duration {
 		kv := fmt.Sprintf("fan%d-%d", r.n, i)
 		p.m.NewRequest("p"+kv, TransferParams{RemoteDecoder: &Remote{KVRequestID: kv}})
 		stores[i], _ = p.m.SubmitStore("p"+kv, r.keys[i])
-		r.c.m.NewRequest("d"+kv, pdParams(b, kv, p))
+		r.c.m.NewRequest("d"+kv, nodetest.PDParams(b, kv, p.PeerID()))
 		lj, _ := r.c.m.SubmitLoad("d"+kv, r.keys[i])
 		loads[lj] = true
 	}
@@ -101,7 +103,7 @@ func (r *fanInRig) load(b *testing.B) time.Duration {
 		}
 	}
 	for i, p := range r.ps {
-		if res := waitJob(b, p.m, stores[i]); !res.OK {
+		if res := nodetest.WaitJob(b, p.m, stores[i]); !res.OK {
 			b.Fatalf("store: %+v", res)
 		}
 	}
@@ -117,7 +119,7 @@ func (r *fanInRig) load(b *testing.B) time.Duration {
 func (r *fanInRig) check(b *testing.B) {
 	for _, keys := range r.keys {
 		for _, k := range []Key{keys[0], keys[len(keys)-1]} {
-			if got, ok := r.c.m.ReadBlock(k); !ok || string(got) != string(benchBytes(k, benchBlockBytes)) {
+			if got, ok := r.c.m.ReadBlock(k); !ok || string(got) != string(rawbench.Bytes(k, rawbench.BlockBytes)) {
 				b.Fatalf("block %x not loaded intact", k[:4])
 			}
 		}
@@ -125,7 +127,7 @@ func (r *fanInRig) check(b *testing.B) {
 }
 
 // rawFanIn is n plain TCP streams into one receiver: n writer goroutines,
-// each copying its share of benchLoadBytes in block-sized writes, and n
+// each copying its share of rawbench.LoadBytes in block-sized writes, and n
 // reader goroutines filling their share of one destination buffer. With
 // sum, each reader also checks a CRC32C of every block-sized piece as soon
 // as the piece is in (still in cache): the least a receiver that checks
@@ -146,11 +148,11 @@ func newRawFanIn(b *testing.B, n int, sum bool) *rawFanIn {
 		b.Fatal(err)
 	}
 	defer ln.Close()
-	r := &rawFanIn{sum: sum, src: make([]byte, benchLoadBytes), dst: make([]byte, benchLoadBytes), got: make(chan error, 2*n)}
+	r := &rawFanIn{sum: sum, src: make([]byte, rawbench.LoadBytes), dst: make([]byte, rawbench.LoadBytes), got: make(chan error, 2*n)}
 	for i := range r.src {
 		r.src[i] = byte(i >> 8)
 	}
-	share := benchLoadBytes / n
+	share := rawbench.LoadBytes / n
 	for i := range n {
 		wc, err := net.Dial("tcp", ln.Addr().String())
 		if err != nil {
@@ -182,8 +184,8 @@ func newRawFanIn(b *testing.B, n int, sum bool) *rawFanIn {
 			defer r.wg.Done()
 			for range startW {
 				var err error
-				for off := 0; off < len(src) && err == nil; off += benchBlockBytes {
-					_, err = wc.Write(src[off:min(off+benchBlockBytes, len(src))])
+				for off := 0; off < len(src) && err == nil; off += rawbench.BlockBytes {
+					_, err = wc.Write(src[off:min(off+rawbench.BlockBytes, len(src))])
 				}
 				r.got <- err
 			}
@@ -201,15 +203,15 @@ func newRawFanIn(b *testing.B, n int, sum bool) *rawFanIn {
 }
 
 // readSummed fills dst from rc, each read as large as the socket allows,
-// summing every benchBlockBytes piece once it is complete.
+// summing every rawbench.BlockBytes piece once it is complete.
 func readSummed(rc net.Conn, dst []byte) error {
 	var acc uint32
 	got, summed := 0, 0
 	for got < len(dst) {
 		n, err := rc.Read(dst[got:])
 		got += n
-		for ; summed+benchBlockBytes <= got || (got == len(dst) && summed < got); summed += benchBlockBytes {
-			acc ^= crc32c.Checksum(dst[summed:min(summed+benchBlockBytes, len(dst))])
+		for ; summed+rawbench.BlockBytes <= got || (got == len(dst) && summed < got); summed += rawbench.BlockBytes {
+			acc ^= crc32c.Checksum(dst[summed:min(summed+rawbench.BlockBytes, len(dst))])
 		}
 		if err != nil && got < len(dst) {
 			return err
@@ -241,7 +243,7 @@ func (r *rawFanIn) copy(b *testing.B) time.Duration {
 }
 
 // BenchmarkFanInVsRaw: fanInSources producers load into one consumer at
-// once (benchLoadBytes in all, an equal share each), interleaved with as
+// once (rawbench.LoadBytes in all, an equal share each), interleaved with as
 // many raw TCP streams into one receiver; x_raw is kvp2p's throughput over
 // raw TCP's, and *_cpu_s/GB the process CPU each spent per GB.
 //
@@ -270,7 +272,7 @@ func BenchmarkFanInVsRaw(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	mb := float64(b.N) * benchLoadBytes / 1e6
+	mb := float64(b.N) * rawbench.LoadBytes / 1e6
 	for j, name := range []string{"kvp2p", "raw", "raw_crc"} {
 		b.ReportMetric(mb/el[j].Seconds(), name+"_MB/s")
 		if cpu[j] > 0 {

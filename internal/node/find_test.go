@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 )
 
 // startFindNodes starts n nodes with finding on, each listing all the
@@ -41,13 +43,13 @@ func startFindNodes(t *testing.T, n int) []*tnode {
 func TestFindSourceLoopback(t *testing.T) {
 	ns := startFindNodes(t, 3)
 	a, b, c := ns[0], ns[1], ns[2]
-	held := keysOf("find", 6)
+	held := nodetest.Keys("find", 6)
 	for i, k := range held {
-		if err := a.m.PutBlock(k, testBytes(k)); err != nil {
+		if err := a.m.PutBlock(k, nodetest.Bytes(k)); err != nil {
 			t.Fatal(err)
 		}
 		if i < 3 {
-			if err := b.m.PutBlock(k, testBytes(k)); err != nil {
+			if err := b.m.PutBlock(k, nodetest.Bytes(k)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -70,7 +72,7 @@ func TestFindSourceLoopback(t *testing.T) {
 	if f, ok := c.m.FindSource(held, 4); !ok || f.Peer != a.PeerID() {
 		t.Fatalf("beyond 4 local blocks: %+v %v, want A (B holds 3)", f, ok)
 	}
-	if f, ok := c.m.FindSource(keysOf("nobody", 4), 0); ok {
+	if f, ok := c.m.FindSource(nodetest.Keys("nobody", 4), 0); ok {
 		t.Fatalf("a prefix nobody holds found %+v", f)
 	}
 	// B's summary may come later than A's (its session to C may be later).

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/kvp2p/kvp2p/internal/metrics"
 )
 
 // connGate tracks the accepted connections that are not a session yet:
@@ -15,10 +17,7 @@ import (
 // memory and never take a slot of max_peers; and it closes every one at
 // shutdown, so that Serve never waits for a handshake deadline.
 //
-// The caps keep room for the good (issue 25, attack 6: 160 silent
-// connections from five local addresses filled the 128 places and kept a
-// healthy consumer out for 5.1 s; a process on the victim's host filling
-// the victim's per-source places made every one of its handshakes fail):
+// The caps keep room for the good (docs/security-resources.md):
 //
 //   - per source address, maxPerSource (32), and per prefix (/24, /64:
 //     neighbours on one subnet, or a host's loopback addresses),
@@ -26,18 +25,31 @@ import (
 //   - a reserved quarter of maxTotal that only sources which completed a
 //     handshake lately (recentFor, at most recentMax remembered, oldest
 //     forgotten first) may take;
-//   - at every cap, the newcomer evicts the oldest connection of that
-//     cap's scope rather than being refused (only an empty scope
-//     refuses). A genuine handshake is in the gate for a round trip or
-//     two, an attacker's connection, silent or Hello-only, until the
-//     handshake timeout: the attacker's are the oldest, and to push a
-//     genuine one out an attacker must open as many connections as the
-//     scope holds within that round trip. Oldest, not oldest silent: with
-//     a scope full of Hello-only connections, a victim's own data
-//     connection would evict its control connection, silent for the
-//     moment its first frame takes. A connection evicted after its first
-//     frame is a half handshake the loop holds: it drops it at its next
-//     tick (halves), or when the first frame reaches it (evicted).
+//   - at every cap, the newcomer evicts a connection of that cap's scope
+//     rather than being refused (only an empty scope refuses): the oldest
+//     connection of the source that holds the most in the scope. A
+//     genuine peer holds one or two connections for a round trip or two;
+//     a flood holds many, and reopens what is evicted. Evicting from the
+//     largest source makes a reconnect storm evict its own connections
+//     however fast it reopens them (the oldest alone was not enough: 160
+//     connections from five addresses reopened at once pushed out a
+//     genuine handshake within its round trip, and a legitimate peer
+//     completed 0 to 6 of 10). Within one source, the oldest goes: a
+//     victim's newer connections outlast a flood's older ones, and its
+//     data connection never evicts its own control connection, silent
+//     for the moment its first frame takes.
+//   - a connection from a source that completed a handshake lately is
+//     evicted only by a newcomer of its own source or of another such
+//     source: a peer that got in lately gets in again however fast
+//     sources that never complete a handshake reconnect;
+//   - a source that completed no handshake lately enters at most
+//     maxPerSource times a second, after a burst of twice that (rateOK):
+//     the per-source cap holds for reconnect storms, not only for held
+//     connections.
+//
+// A connection evicted after its first frame is a half handshake the
+// loop holds: it drops it at its next tick (halves), or when the first
+// frame reaches it (evicted).
 //
 // "Completed a handshake" is a Hello paired with its DataAttach (the loop's
 // admit), before the table has looked at the Hello: a source can earn the
@@ -60,6 +72,9 @@ type connGate struct {
 	recent   map[string]time.Time // source -> last handshake completed
 	closed   bool
 	nEvicted uint64
+	// rate: each source's bucket of entries (rateFor), for sources that
+	// completed no handshake lately; at most recentMax remembered.
+	rate map[string]*bucket
 	// gone: connections evicted after their first frame, which the loop
 	// holds or is about to (halves); they go at their leave.
 	gone map[net.Conn]bool
@@ -70,6 +85,12 @@ type gateEntry struct {
 	seq      uint64 // order of arrival: the oldest has the least
 	spoke    bool   // its first frame was read
 	recent   bool   // its source had completed a handshake when it came
+}
+
+// bucket is a token bucket of a source's entries.
+type bucket struct {
+	tokens float64
+	at     time.Time
 }
 
 // How long, and how many, sources that completed a handshake are
@@ -84,8 +105,43 @@ func newConnGate(maxTotal, maxPerSource int) *connGate {
 		maxTotal: maxTotal, maxPerSource: maxPerSource,
 		maxPerPrefix: max(1, maxTotal/2), reserved: maxTotal / 4,
 		conns: map[net.Conn]*gateEntry{}, perSrc: map[string]int{}, perPfx: map[string]int{},
-		recent: map[string]time.Time{}, gone: map[net.Conn]bool{},
+		recent: map[string]time.Time{}, gone: map[net.Conn]bool{}, rate: map[string]*bucket{},
 	}
+}
+
+// rateOK takes one of src's entry tokens: a source that completed no
+// handshake lately enters at most maxPerSource times a second after a
+// burst of twice that. A reconnect storm is then refused at the door,
+// before the goroutine and the eviction an entry costs, and its evictions
+// of its own connections are bounded; a genuine peer's first handshake
+// takes two entries. When recentMax sources are remembered, the idle
+// (full) ones are forgotten; if none is, a new source is not limited.
+func (g *connGate) rateOK(src string, now time.Time) bool {
+	rate, burst := float64(g.maxPerSource), 2*float64(g.maxPerSource)
+	b := g.rate[src]
+	if b == nil {
+		if len(g.rate) >= recentMax {
+			for s, o := range g.rate {
+				if o.tokens+now.Sub(o.at).Seconds()*rate >= burst {
+					delete(g.rate, s)
+				}
+			}
+			if len(g.rate) >= recentMax {
+				return true
+			}
+		}
+		b = &bucket{tokens: burst, at: now}
+		g.rate[src] = b
+	}
+	if dt := now.Sub(b.at).Seconds(); dt > 0 {
+		b.tokens = min(burst, b.tokens+dt*rate)
+	}
+	b.at = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
 }
 
 // gateRefusal says why enter refused a connection.
@@ -116,11 +172,16 @@ func (g *connGate) enter(nc net.Conn, now time.Time) gateRefusal {
 		return gateClosed
 	}
 	recent := g.isRecent(src, now)
+	if !recent && !g.rateOK(src, now) {
+		return gateSourceFull
+	}
 	evict := func(full bool, in func(*gateEntry) bool) bool {
 		if !full {
 			return true
 		}
-		old := g.oldest(in)
+		old := g.victim(func(e *gateEntry) bool {
+			return in(e) && (!e.recent || recent || e.src == src)
+		})
 		if old == nil {
 			return false
 		}
@@ -152,17 +213,41 @@ func (g *connGate) enter(nc net.Conn, now time.Time) gateRefusal {
 	return gateOK
 }
 
-// oldest is the connection in scope that came first; nil if the scope is
-// empty. A scan: the gate holds at most maxTotal.
-func (g *connGate) oldest(in func(*gateEntry) bool) net.Conn {
-	var old net.Conn
-	var seq uint64
+// victim is the connection in scope to evict: the oldest of the source
+// holding the most connections in scope (of two as large, the one whose
+// oldest came first); nil if the scope is empty. Two scans: the gate
+// holds at most maxTotal.
+func (g *connGate) victim(in func(*gateEntry) bool) net.Conn {
+	type held struct {
+		n   int
+		old net.Conn
+		seq uint64
+	}
+	by := map[string]*held{}
+	var top *held
 	for nc, e := range g.conns {
-		if in(e) && (old == nil || e.seq < seq) {
-			old, seq = nc, e.seq
+		if !in(e) {
+			continue
+		}
+		h := by[e.src]
+		if h == nil {
+			h = &held{}
+			by[e.src] = h
+		}
+		h.n++
+		if h.old == nil || e.seq < h.seq {
+			h.old, h.seq = nc, e.seq
 		}
 	}
-	return old
+	for _, h := range by {
+		if top == nil || h.n > top.n || (h.n == top.n && h.seq < top.seq) {
+			top = h
+		}
+	}
+	if top == nil {
+		return nil
+	}
+	return top.old
 }
 
 // halves returns the connections evicted after their first frame that
@@ -294,6 +379,7 @@ func (g *connGate) closeAll() {
 	clear(g.perSrc)
 	clear(g.perPfx)
 	clear(g.gone)
+	clear(g.rate)
 	g.nRecent = 0
 	g.mu.Unlock()
 	for _, nc := range conns {
@@ -331,24 +417,15 @@ func sourcePrefix(src string) string {
 	return p.String()
 }
 
-// refusals count connections refused before they became sessions, by
-// where; written by the accept and handshake goroutines.
+// refusals count connections refused before they became a session, by
+// where; written by the accept and handshake goroutines, read into the
+// status snapshot (kvp2p_connections_refused_total).
 type refusals struct {
 	gate, tls, frame, identity atomic.Uint64
 }
 
-// Refusals are counts of connections refused before they became a
-// session; for metrics and tests. Garbage on the port is logged at debug
-// only, so these are how an operator sees it.
-type Refusals struct {
-	Gate     uint64 // over max_handshakes or max_handshakes_per_source, or evicted (the oldest) to make room
-	TLS      uint64 // TLS handshake failed (no or untrusted certificate, allow_peers)
-	Frame    uint64 // first frame missing, oversized, malformed or not a Hello or DataAttach
-	Identity uint64 // claimed peer id not covered by the certificate or the source address
-}
-
-// Refused returns the node's refusal counts; safe from any goroutine.
-func (n *Node) Refused() Refusals {
+// connsRefused returns the node's refusal counts; safe from any goroutine.
+func (n *Node) connsRefused() metrics.Refusals {
 	r := &n.refused
-	return Refusals{Gate: r.gate.Load(), TLS: r.tls.Load(), Frame: r.frame.Load(), Identity: r.identity.Load()}
+	return metrics.Refusals{Gate: r.gate.Load(), TLS: r.tls.Load(), Frame: r.frame.Load(), Identity: r.identity.Load()}
 }

@@ -120,6 +120,80 @@ func TestGatePrefixHoldsHalf(t *testing.T) {
 	}
 }
 
+// TestGateEvictsFromTheLargestSource: at a cap shared by several sources,
+// the newcomer evicts the oldest connection of the source holding the
+// most, not the oldest overall, so a reconnect storm evicts its own: a
+// genuine peer's handshake, one connection from a quiet address, stays
+// however many times the flood reopens. A source that completed a
+// handshake lately is evicted only by its own or another such source.
+func TestGateEvictsFromTheLargestSource(t *testing.T) {
+	g := newConnGate(128, 32)
+	for i := range 60 {
+		mustEnter(t, g, from(fmt.Sprintf("127.0.0.%d", 2+i%5)))
+	}
+	victim := from("127.0.0.1") // the oldest of the prefix but one source's one
+	mustEnter(t, g, victim)
+	for i := range 1000 { // the storm: every newcomer evicts (within the rate: 20 a second a source)
+		if r := g.enter(from(fmt.Sprintf("127.0.0.%d", 2+i%5)), gateT0.Add(time.Duration(i)*10*time.Millisecond)); r != gateOK {
+			t.Fatalf("storm connection %d refused (%d)", i, r)
+		}
+	}
+	if victim.closed {
+		t.Fatal("a storm from five addresses evicted the one connection of a quiet address")
+	}
+	// A recent source's connections are safe from strangers even where it
+	// holds the most.
+	g2 := newConnGate(8, 8)
+	known := from("10.0.0.1")
+	g2.handshook(known, gateT0)
+	var mine []*fakeConn
+	for range 4 {
+		c := from("10.0.0.1")
+		mustEnter(t, g2, c)
+		mine = append(mine, c)
+	}
+	for range 4 {
+		mustEnter(t, g2, from("10.0.1.2"))
+	}
+	for i := range 100 {
+		if r := g2.enter(from("10.0.2.3"), gateT0.Add(time.Duration(i)*200*time.Millisecond)); r != gateOK {
+			t.Fatalf("stranger's connection %d refused (%d)", i, r)
+		}
+	}
+	for i, c := range mine {
+		if c.closed {
+			t.Fatalf("a stranger evicted connection %d of a source that completed a handshake", i)
+		}
+	}
+}
+
+// TestGateRateLimitsStrangers: a source that completed no handshake
+// lately enters at most maxPerSource times a second after a burst of
+// twice that; past it a reconnect is refused at the door (no eviction);
+// the bucket refills; a source that completed a handshake is not limited.
+func TestGateRateLimitsStrangers(t *testing.T) {
+	g := newConnGate(1024, 4) // 4 a second, a burst of 8
+	for i := range 8 {
+		if r := g.enter(from("10.0.0.9"), gateT0); r != gateOK {
+			t.Fatalf("entry %d of the burst refused (%d)", i, r)
+		}
+	}
+	g.takeEvicted()
+	if r := g.enter(from("10.0.0.9"), gateT0); r != gateSourceFull || g.takeEvicted() != 0 {
+		t.Fatalf("past the burst: enter %d, want refused without an eviction", r)
+	}
+	if r := g.enter(from("10.0.0.9"), gateT0.Add(250*time.Millisecond)); r != gateOK {
+		t.Fatalf("a quarter second on (one token back): enter %d", r)
+	}
+	known := from("10.0.1.9")
+	g.handshook(known, gateT0)
+	for i := range 100 {
+		if r := g.enter(from("10.0.1.9"), gateT0); r != gateOK {
+			t.Fatalf("a lately handshaken source's entry %d refused (%d)", i, r)
+		}
+	}
+}
+
 // TestGateReservesForRecentSources: sources that never completed a
 // handshake fill at most three quarters of the gate; the last quarter is
 // for sources that completed one lately, which get in without evicting

@@ -2,19 +2,12 @@ package node
 
 import (
 	"fmt"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
-
-// cpuTime is the process's user+system CPU time so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // TestFloodBesideHealthyPeer is finding 4: a peer flooding a producer with
 // lookups (each for a new request) and with fetches nothing backs used to
@@ -33,13 +26,13 @@ func TestFloodBesideHealthyPeer(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("attacker got no session")
 	}
-	heap0, cpu0, t0 := heapInUse(), cpuTime(), time.Now()
+	heap0, cpu0, t0 := heapInUse(), nodetest.CPUTime(), time.Now()
 
 	const lookups, fetches = 60000, 20000
 	flooded := make(chan struct{})
 	go func() {
 		defer close(flooded)
-		k := []wire.Key{testKey("flood", 0)}
+		k := []wire.Key{nodetest.Key("flood", 0)}
 		for i := range lookups {
 			sp.send(sp.ctl, &wire.Lookup{ReqID: fmt.Sprintf("l%d", i), Round: 1, Keys: k})
 		}
@@ -52,9 +45,9 @@ func TestFloodBesideHealthyPeer(t *testing.T) {
 	const loads = 20
 	for i := range loads {
 		kv := fmt.Sprintf("ok%d", i)
-		ks := keysOf(kv, 2)
+		ks := nodetest.Keys(kv, 2)
 		storeBlocks(t, p, kv, ks)
-		if err := c.m.NewRequest("d"+kv, pdParams(t, kv, p)); err != nil {
+		if err := c.m.NewRequest("d"+kv, nodetest.PDParams(t, kv, p.PeerID())); err != nil {
 			t.Fatal(err)
 		}
 		if v := waitVerdict(t, c.m, "d"+kv, ks[0]); v != Hit {
@@ -72,7 +65,7 @@ func TestFloodBesideHealthyPeer(t *testing.T) {
 		t.Fatal("the flood did not go out within 30 s")
 	}
 	<-time.After(200 * time.Millisecond) // the last frames are handled
-	heap1, cpu1 := heapInUse(), cpuTime()
+	heap1, cpu1 := heapInUse(), nodetest.CPUTime()
 	t.Logf("flood of %d lookups + %d fetches: %v wall, %v CPU (whole process), heap %+d KiB",
 		lookups, fetches, time.Since(t0).Round(time.Millisecond), (cpu1 - cpu0).Round(time.Millisecond),
 		(int64(heap1)-int64(heap0))>>10)

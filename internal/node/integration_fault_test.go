@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 )
 
 // TestAbortMidTransfer: the consumer's request finishes while a large load
@@ -20,10 +22,10 @@ func TestAbortMidTransfer(t *testing.T) {
 	// slots are fenced, no other load can get a slot.
 	c := startTN(t, nodeOpt{mut: func(c *Config) { c.Slots = blocks; c.Timers.HeartbeatTimeout = 5 * time.Second }})
 	warm(t, c, p)
-	ks := keysOf("big", blocks)
+	ks := nodetest.Keys("big", blocks)
 	sj := storeBlocks(t, p, "kv1", ks)
-	paused := p.fl.pauseAfter(8 * testBlock)
-	c.m.NewRequest("d1", pdParams(t, "kv1", p))
+	paused := p.fl.pauseAfter(8 * nodetest.BlockBytes)
+	c.m.NewRequest("d1", nodetest.PDParams(t, "kv1", p.PeerID()))
 	lj, _ := c.m.SubmitLoad("d1", ks)
 	waitClosed(t, paused, "the producer's writer blocking mid-transfer")
 
@@ -40,8 +42,8 @@ func TestAbortMidTransfer(t *testing.T) {
 		if st.Filling != blocks {
 			t.Fatalf("slots freed while the producer's writer may still send into them: %+v", st)
 		}
-		c.m.NewRequest("d2", pdParams(t, "kv2", p))
-		j2, _ := c.m.SubmitLoad("d2", keysOf("other", 1))
+		c.m.NewRequest("d2", nodetest.PDParams(t, "kv2", p.PeerID()))
+		j2, _ := c.m.SubmitLoad("d2", nodetest.Keys("other", 1))
 		if r := waitResult(t, c.m, j2, 5*time.Second); r.OK || !strings.Contains(r.Reason, "no destination slot") {
 			t.Fatalf("a load got a slot while the aborted load's were fenced: %+v", r)
 		}
@@ -60,9 +62,9 @@ func TestAbortMidTransfer(t *testing.T) {
 	}
 
 	// The same slots now take a new load, and hold its bytes only.
-	ks3 := keysOf("after", blocks)
+	ks3 := nodetest.Keys("after", blocks)
 	sj3 := storeBlocks(t, p, "kv3", ks3)
-	c.m.NewRequest("d3", pdParams(t, "kv3", p))
+	c.m.NewRequest("d3", nodetest.PDParams(t, "kv3", p.PeerID()))
 	lj3, _ := c.m.SubmitLoad("d3", ks3)
 	if r := waitResult(t, c.m, lj3, 10*time.Second); !r.OK {
 		t.Fatalf("load after the abort: %+v", r)
@@ -84,10 +86,10 @@ func TestCorruptChunkFailsLoad(t *testing.T) {
 	p := startTN(t, nodeOpt{wrap: true})
 	c := startTN(t, nodeOpt{})
 	warm(t, c, p)
-	ks := keysOf("crc", 8)
+	ks := nodetest.Keys("crc", 8)
 	storeBlocks(t, p, "kv1", ks)
 	flipped := p.fl.flipNext()
-	c.m.NewRequest("d1", pdParams(t, "kv1", p))
+	c.m.NewRequest("d1", nodetest.PDParams(t, "kv1", p.PeerID()))
 	lj, _ := c.m.SubmitLoad("d1", ks)
 	r := waitResult(t, c.m, lj, 5*time.Second)
 	waitClosed(t, flipped, "the flip")
@@ -108,7 +110,7 @@ func TestCorruptChunkFailsLoad(t *testing.T) {
 	c.m.RequestFinished("d1")
 	p.m.RequestFinished("p-kv1")
 	storeBlocks(t, p, "kv2", ks)
-	c.m.NewRequest("d2", pdParams(t, "kv2", p))
+	c.m.NewRequest("d2", nodetest.PDParams(t, "kv2", p.PeerID()))
 	if v := waitVerdict(t, c.m, "d2", ks[0]); v != Hit {
 		t.Fatalf("lookup after the corrupt load = %v (session ended: %s)", v, c.logs)
 	}
@@ -126,24 +128,24 @@ func TestLoopbackKilledPeerSymmetric(t *testing.T) {
 	p := startTN(t, nodeOpt{wrap: true})
 	c := startTN(t, nodeOpt{})
 	warm(t, c, p)
-	ks := keysOf("ksym", 16)
+	ks := nodetest.Keys("ksym", 16)
 	for _, k := range ks {
-		if err := p.m.PutBlock(k, testBytes(k)); err != nil {
+		if err := p.m.PutBlock(k, nodetest.Bytes(k)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	c.m.NewRequest("s1", symParams(t, "kv-s1", p))
+	c.m.NewRequest("s1", nodetest.SymParams(t, "kv-s1", p.PeerID()))
 	for i, v := range lookupAll(t, c.m, "s1", ks) {
 		if v != Hit {
 			t.Fatalf("key %d: %v, want HIT", i, v)
 		}
 	}
 	// s2's lookups are registered but not flushed: the step has not ended.
-	c.m.NewRequest("s2", symParams(t, "kv-s2", p))
+	c.m.NewRequest("s2", nodetest.SymParams(t, "kv-s2", p.PeerID()))
 	if v := c.m.Lookup("s2", ks[0]); v != Retry {
 		t.Fatalf("s2 lookup = %v, want RETRY", v)
 	}
-	paused := p.fl.pauseAfter(4 * testBlock)
+	paused := p.fl.pauseAfter(4 * nodetest.BlockBytes)
 	lj, _ := c.m.SubmitLoad("s1", ks)
 	waitClosed(t, paused, "the load streaming")
 	killed := time.Now()
@@ -191,10 +193,10 @@ func TestSilentDataPath(t *testing.T) {
 			p := startTN(t, nodeOpt{wrap: true, mut: mut})
 			c := startTN(t, nodeOpt{mut: mut})
 			warm(t, c, p)
-			ks := keysOf("silent", 4)
+			ks := nodetest.Keys("silent", 4)
 			storeBlocks(t, p, "kv1", ks)
 			p.fl.blackhole(true)
-			c.m.NewRequest("d1", pdParams(t, "kv1", p))
+			c.m.NewRequest("d1", nodetest.PDParams(t, "kv1", p.PeerID()))
 			start := time.Now()
 			lj, _ := c.m.SubmitLoad("d1", ks)
 			r := waitResult(t, c.m, lj, tt.within)
@@ -278,15 +280,15 @@ func TestShutdownWithLoadsInFlight(t *testing.T) {
 			stores := map[uint64]bool{}
 			for i := range reqs {
 				kv := fmt.Sprintf("kv%d", i)
-				ks := keysOf(kv, blocks)
+				ks := nodetest.Keys(kv, blocks)
 				stores[storeBlocks(t, p, kv, ks)] = true
 				keys[uint64(i)] = ks
 			}
-			paused := p.fl.pauseAfter(5 * testBlock)
+			paused := p.fl.pauseAfter(5 * nodetest.BlockBytes)
 			loads := map[uint64][]Key{}
 			for i := range reqs {
 				kv := fmt.Sprintf("kv%d", i)
-				c.m.NewRequest("d"+kv, pdParams(t, kv, p))
+				c.m.NewRequest("d"+kv, nodetest.PDParams(t, kv, p.PeerID()))
 				j, _ := c.m.SubmitLoad("d"+kv, keys[uint64(i)])
 				loads[j] = keys[uint64(i)]
 			}
@@ -357,7 +359,7 @@ func TestShutdownWithLoadsInFlight(t *testing.T) {
 					} else {
 						got, ok = c.m.ReadBlock(k)
 					}
-					if !ok || !bytes.Equal(got, testBytes(k)) {
+					if !ok || !bytes.Equal(got, nodetest.Bytes(k)) {
 						t.Fatalf("job %d reported OK but block %x is missing or wrong", r.Job, k[:4])
 					}
 				}

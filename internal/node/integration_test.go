@@ -3,13 +3,14 @@ package node
 import (
 	"bytes"
 	"fmt"
-	"github.com/kvp2p/kvp2p/internal/logtest"
 	"log/slog"
 	"net"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvp2p/kvp2p/internal/logtest"
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 )
 
 // Loopback integration tests: real nodes on 127.0.0.1. This file holds
@@ -46,13 +47,13 @@ func startTN(t testing.TB, o nodeOpt) *tnode {
 	}
 	logs := &logBuf{}
 	cfg := Config{
-		PeerID: ln.Addr().String(), BlockBytes: testBlock, Slots: 128, HashSeed: "s",
+		PeerID: ln.Addr().String(), BlockBytes: nodetest.BlockBytes, Slots: 128, HashSeed: "s",
 		Log: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	if o.mut != nil {
 		o.mut(&cfg)
 	}
-	n, err := NewNode(cfg)
+	n, err := New(cfg)
 	if err != nil {
 		ln.Close()
 		t.Fatal(err)
@@ -80,37 +81,6 @@ func startTN(t testing.TB, o nodeOpt) *tnode {
 	return tn
 }
 
-func pdParams(t testing.TB, kv string, src *tnode) TransferParams {
-	host, port := splitPeer(t, src.PeerID())
-	return TransferParams{RemotePrefiller: &Remote{KVRequestID: kv, RemoteHost: host, RemotePort: port}}
-}
-
-func symParams(t testing.TB, kv string, src *tnode) TransferParams {
-	host, port := splitPeer(t, src.PeerID())
-	return TransferParams{RemoteKVSource: &Remote{KVRequestID: kv, RemoteHost: host, RemotePort: port}}
-}
-
-func splitPeer(t testing.TB, id string) (string, int) {
-	t.Helper()
-	h, p, err := net.SplitHostPort(id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	port, err := strconv.Atoi(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h, port
-}
-
-func keysOf(prefix string, n int) []Key {
-	ks := make([]Key, n)
-	for i := range ks {
-		ks[i] = testKey(prefix, i)
-	}
-	return ks
-}
-
 // warm opens a ready session from c to p: a PD request's lookup is HIT
 // exactly when its session is ready. A lookup that falls back (MISS) is
 // retried with a fresh request id.
@@ -119,10 +89,10 @@ func warm(t *testing.T, c, p *tnode) {
 	deadline := time.Now().Add(5 * time.Second)
 	for i := 0; ; i++ {
 		id := fmt.Sprintf("warm-%d", i)
-		if err := c.m.NewRequest(id, pdParams(t, id, p)); err != nil {
+		if err := c.m.NewRequest(id, nodetest.PDParams(t, id, p.PeerID())); err != nil {
 			t.Fatal(err)
 		}
-		v := waitVerdict(t, c.m, id, testKey("warm", 0))
+		v := waitVerdict(t, c.m, id, nodetest.Key("warm", 0))
 		c.m.RequestFinished(id)
 		if v == Hit {
 			return
@@ -138,7 +108,7 @@ func warm(t *testing.T, c, p *tnode) {
 func storeBlocks(t *testing.T, p *tnode, kv string, keys []Key) uint64 {
 	t.Helper()
 	for _, k := range keys {
-		if err := p.m.PutBlock(k, testBytes(k)); err != nil {
+		if err := p.m.PutBlock(k, nodetest.Bytes(k)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -154,12 +124,45 @@ func storeBlocks(t *testing.T, p *tnode, kv string, keys []Key) uint64 {
 }
 
 // checkBlocks fails unless every key reads back with its test bytes.
+// pdLoad has c look up ks[0] for request req, a PD load of kv from p
+// that p stored already, until HIT, then load ks; the load must succeed.
+func pdLoad(t *testing.T, c, p *tnode, req, kv string, ks []Key) {
+	t.Helper()
+	if err := c.m.NewRequest(req, nodetest.PDParams(t, kv, p.PeerID())); err != nil {
+		t.Fatal(err)
+	}
+	if v := waitVerdict(t, c.m, req, ks[0]); v != Hit {
+		t.Fatalf("lookup = %v, want HIT", v)
+	}
+	j, _ := c.m.SubmitLoad(req, ks)
+	if r := waitResult(t, c.m, j, 5*time.Second); !r.OK {
+		t.Fatalf("load: %+v", r)
+	}
+}
+
+// storeAndLoad has p store ks as kv and c load them for request req (PD,
+// over a warm session); the store and the load must both succeed.
+func storeAndLoad(t *testing.T, c, p *tnode, req, kv string, ks []Key) {
+	t.Helper()
+	sj := storeBlocks(t, p, kv, ks)
+	if err := c.m.NewRequest(req, nodetest.PDParams(t, kv, p.PeerID())); err != nil {
+		t.Fatal(err)
+	}
+	lj, _ := c.m.SubmitLoad(req, ks)
+	if r := waitResult(t, c.m, lj, 5*time.Second); !r.OK {
+		t.Fatalf("load: %+v", r)
+	}
+	if r := waitResult(t, p.m, sj, 5*time.Second); !r.OK {
+		t.Fatalf("store: %+v", r)
+	}
+}
+
 func checkBlocks(t *testing.T, m *Manager, keys []Key) {
 	t.Helper()
 	for _, k := range keys {
 		got, ok := m.ReadBlock(k)
-		if !ok || !bytes.Equal(got, testBytes(k)) {
-			t.Fatalf("block %x: present %v, intact %v", k[:4], ok, ok && bytes.Equal(got, testBytes(k)))
+		if !ok || !bytes.Equal(got, nodetest.Bytes(k)) {
+			t.Fatalf("block %x: present %v, intact %v", k[:4], ok, ok && bytes.Equal(got, nodetest.Bytes(k)))
 		}
 	}
 }
@@ -215,15 +218,15 @@ func TestHandshakeMismatchFallsBack(t *testing.T) {
 		mut  func(*Config)
 	}{
 		{"hash seed", func(c *Config) { c.HashSeed = "other" }},
-		{"block size", func(c *Config) { c.BlockBytes = testBlock / 2 }},
+		{"block size", func(c *Config) { c.BlockBytes = nodetest.BlockBytes / 2 }},
 		{"fingerprint", func(c *Config) { c.Fingerprint = "llama-8b/bf16/32x8" }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p := startTN(t, nodeOpt{mut: func(c *Config) { c.Fingerprint = "llama-8b/fp8/32x8" }})
 			c := startTN(t, nodeOpt{mut: tt.mut})
-			ks := keysOf("mm", 2)
+			ks := nodetest.Keys("mm", 2)
 			storeBlocks(t, p, "kv1", ks)
-			if err := c.m.NewRequest("d1", pdParams(t, "kv1", p)); err != nil {
+			if err := c.m.NewRequest("d1", nodetest.PDParams(t, "kv1", p.PeerID())); err != nil {
 				t.Fatal(err)
 			}
 			if v := waitVerdict(t, c.m, "d1", ks[0]); v != Miss {
@@ -251,16 +254,8 @@ func TestEmptyFingerprintIsCompatible(t *testing.T) {
 			p := startTN(t, nodeOpt{mut: func(c *Config) { c.Fingerprint = fp[0] }})
 			c := startTN(t, nodeOpt{mut: func(c *Config) { c.Fingerprint = fp[1] }})
 			warm(t, c, p)
-			ks := keysOf("fp", 3)
-			sj := storeBlocks(t, p, "kv1", ks)
-			c.m.NewRequest("d1", pdParams(t, "kv1", p))
-			lj, _ := c.m.SubmitLoad("d1", ks)
-			if r := waitResult(t, c.m, lj, 5*time.Second); !r.OK {
-				t.Fatalf("load: %+v", r)
-			}
-			if r := waitResult(t, p.m, sj, 5*time.Second); !r.OK {
-				t.Fatalf("store: %+v", r)
-			}
+			ks := nodetest.Keys("fp", 3)
+			storeAndLoad(t, c, p, "d1", "kv1", ks)
 			checkBlocks(t, c.m, ks)
 			if strings.Contains(c.logs.String(), "incompatible") {
 				t.Fatalf("consumer logged an incompatibility:\n%s", c.logs)
@@ -278,12 +273,12 @@ func TestPDBothOrders(t *testing.T) {
 			p := startTN(t, nodeOpt{})
 			c := startTN(t, nodeOpt{})
 			warm(t, c, p)
-			ks := keysOf(order, 8)
+			ks := nodetest.Keys(order, 8)
 			var sj, lj uint64
 			if order == "prefiller first" {
 				sj = storeBlocks(t, p, "kv1", ks)
 			}
-			if err := c.m.NewRequest("d1", pdParams(t, "kv1", p)); err != nil {
+			if err := c.m.NewRequest("d1", nodetest.PDParams(t, "kv1", p.PeerID())); err != nil {
 				t.Fatal(err)
 			}
 			if v := c.m.Lookup("d1", ks[0]); v != Hit {
@@ -298,7 +293,7 @@ func TestPDBothOrders(t *testing.T) {
 				}
 				sj = storeBlocks(t, p, "kv1", ks)
 			}
-			if r := waitResult(t, c.m, lj, 5*time.Second); !r.OK || r.Bytes != uint64(len(ks)*testBlock) {
+			if r := waitResult(t, c.m, lj, 5*time.Second); !r.OK || r.Bytes != uint64(len(ks)*nodetest.BlockBytes) {
 				t.Fatalf("load: %+v", r)
 			}
 			if r := waitResult(t, p.m, sj, 5*time.Second); !r.OK {
@@ -344,14 +339,14 @@ func TestSymmetricLookupThenLoad(t *testing.T) {
 	p := startTN(t, nodeOpt{})
 	c := startTN(t, nodeOpt{})
 	warm(t, c, p)
-	held := keysOf("sym", 4)
+	held := nodetest.Keys("sym", 4)
 	for _, k := range held {
-		if err := p.m.PutBlock(k, testBytes(k)); err != nil {
+		if err := p.m.PutBlock(k, nodetest.Bytes(k)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	ks := append(append([]Key{}, held...), testKey("absent", 0), testKey("absent", 1))
-	if err := c.m.NewRequest("s1", symParams(t, "kv-s1", p)); err != nil {
+	ks := append(append([]Key{}, held...), nodetest.Key("absent", 0), nodetest.Key("absent", 1))
+	if err := c.m.NewRequest("s1", nodetest.SymParams(t, "kv-s1", p.PeerID())); err != nil {
 		t.Fatal(err)
 	}
 	if v := c.m.Lookup("s1", ks[0]); v != Retry {
@@ -372,7 +367,7 @@ func TestSymmetricLookupThenLoad(t *testing.T) {
 		}
 	}
 	lj, _ := c.m.SubmitLoad("s1", hits)
-	if r := waitResult(t, c.m, lj, 5*time.Second); !r.OK || r.Bytes != uint64(len(hits)*testBlock) {
+	if r := waitResult(t, c.m, lj, 5*time.Second); !r.OK || r.Bytes != uint64(len(hits)*nodetest.BlockBytes) {
 		t.Fatalf("load: %+v", r)
 	}
 	checkBlocks(t, c.m, hits)

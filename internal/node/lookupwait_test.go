@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 )
 
 // TestLookupWait: a waiter parked on a RETRY verdict gets HIT once the
@@ -16,11 +18,11 @@ func TestLookupWait(t *testing.T) {
 	p := startTN(t, nodeOpt{})
 	c := startTN(t, nodeOpt{})
 	warm(t, c, p)
-	k := testKey("wait", 0)
-	if err := p.m.PutBlock(k, testBytes(k)); err != nil {
+	k := nodetest.Key("wait", 0)
+	if err := p.m.PutBlock(k, nodetest.Bytes(k)); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.m.NewRequest("w1", symParams(t, "kv-w1", p)); err != nil {
+	if err := c.m.NewRequest("w1", nodetest.SymParams(t, "kv-w1", p.PeerID())); err != nil {
 		t.Fatal(err)
 	}
 	if v := c.m.Lookup("w1", k); v != Retry {
@@ -87,14 +89,14 @@ func TestLookupBurstBatches(t *testing.T) {
 	c := startTN(t, nodeOpt{mut: big})
 	warm(t, c, p)
 	const burst = 1000
-	k := testKey("burst", 0)
-	if err := p.m.PutBlock(k, testBytes(k)[:4096]); err != nil {
+	k := nodetest.Key("burst", 0)
+	if err := p.m.PutBlock(k, nodetest.Bytes(k)[:4096]); err != nil {
 		t.Fatal(err)
 	}
 	ids := make([]string, burst)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("b%d", i)
-		if err := c.m.NewRequest(ids[i], symParams(t, "kv-"+ids[i], p)); err != nil {
+		if err := c.m.NewRequest(ids[i], nodetest.SymParams(t, "kv-"+ids[i], p.PeerID())); err != nil {
 			t.Fatal(err)
 		}
 		if v := c.m.Lookup(ids[i], k); v != Retry {

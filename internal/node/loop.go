@@ -153,7 +153,10 @@ func (n *Node) handle(ev event) {
 			return
 		}
 		n.obs.received(now, ev.id, ev.msg)
-		if m, ok := ev.msg.(*wire.Summary); ok {
+		switch m := ev.msg.(type) {
+		case *wire.Hello:
+			n.noteRank(m.PeerID)
+		case *wire.Summary:
 			n.findReceive(now, ev.id, m) // the node's, not the session's
 			return
 		}
@@ -237,6 +240,7 @@ func (n *Node) admit(now time.Time, ctl evAccepted, h *wire.Hello, data pendingD
 		return
 	}
 	n.startData(c, data.nc, data.rd)
+	n.noteRank(h.PeerID)
 	n.tb.Receive(now, id, n.helloIn(h))
 }
 

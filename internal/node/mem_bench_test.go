@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/proccpu"
 )
 
@@ -113,10 +114,10 @@ func openSession(tb testing.TB, c, p *tnode) {
 	deadline := time.Now().Add(10 * time.Second)
 	for i := 0; ; i++ {
 		id := fmt.Sprintf("mem-%d", i)
-		if err := c.m.NewRequest(id, pdParams(tb, id, p)); err != nil {
+		if err := c.m.NewRequest(id, nodetest.PDParams(tb, id, p.PeerID())); err != nil {
 			tb.Fatal(err)
 		}
-		v := c.m.Lookup(id, testKey("mem", 0))
+		v := c.m.Lookup(id, nodetest.Key("mem", 0))
 		c.m.RequestFinished(id)
 		if v == Hit {
 			return
@@ -135,11 +136,11 @@ func lookupBurst(tb testing.TB, c, p *tnode, n int) {
 	id := "burst"
 	// A symmetric request: its lookups ask the peer (a PD request's are
 	// answered HIT locally once its session is ready).
-	if err := c.m.NewRequest(id, symParams(tb, id, p)); err != nil {
+	if err := c.m.NewRequest(id, nodetest.SymParams(tb, id, p.PeerID())); err != nil {
 		tb.Fatal(err)
 	}
 	for k := range n {
-		c.m.Lookup(id, testKey("burst", k))
+		c.m.Lookup(id, nodetest.Key("burst", k))
 	}
 	c.m.EndStep()
 	c.m.RequestFinished(id)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kvp2p/kvp2p/internal/metrics"
 	"github.com/kvp2p/kvp2p/internal/metrics/prom"
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/status"
 )
 
@@ -135,9 +136,9 @@ func TestMetricsLoadThenPeerCrash(t *testing.T) {
 	}
 
 	warm(t, c, p)
-	ks := keysOf("m", 3)
+	ks := nodetest.Keys("m", 3)
 	storeBlocks(t, p, "kv1", ks)
-	c.m.NewRequest("d1", pdParams(t, "kv1", p))
+	c.m.NewRequest("d1", nodetest.PDParams(t, "kv1", p.PeerID()))
 	if v := waitVerdict(t, c.m, "d1", ks[0]); v != Hit {
 		t.Fatalf("lookup = %v", v)
 	}
@@ -153,18 +154,18 @@ func TestMetricsLoadThenPeerCrash(t *testing.T) {
 		"kvp2p_transfer_time_seconds_count":          1,
 		"kvp2p_fetch_rtt_seconds_count":              1,
 		"kvp2p_transfer_blocks_sum":                  3,
-		`kvp2p_transfer_bytes_total{direction="in"}`: 3 * testBlock,
+		`kvp2p_transfer_bytes_total{direction="in"}`: 3 * nodetest.BlockBytes,
 		"kvp2p_load_failures_total":                  0,
 	})
 
 	// A symmetric request asks the producer: 3 keys held, 2 not.
-	c.m.NewRequest("s1", symParams(t, "kv-s1", p))
+	c.m.NewRequest("s1", nodetest.SymParams(t, "kv-s1", p.PeerID()))
 	for _, k := range ks {
-		if err := p.m.PutBlock(k, testBytes(k)); err != nil {
+		if err := p.m.PutBlock(k, nodetest.Bytes(k)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	lookupAll(t, c.m, "s1", append(append([]Key{}, ks...), keysOf("absent", 2)...))
+	lookupAll(t, c.m, "s1", append(append([]Key{}, ks...), nodetest.Keys("absent", 2)...))
 	c.m.RequestFinished("s1")
 	m = scrape(t, addr)
 	wantSamples(t, m, map[string]float64{"kvp2p_lookup_hits_total": 3, "kvp2p_lookup_misses_total": 2})
@@ -174,11 +175,11 @@ func TestMetricsLoadThenPeerCrash(t *testing.T) {
 
 	// The fault: a load waits on the producer (nothing stored yet), which
 	// then crashes.
-	c.m.NewRequest("d2", pdParams(t, "kv2", p))
+	c.m.NewRequest("d2", nodetest.PDParams(t, "kv2", p.PeerID()))
 	if v := waitVerdict(t, c.m, "d2", ks[0]); v != Hit {
 		t.Fatalf("lookup = %v", v)
 	}
-	lj, _ = c.m.SubmitLoad("d2", keysOf("m2", 2))
+	lj, _ = c.m.SubmitLoad("d2", nodetest.Keys("m2", 2))
 	s := waitSnapshot(t, addr, func(s *metrics.Snapshot) bool { return len(s.Loads) == 1 })
 	if l := s.Loads[0]; l.Job != lj || l.Peer != p.PeerID() || l.Blocks != 2 || l.ReqID != "d2" {
 		t.Fatalf("load in flight = %+v, want job %d to %s, 2 blocks", l, lj, p.PeerID())
@@ -277,8 +278,8 @@ func TestMetricsPartialPodFailure(t *testing.T) {
 
 	// A request to the silent rank now: its domain is suspect, so the
 	// lookup waits for the rank to prove its data path, then falls back.
-	c.m.NewRequest("late", pdParams(t, "kv-late", r1))
-	if v := waitVerdict(t, c.m, "late", testKey("late", 0)); v != Miss {
+	c.m.NewRequest("late", nodetest.PDParams(t, "kv-late", r1.PeerID()))
+	if v := waitVerdict(t, c.m, "late", nodetest.Key("late", 0)); v != Miss {
 		t.Fatalf("lookup to the silent rank = %v, want MISS", v)
 	}
 	m = scrape(t, addr)
@@ -327,14 +328,14 @@ func TestMetricsTimeouts(t *testing.T) {
 	paddr, caddr := serveStatus(t, p.Node), serveStatus(t, c.Node)
 	warm(t, c, p)
 
-	storeBlocks(t, p, "kv-orphan", keysOf("orphan", 2)) // no decoder ever fetches it
+	storeBlocks(t, p, "kv-orphan", nodetest.Keys("orphan", 2)) // no decoder ever fetches it
 	waitMetric(t, paddr, "kvp2p_unbound_store_timeouts_total", eq(1))
 	wantSamples(t, scrape(t, paddr), map[string]float64{"kvp2p_store_failures_total": 1})
 
-	ks := keysOf("timeout", 2)
+	ks := nodetest.Keys("timeout", 2)
 	storeBlocks(t, p, "kv1", ks)
 	p.fl.blackhole(true)
-	c.m.NewRequest("d1", pdParams(t, "kv1", p))
+	c.m.NewRequest("d1", nodetest.PDParams(t, "kv1", p.PeerID()))
 	lj, _ := c.m.SubmitLoad("d1", ks)
 	if r := waitResult(t, c.m, lj, 5*time.Second); r.OK {
 		t.Fatalf("load over a silent data path succeeded: %+v", r)

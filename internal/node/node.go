@@ -38,9 +38,9 @@ type Node struct {
 	tb     *loads.Table
 	dpCfg  datapath.Config
 	lim    wire.Limits
-	sc     Sidecar   // an engine sidecar's hooks (internal/sidecar); nil: the node's own arena
-	find   *finder   // summaries (find.go); nil unless Config.Find.Enabled
-	obs    *observer // counts for metrics and status; owned by the loop
+	sc     EngineHooks // an engine sidecar's hooks (internal/sidecar); nil: the node's own arena
+	find   *finder     // summaries (find.go); nil unless Config.Find.Enabled
+	obs    *observer   // counts for metrics and status; owned by the loop
 
 	// testDialHeld, when set (tests only), runs in a dial goroutine right
 	// after its connect returned: a goroutine starved of CPU.
@@ -89,6 +89,7 @@ type Node struct {
 	tls      *identity.Creds // nil: plain TCP
 	gate     *connGate       // accepted connections that are not a session yet
 	refused  refusals        // connections refused before they became sessions
+	ranks    rankHosts       // hosts with ranks in view (trust.go); the loop's
 	refusing bool            // RefuseHandshakes: every Hello is refused as incompatible
 
 	finalMu sync.Mutex // serializes PollFinished after the loop exited
@@ -147,21 +148,21 @@ type evData struct {
 	ev datapath.Event
 }
 
-// NewNode validates cfg and builds a node with its own arena; Serve runs
+// New validates cfg and builds a node with its own arena; Serve runs
 // it. An engine sidecar's node is built by the sidecar (NewWithSidecar).
-func NewNode(cfg Config) (*Node, error) { return newNode(cfg, nil) }
+func New(cfg Config) (*Node, error) { return newNode(cfg, nil) }
 
 // NewWithSidecar validates cfg and builds a node whose slots are sc's (an
 // engine's region): the store only indexes them, and peers' lookups of
 // keys it does not hold go to sc (loads.Resolver).
-func NewWithSidecar(cfg Config, sc Sidecar) (*Node, error) {
+func NewWithSidecar(cfg Config, sc EngineHooks) (*Node, error) {
 	if sc == nil {
 		return nil, errors.New("kvp2p: NewWithSidecar without a sidecar")
 	}
 	return newNode(cfg, sc)
 }
 
-func newNode(cfg Config, sc Sidecar) (*Node, error) {
+func newNode(cfg Config, sc EngineHooks) (*Node, error) {
 	mem := physicalMemory()
 	if sc != nil {
 		mem = 0 // the engine's region is the engine's memory (ValidateWithSidecar)

@@ -3,6 +3,8 @@ package node
 import (
 	"testing"
 	"time"
+
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 )
 
 // TestLoopbackKilledPeerFallsBack: a PD load to a producer that dies
@@ -12,9 +14,9 @@ func TestLoopbackKilledPeerFallsBack(t *testing.T) {
 	p := startNode(t, nil)
 	c := startNode(t, nil)
 	cm := c.Manager()
-	host, port := hostPort(t, p.PeerID())
+	host, port := nodetest.SplitPeer(t, p.PeerID())
 	params := TransferParams{RemotePrefiller: &Remote{KVRequestID: "kv1", RemoteHost: host, RemotePort: port}}
-	ks := []Key{testKey("k", 0), testKey("k", 1)}
+	ks := []Key{nodetest.Key("k", 0), nodetest.Key("k", 1)}
 	deadline := time.Now().Add(5 * time.Second)
 	for cm.NewRequest("d1", params); cm.Lookup("d1", ks[0]) != Hit; cm.NewRequest("d1", params) {
 		cm.RequestFinished("d1")
@@ -39,16 +41,5 @@ func TestLoopbackKilledPeerFallsBack(t *testing.T) {
 		t.Fatalf("lookup after the failure = %v, want MISS", v)
 	}
 	cm.RequestFinished("d1")
-	waitFor(t, func() bool { st, err := cm.Stats(); return err == nil && st.Filling == 0 && st.Pinned == 0 })
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached")
-		}
-		<-time.After(5 * time.Millisecond)
-	}
+	nodetest.WaitFor(t, func() bool { st, err := cm.Stats(); return err == nil && st.Filling == 0 && st.Pinned == 0 })
 }

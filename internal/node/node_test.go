@@ -3,68 +3,25 @@ package node
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"fmt"
-	"net"
-	"strconv"
 	"testing"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-const testBlock = 64 << 10
-
-func testKey(p string, i int) Key {
-	h := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", p, i)))
-	var k Key
-	copy(k[:], h[:])
-	return k
-}
-
-func testBytes(k Key) []byte {
-	b := make([]byte, testBlock)
-	for i := range b {
-		b[i] = k[i%len(k)] + byte(i/7)
-	}
-	return b
-}
-
 // startNode runs a node on a fresh loopback port and stops it at cleanup.
 func startNode(t *testing.T, mut func(*Config)) *Node {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := Config{PeerID: ln.Addr().String(), BlockBytes: testBlock, Slots: 64, HashSeed: "s"}
-	if mut != nil {
-		mut(&cfg)
-	}
-	n, err := NewNode(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- n.Serve(ln) }()
-	t.Cleanup(func() {
-		n.Close()
-		if err := <-served; err != nil {
-			t.Errorf("serve: %v", err)
+	return nodetest.Start(t, func(id string) (*Node, error) {
+		cfg := Config{PeerID: id, BlockBytes: nodetest.BlockBytes, Slots: 64, HashSeed: "s"}
+		if mut != nil {
+			mut(&cfg)
 		}
+		return New(cfg)
 	})
-	return n
-}
-
-func hostPort(t *testing.T, id string) (string, int) {
-	h, p, err := net.SplitHostPort(id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	port, _ := strconv.Atoi(p)
-	return h, port
 }
 
 // waitResult polls the manager until job finishes or the deadline passes.
@@ -104,9 +61,9 @@ func TestLoopbackPD(t *testing.T) {
 	p := startNode(t, nil)
 	c := startNode(t, nil)
 	pm, cm := p.Manager(), c.Manager()
-	ks := []Key{testKey("a", 0), testKey("a", 1), testKey("a", 2)}
+	ks := []Key{nodetest.Key("a", 0), nodetest.Key("a", 1), nodetest.Key("a", 2)}
 	for _, k := range ks {
-		if err := pm.PutBlock(k, testBytes(k)); err != nil {
+		if err := pm.PutBlock(k, nodetest.Bytes(k)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -114,7 +71,7 @@ func TestLoopbackPD(t *testing.T) {
 		t.Fatal(err)
 	}
 	sj, _ := pm.SubmitStore("p1", ks)
-	host, port := hostPort(t, p.PeerID())
+	host, port := nodetest.SplitPeer(t, p.PeerID())
 	if err := cm.NewRequest("d1", TransferParams{RemotePrefiller: &Remote{KVRequestID: "kv1", RemoteHost: host, RemotePort: port}}); err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +98,7 @@ func TestLoopbackPD(t *testing.T) {
 	}
 	for _, k := range ks {
 		got, ok := cm.ReadBlock(k)
-		if !ok || !bytes.Equal(got, testBytes(k)) {
+		if !ok || !bytes.Equal(got, nodetest.Bytes(k)) {
 			t.Fatalf("block %x not loaded intact", k[:4])
 		}
 	}

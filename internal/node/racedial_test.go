@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 )
 
 // lateConn holds its first Read for delay: the accepting node reads the
@@ -51,9 +53,9 @@ func TestSlowHelloLoads(t *testing.T) {
 		}
 	}})
 	c := startTN(t, nodeOpt{})
-	held := keysOf("slow", 2)
+	held := nodetest.Keys("slow", 2)
 	for _, k := range held {
-		if err := p.m.PutBlock(k, testBytes(k)); err != nil {
+		if err := p.m.PutBlock(k, nodetest.Bytes(k)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -69,7 +71,7 @@ func TestSlowHelloLoads(t *testing.T) {
 	for next := start; time.Since(start) < 3*time.Second || pending(reqs, func(r *req) bool { return r.verdict == Retry }); {
 		if now := time.Now(); now.After(next) && now.Sub(start) < 3*time.Second {
 			r := &req{id: fmt.Sprintf("r%d", len(reqs))}
-			if err := c.m.NewRequest(r.id, pdParams(t, r.id, p)); err != nil {
+			if err := c.m.NewRequest(r.id, nodetest.PDParams(t, r.id, p.PeerID())); err != nil {
 				t.Fatal(err)
 			}
 			reqs = append(reqs, r)
@@ -77,7 +79,7 @@ func TestSlowHelloLoads(t *testing.T) {
 		}
 		for _, r := range reqs {
 			if r.verdict == Retry {
-				if r.verdict = c.m.Lookup(r.id, testKey("w", 0)); r.verdict != Retry {
+				if r.verdict = c.m.Lookup(r.id, nodetest.Key("w", 0)); r.verdict != Retry {
 					c.m.RequestFinished(r.id)
 				}
 			}
@@ -102,7 +104,7 @@ func TestSlowHelloLoads(t *testing.T) {
 	}
 
 	// The session they hit carries a load.
-	if err := c.m.NewRequest("s1", symParams(t, "kv-s1", p)); err != nil {
+	if err := c.m.NewRequest("s1", nodetest.SymParams(t, "kv-s1", p.PeerID())); err != nil {
 		t.Fatal(err)
 	}
 	for i, v := range lookupAll(t, c.m, "s1", held) {
@@ -111,7 +113,7 @@ func TestSlowHelloLoads(t *testing.T) {
 		}
 	}
 	lj, _ := c.m.SubmitLoad("s1", held)
-	if r := waitResult(t, c.m, lj, 5*time.Second); !r.OK || r.Bytes != uint64(len(held)*testBlock) {
+	if r := waitResult(t, c.m, lj, 5*time.Second); !r.OK || r.Bytes != uint64(len(held)*nodetest.BlockBytes) {
 		t.Fatalf("load: %+v", r)
 	}
 	checkBlocks(t, c.m, held)

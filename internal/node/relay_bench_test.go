@@ -15,7 +15,7 @@ func newRelayRig(b *testing.B) *loadRig {
 	first := newLoadRig(b)
 	first.load(b) // the relay (first.c) now holds every block, loaded
 	mut := func(cfg *Config) {
-		cfg.BlockBytes, cfg.Slots = benchBlockBytes, max(len(first.keys), 16)
+		cfg.BlockBytes, cfg.Slots = rawbench.BlockBytes, max(len(first.keys), 16)
 		cfg.Log = nil
 	}
 	d := startTN(b, nodeOpt{mut: mut})
@@ -26,7 +26,7 @@ func newRelayRig(b *testing.B) *loadRig {
 // BenchmarkRelayVsRaw is BenchmarkLoadVsRaw with the producer serving
 // blocks a load filled (newRelayRig).
 func BenchmarkRelayVsRaw(b *testing.B) {
-	lr, rr := newRelayRig(b), rawbench.NewRaw(b, benchLoadBytes, benchBlockBytes)
-	rawbench.Interleave(b, benchLoadBytes, "kvp2p", lr.load, "raw", rr.Copy, "x_raw")
+	lr, rr := newRelayRig(b), rawbench.NewRaw(b, rawbench.LoadBytes, rawbench.BlockBytes)
+	rawbench.Interleave(b, rawbench.LoadBytes, "kvp2p", lr.load, "raw", rr.Copy, "x_raw")
 	lr.check(b)
 }

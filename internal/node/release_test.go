@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 	"weak"
+
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 )
 
 // TestStoppedNodeFreedByOneGC checks that a node that served a load and
@@ -42,7 +44,7 @@ func servePairAndStop(t *testing.T) ([2]weak.Pointer[Node], [2]weak.Pointer[byte
 		if err != nil {
 			t.Fatal(err)
 		}
-		n, err := NewNode(Config{PeerID: ln.Addr().String(), BlockBytes: testBlock, Slots: 64, HashSeed: "s"})
+		n, err := New(Config{PeerID: ln.Addr().String(), BlockBytes: nodetest.BlockBytes, Slots: 64, HashSeed: "s"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,9 +53,9 @@ func servePairAndStop(t *testing.T) ([2]weak.Pointer[Node], [2]weak.Pointer[byte
 	}
 	p, c := ns[0], ns[1]
 	pm, cm := p.Manager(), c.Manager()
-	ks := []Key{testKey("gc", 0), testKey("gc", 1)}
+	ks := []Key{nodetest.Key("gc", 0), nodetest.Key("gc", 1)}
 	for _, k := range ks {
-		if err := pm.PutBlock(k, testBytes(k)); err != nil {
+		if err := pm.PutBlock(k, nodetest.Bytes(k)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -61,7 +63,7 @@ func servePairAndStop(t *testing.T) ([2]weak.Pointer[Node], [2]weak.Pointer[byte
 		t.Fatal(err)
 	}
 	sj, _ := pm.SubmitStore("p", ks)
-	host, port := hostPort(t, p.PeerID())
+	host, port := nodetest.SplitPeer(t, p.PeerID())
 	from := &Remote{KVRequestID: "kv", RemoteHost: host, RemotePort: port}
 	// per-peer answers MISS while the handshake is pending, and a request
 	// that missed stays missed: a fresh id per try.

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
@@ -129,7 +130,7 @@ func TestHelloOnlyConnectionsDoNotTakePeerSlots(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, func() bool { return p.gate.len() == 8 })
+	nodetest.WaitFor(t, func() bool { return p.gate.len() == 8 })
 	c := startTN(t, nodeOpt{})
 	warm(t, c, p)
 }
@@ -143,7 +144,7 @@ func TestShutdownWithSilentConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := NewNode(Config{PeerID: ln.Addr().String(), BlockBytes: testBlock, Slots: 8, Policy: "per-peer",
+	n, err := New(Config{PeerID: ln.Addr().String(), BlockBytes: nodetest.BlockBytes, Slots: 8, Policy: "per-peer",
 		Timers: Timers{HandshakeTimeout: 30 * time.Second, ShutdownDrain: 500 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +155,7 @@ func TestShutdownWithSilentConnection(t *testing.T) {
 	if _, err := nc.Write([]byte{0, 0}); err != nil { // half a header: the reader waits
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return n.gate.len() == 1 })
+	nodetest.WaitFor(t, func() bool { return n.gate.len() == 1 })
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -229,7 +230,7 @@ func TestAcceptStopsForGood(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := NewNode(Config{PeerID: ln.Addr().String(), BlockBytes: testBlock, Slots: 8})
+	n, err := New(Config{PeerID: ln.Addr().String(), BlockBytes: nodetest.BlockBytes, Slots: 8})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvp2p/kvp2p/internal/testpki"
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
@@ -19,7 +19,7 @@ import (
 // hand. security_bounds_test.go holds the resource bounds.
 
 // forged is what the attacker's blocks hold: right size, right CRC.
-func forged() []byte { return bytes.Repeat([]byte{0xEE}, testBlock) }
+func forged() []byte { return bytes.Repeat([]byte{0xEE}, nodetest.BlockBytes) }
 
 // spoofer pretends to be peer claim towards target: it opens a control and
 // a data connection (over TLS if tc is set), answers the handshake and
@@ -30,6 +30,7 @@ type spoofer struct {
 	ended     chan struct{} // the control connection ended
 	fetches   atomic.Int32  // fetches served with forged blocks
 	answers   atomic.Int32  // lookup answers received
+	hits      atomic.Int64  // keys those answers said HIT
 	mu        sync.Mutex    // one writer at a time
 }
 
@@ -53,8 +54,20 @@ func startSpoofer(t *testing.T, target, claim string, tc *tls.Config) *spoofer {
 // startSpooferAs is startSpoofer claiming incarnation inc.
 func startSpooferAs(t *testing.T, target, claim string, inc uint64, tc *tls.Config) *spoofer {
 	t.Helper()
+	return startSpooferFrom(t, target, claim, inc, tc, "")
+}
+
+// startSpooferFrom is startSpooferAs dialing from the local address
+// local (empty: any), so that a claim of another loopback host passes
+// the source check.
+func startSpooferFrom(t *testing.T, target, claim string, inc uint64, tc *tls.Config, local string) *spoofer {
+	t.Helper()
+	var d net.Dialer
+	if local != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(local)}
+	}
 	dial := func() net.Conn {
-		nc, err := net.Dial("tcp", target)
+		nc, err := d.Dial("tcp", target)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,6 +100,11 @@ func startSpooferAs(t *testing.T, target, claim string, inc uint64, tc *tls.Conf
 				send(s.ctl, &wire.Pong{Seq: m.Seq})
 			case *wire.LookupResp:
 				s.answers.Add(1)
+				for _, h := range m.Hits {
+					if h {
+						s.hits.Add(1)
+					}
+				}
 			case *wire.Fetch:
 				if len(m.Keys) == 0 {
 					continue
@@ -97,7 +115,7 @@ func startSpooferAs(t *testing.T, target, claim string, inc uint64, tc *tls.Conf
 					out = wire.AppendChunkHeader(out, &wire.Chunk{Job: m.Job, Block: uint32(i), Len: uint32(len(p)), CRC: wire.CRC32C(p)})
 					out = append(out, p...)
 				}
-				n := uint64(len(m.Keys) * testBlock)
+				n := uint64(len(m.Keys) * nodetest.BlockBytes)
 				out, _ = wire.Append(out, &wire.Done{Job: m.Job, Bytes: n})
 				s.mu.Lock()
 				s.data.Write(out)
@@ -111,27 +129,13 @@ func startSpooferAs(t *testing.T, target, claim string, inc uint64, tc *tls.Conf
 }
 
 // tlsFleet is a test CA and the TLS config of nodes on 127.0.0.1.
-type tlsFleet struct {
-	ca  *testpki.CA
-	dir string
-	n   int // files written
-}
+type tlsFleet struct{ *nodetest.TLSFleet }
 
-func newTLSFleet(t testing.TB) *tlsFleet {
-	ca, err := testpki.NewCA("kvp2p test CA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &tlsFleet{ca: ca, dir: t.TempDir()}
-}
+func newTLSFleet(t testing.TB) *tlsFleet { return &tlsFleet{nodetest.NewTLSFleet(t)} }
 
 // node returns a TLS config for a node whose certificate names names.
 func (f *tlsFleet) node(t testing.TB, names ...string) TLSConfig {
-	f.n++
-	fs, err := f.ca.WriteFiles(f.dir, fmt.Sprint("node", f.n), names...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fs := f.Files(t, names...)
 	return TLSConfig{CertFile: fs.Cert, KeyFile: fs.Key, CAFile: fs.CA}
 }
 
@@ -145,10 +149,10 @@ func (f *tlsFleet) rank(t testing.TB) func(*Config) {
 // no client certificate) that trusts the fleet's CA.
 func (f *tlsFleet) client(t *testing.T, names ...string) *tls.Config {
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(f.ca.PEM)
+	pool.AppendCertsFromPEM(f.CA.PEM)
 	c := &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS13}
 	if len(names) > 0 {
-		l, err := f.ca.Issue(names...)
+		l, err := f.CA.Issue(names...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -201,18 +205,9 @@ func TestSpoofedHelloForgesBlocks(t *testing.T) {
 				t.Fatal("the spoofer got neither an answer nor a refusal")
 			}
 
-			ks := keysOf("forge", 2)
+			ks := nodetest.Keys("forge", 2)
 			storeBlocks(t, p, "kv1", ks)
-			if err := c.m.NewRequest("d1", pdParams(t, "kv1", p)); err != nil {
-				t.Fatal(err)
-			}
-			if v := waitVerdict(t, c.m, "d1", ks[0]); v != Hit {
-				t.Fatalf("lookup = %v, want HIT", v)
-			}
-			j, _ := c.m.SubmitLoad("d1", ks)
-			if r := waitResult(t, c.m, j, 5*time.Second); !r.OK {
-				t.Fatalf("load: %+v", r)
-			}
+			pdLoad(t, c, p, "d1", "kv1", ks)
 			got, ok := c.m.ReadBlock(ks[0])
 			if !ok {
 				t.Fatal("loaded block missing")
@@ -253,9 +248,9 @@ func TestSpoofedHelloForgesBlocks(t *testing.T) {
 // writes succeed during the storm.
 func TestPinStormSparesTheEngine(t *testing.T) {
 	p := startTN(t, nodeOpt{mut: func(c *Config) { c.Slots = 16 }})
-	ks := keysOf("storm", 16)
+	ks := nodetest.Keys("storm", 16)
 	for _, k := range ks {
-		if err := p.m.PutBlock(k, testBytes(k)); err != nil {
+		if err := p.m.PutBlock(k, nodetest.Bytes(k)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -269,7 +264,7 @@ func TestPinStormSparesTheEngine(t *testing.T) {
 	for i := range rounds {
 		sp.send(sp.ctl, &wire.Lookup{ReqID: fmt.Sprintf("storm-%d", i), Round: 1, Keys: ks})
 	}
-	waitFor(t, func() bool { return sp.answers.Load() == rounds })
+	nodetest.WaitFor(t, func() bool { return sp.answers.Load() == rounds })
 	st, err := p.m.Stats()
 	if err != nil {
 		t.Fatal(err)
@@ -277,8 +272,8 @@ func TestPinStormSparesTheEngine(t *testing.T) {
 	if st.Pinned > 8 {
 		t.Fatalf("peers pinned %d of 16 slots, want at most half", st.Pinned)
 	}
-	for i, k := range keysOf("engine", 8) {
-		if err := p.m.PutBlock(k, testBytes(k)); err != nil {
+	for i, k := range nodetest.Keys("engine", 8) {
+		if err := p.m.PutBlock(k, nodetest.Bytes(k)); err != nil {
 			t.Fatalf("the engine's write %d failed during a pin storm: %v", i, err)
 		}
 	}

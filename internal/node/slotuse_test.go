@@ -3,6 +3,8 @@ package node
 import (
 	"testing"
 	"time"
+
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 )
 
 // A slot reserved for no load, and a pin taken for nobody, are what a
@@ -18,8 +20,8 @@ func TestSlotUseCountsDroppedRelease(t *testing.T) {
 	if u != (SlotUse{}) {
 		t.Fatalf("fresh node: %+v, want nothing held", u)
 	}
-	k := testKey("put", 0)
-	if err := m.PutBlock(k, testBytes(k)); err != nil {
+	k := nodetest.Key("put", 0)
+	if err := m.PutBlock(k, nodetest.Bytes(k)); err != nil {
 		t.Fatal(err)
 	}
 	if u, _ = m.SlotUse(); u.InUse() != 0 || u.Orphans() != 0 {
@@ -28,7 +30,7 @@ func TestSlotUseCountsDroppedRelease(t *testing.T) {
 
 	// The dropped release: a load's slot reserved, its job gone.
 	var rerr error
-	if err := m.do(func(time.Time) { _, rerr = n.st.Reserve(testKey("leak", 0)) }); err != nil || rerr != nil {
+	if err := m.do(func(time.Time) { _, rerr = n.st.Reserve(nodetest.Key("leak", 0)) }); err != nil || rerr != nil {
 		t.Fatalf("reserve: %v %v", err, rerr)
 	}
 	if u, _ = m.SlotUse(); u.Filling != 1 || u.LoadSlots != 0 || u.Orphans() != 1 {

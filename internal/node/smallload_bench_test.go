@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/percentile"
 )
 
@@ -21,7 +22,7 @@ func BenchmarkSmallLoad(b *testing.B) {
 			name = "wait"
 		}
 		b.Run(name, func(b *testing.B) {
-			keys := keysOf("small", 1)
+			keys := nodetest.Keys("small", 1)
 			p, c := benchPair(b, keys)
 			var lat []float64        // µs
 			for i := range b.N + 1 { // the first one untimed
@@ -29,11 +30,11 @@ func BenchmarkSmallLoad(b *testing.B) {
 				start := time.Now()
 				p.m.NewRequest("p"+kv, TransferParams{RemoteDecoder: &Remote{KVRequestID: kv}})
 				sj, _ := p.m.SubmitStore("p"+kv, keys)
-				c.m.NewRequest("d"+kv, pdParams(b, kv, p))
+				c.m.NewRequest("d"+kv, nodetest.PDParams(b, kv, p.PeerID()))
 				lj, _ := c.m.SubmitLoad("d"+kv, keys)
 				var r JobResult
 				if wait {
-					r = waitJob(b, c.m, lj)
+					r = nodetest.WaitJob(b, c.m, lj)
 				} else {
 					r = pollJob(b, c.m, lj)
 				}
@@ -43,7 +44,7 @@ func BenchmarkSmallLoad(b *testing.B) {
 				if i > 0 {
 					lat = append(lat, float64(time.Since(start).Nanoseconds())/1e3)
 				}
-				waitJob(b, p.m, sj)
+				nodetest.WaitJob(b, p.m, sj)
 				c.m.RequestFinished("d" + kv)
 				p.m.RequestFinished("p" + kv)
 			}

@@ -51,6 +51,7 @@ func (n *Node) snapshot(now time.Time) *Snapshot {
 	s.Counters.ProbesFailed, s.Counters.Ejections = v.Policy.ProbesFailed, v.Policy.Ejections
 	r := n.tb.Replacements()
 	s.Counters.SessionReplacements, s.Counters.TakeoversRefused = r.Replaced, r.Refused
+	s.Counters.ConnsRefused = n.connsRefused()
 
 	// Domains as the policy sees them; peers with sessions the policy does
 	// not know (per-peer keeps no state) go in their own.
@@ -116,6 +117,15 @@ func (n *Node) snapshot(now time.Time) *Snapshot {
 		s.Domains = append(s.Domains, *d)
 	}
 	slices.SortFunc(s.Domains, func(a, b metrics.Domain) int { return cmp.Compare(a.Name, b.Name) })
+	ids := []string{n.cfg.PeerID}
+	for _, d := range s.Domains {
+		for _, p := range d.Peers {
+			ids = append(ids, p.ID)
+		}
+	}
+	s.Node.Identity = n.identityMode()
+	s.Node.SharedHosts = sharedHosts(ids)
+	s.Node.Exposure = sameHostExposure(s.Node.Identity, s.Node.SharedHosts)
 
 	for _, j := range v.Jobs {
 		if j.Kind != loads.JobLoad {

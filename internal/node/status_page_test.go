@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/metrics"
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 )
 
 // chromium finds Debian's headless browser. Without one the page test
@@ -68,15 +69,15 @@ func TestStatusPageInChromium(t *testing.T) {
 	}
 	// Loads wait on their producers (nothing stored yet): one to the rank
 	// that will go silent, one to the healthy pod.
-	c.m.NewRequest("req-a", pdParams(t, "kv-a", r1))
-	c.m.NewRequest("req-b", pdParams(t, "kv-b", b0))
+	c.m.NewRequest("req-a", nodetest.PDParams(t, "kv-a", r1.PeerID()))
+	c.m.NewRequest("req-b", nodetest.PDParams(t, "kv-b", b0.PeerID()))
 	for _, id := range []string{"req-a", "req-b"} {
-		if v := waitVerdict(t, c.m, id, testKey("page", 0)); v != Hit {
+		if v := waitVerdict(t, c.m, id, nodetest.Key("page", 0)); v != Hit {
 			t.Fatalf("%s: lookup %v", id, v)
 		}
 	}
-	la, _ := c.m.SubmitLoad("req-a", keysOf("page-a", 4))
-	lb, _ := c.m.SubmitLoad("req-b", keysOf("page-b", 8))
+	la, _ := c.m.SubmitLoad("req-a", nodetest.Keys("page-a", 4))
+	lb, _ := c.m.SubmitLoad("req-b", nodetest.Keys("page-b", 8))
 	r1.fl.blackhole(true)
 	r0.Close()
 	if r := waitResult(t, c.m, la, 5*time.Second); r.OK {

@@ -1,10 +1,11 @@
 package node
 
 import (
-	"github.com/kvp2p/kvp2p/internal/crc32c"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 )
 
 // TestBlockChangedAfterPutFailsLoad: Put takes a block's CRC32Cs and loads
@@ -20,7 +21,7 @@ func TestBlockChangedAfterPutFailsLoad(t *testing.T) {
 	p := startTN(t, nodeOpt{mut: small})
 	c := startTN(t, nodeOpt{mut: small})
 	warm(t, c, p)
-	ks := keysOf("rot", 8)
+	ks := nodetest.Keys("rot", 8)
 	storeBlocks(t, p, "kv1", ks)
 	// Change one byte in the third chunk of block 5, in the producer's store.
 	if err := p.m.do(func(time.Time) {
@@ -36,7 +37,7 @@ func TestBlockChangedAfterPutFailsLoad(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	c.m.NewRequest("d1", pdParams(t, "kv1", p))
+	c.m.NewRequest("d1", nodetest.PDParams(t, "kv1", p.PeerID()))
 	lj, _ := c.m.SubmitLoad("d1", ks)
 	if r := waitResult(t, c.m, lj, 5*time.Second); r.OK {
 		t.Fatalf("load of a block changed after Put reported OK: %+v", r)
@@ -51,7 +52,7 @@ func TestBlockChangedAfterPutFailsLoad(t *testing.T) {
 
 	// Put again: new bytes, new sums; the load is intact.
 	storeBlocks(t, p, "kv2", ks)
-	c.m.NewRequest("d2", pdParams(t, "kv2", p))
+	c.m.NewRequest("d2", nodetest.PDParams(t, "kv2", p.PeerID()))
 	if v := waitVerdict(t, c.m, "d2", ks[0]); v != Hit {
 		t.Fatalf("lookup after the corrupt load = %v", v)
 	}
@@ -75,9 +76,9 @@ func TestLoadedBlockKeepsSums(t *testing.T) {
 	c := startTN(t, nodeOpt{mut: small})
 	warm(t, b, a)
 	warm(t, c, b)
-	ks := keysOf("hop", 4)
+	ks := nodetest.Keys("hop", 4)
 	storeBlocks(t, a, "kv1", ks)
-	b.m.NewRequest("d1", pdParams(t, "kv1", a))
+	b.m.NewRequest("d1", nodetest.PDParams(t, "kv1", a.PeerID()))
 	lj, _ := b.m.SubmitLoad("d1", ks)
 	if r := waitResult(t, b.m, lj, 5*time.Second); !r.OK {
 		t.Fatalf("first hop: %+v", r)
@@ -95,7 +96,7 @@ func TestLoadedBlockKeepsSums(t *testing.T) {
 				return
 			}
 			got := b.st.Sums(sl)
-			if want := pieceSums(b.st.Bytes(sl), 16<<10); !slices.Equal(got, want) {
+			if want := nodetest.PieceSums(b.st.Bytes(sl), 16<<10); !slices.Equal(got, want) {
 				t.Errorf("block %d: kept sums %x, want %x", i, got, want)
 			}
 		}
@@ -114,19 +115,10 @@ func TestLoadedBlockKeepsSums(t *testing.T) {
 	if _, err := b.m.SubmitStore("p-kv2", ks); err != nil {
 		t.Fatal(err)
 	}
-	c.m.NewRequest("d2", pdParams(t, "kv2", b))
+	c.m.NewRequest("d2", nodetest.PDParams(t, "kv2", b.PeerID()))
 	lj2, _ := c.m.SubmitLoad("d2", ks)
 	if r := waitResult(t, c.m, lj2, 5*time.Second); r.OK {
 		t.Fatalf("second hop of a block changed after its load reported OK: %+v", r)
 	}
 	waitLog(t, c, "corrupt chunk")
-}
-
-// pieceSums is the CRC32C of each piece of p.
-func pieceSums(p []byte, piece int) []uint32 {
-	var s []uint32
-	for off := 0; off < len(p); off += piece {
-		s = append(s, crc32c.Checksum(p[off:min(off+piece, len(p))]))
-	}
-	return s
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
@@ -16,16 +17,8 @@ func TestTLSFleetLoads(t *testing.T) {
 	p := startTN(t, nodeOpt{mut: f.rank(t)})
 	c := startTN(t, nodeOpt{mut: f.rank(t)})
 	warm(t, c, p)
-	ks := keysOf("tls", 4)
-	sj := storeBlocks(t, p, "kv1", ks)
-	c.m.NewRequest("d1", pdParams(t, "kv1", p))
-	lj, _ := c.m.SubmitLoad("d1", ks)
-	if r := waitResult(t, c.m, lj, 5*time.Second); !r.OK {
-		t.Fatalf("load: %+v", r)
-	}
-	if r := waitResult(t, p.m, sj, 5*time.Second); !r.OK {
-		t.Fatalf("store: %+v", r)
-	}
+	ks := nodetest.Keys("tls", 4)
+	storeAndLoad(t, c, p, "d1", "kv1", ks)
 	checkBlocks(t, c.m, ks)
 	c.m.RequestFinished("d1")
 }
@@ -39,10 +32,10 @@ func TestTLSAllowList(t *testing.T) {
 		c.TLS.AllowPeers = "spiffe://test/kvp2p/*"
 	}})
 	c := startTN(t, nodeOpt{mut: func(c *Config) { c.TLS = f.node(t, "127.0.0.1", RankURI(c.PeerID), "spiffe://test/other/consumer") }})
-	if err := c.m.NewRequest("d1", pdParams(t, "kv1", p)); err != nil {
+	if err := c.m.NewRequest("d1", nodetest.PDParams(t, "kv1", p.PeerID())); err != nil {
 		t.Fatal(err)
 	}
-	if v := waitVerdict(t, c.m, "d1", testKey("a", 0)); v != Miss {
+	if v := waitVerdict(t, c.m, "d1", nodetest.Key("a", 0)); v != Miss {
 		t.Fatalf("lookup = %v, want MISS (no session)", v)
 	}
 	waitLog(t, p, "not in allow_peers")
@@ -56,10 +49,10 @@ func TestTLSReloadOnSIGHUP(t *testing.T) {
 	p := startTN(t, nodeOpt{mut: f.rank(t)})
 	bad := other.node(t, "127.0.0.1")
 	c := startTN(t, nodeOpt{mut: func(c *Config) { c.TLS = bad }})
-	if err := c.m.NewRequest("d0", pdParams(t, "kv0", p)); err != nil {
+	if err := c.m.NewRequest("d0", nodetest.PDParams(t, "kv0", p.PeerID())); err != nil {
 		t.Fatal(err)
 	}
-	if v := waitVerdict(t, c.m, "d0", testKey("a", 0)); v != Miss {
+	if v := waitVerdict(t, c.m, "d0", nodetest.Key("a", 0)); v != Miss {
 		t.Fatalf("lookup = %v, want MISS (untrusted certificate)", v)
 	}
 	c.m.RequestFinished("d0")
@@ -92,7 +85,7 @@ func TestTLSConfigValidation(t *testing.T) {
 			t.Errorf("%+v: accepted", c)
 		}
 	}
-	if _, err := NewNode(Config{PeerID: "127.0.0.1:1", TLS: TLSConfig{CertFile: "/nonexistent", KeyFile: "/x", CAFile: "/y"}}); err == nil {
+	if _, err := New(Config{PeerID: "127.0.0.1:1", TLS: TLSConfig{CertFile: "/nonexistent", KeyFile: "/x", CAFile: "/y"}}); err == nil {
 		t.Error("missing files accepted")
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 )
 
 // TestWaitFinished: a waiter blocked with nothing settled gets a load's
@@ -15,9 +17,9 @@ func TestWaitFinished(t *testing.T) {
 	p := startTN(t, nodeOpt{})
 	c := startTN(t, nodeOpt{})
 	warm(t, c, p)
-	keys := keysOf("waitfin", 4)
+	keys := nodetest.Keys("waitfin", 4)
 	for _, k := range keys {
-		if err := p.m.PutBlock(k, testBytes(k)); err != nil {
+		if err := p.m.PutBlock(k, nodetest.Bytes(k)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -33,7 +35,7 @@ func TestWaitFinished(t *testing.T) {
 
 	// A PD load: the waiter parks before the producer has the store, so
 	// only the load's end can wake it.
-	if err := c.m.NewRequest("d1", pdParams(t, "kv1", p)); err != nil {
+	if err := c.m.NewRequest("d1", nodetest.PDParams(t, "kv1", p.PeerID())); err != nil {
 		t.Fatal(err)
 	}
 	lj, err := c.m.SubmitLoad("d1", keys)
@@ -57,17 +59,17 @@ func TestWaitFinished(t *testing.T) {
 		t.Fatalf("producer's WaitFinished = %+v, want store job %d OK", r, sj)
 	}
 	for _, k := range keys {
-		if b, ok := c.m.ReadBlock(k); !ok || string(b) != string(testBytes(k)) {
+		if b, ok := c.m.ReadBlock(k); !ok || string(b) != string(nodetest.Bytes(k)) {
 			t.Fatalf("block %x not loaded intact", k[:4])
 		}
 	}
 
 	// A load that cannot end (its producer never stores) is cut short by
 	// Close: the waiter gets its failed result.
-	if err := c.m.NewRequest("d2", pdParams(t, "kv2", p)); err != nil {
+	if err := c.m.NewRequest("d2", nodetest.PDParams(t, "kv2", p.PeerID())); err != nil {
 		t.Fatal(err)
 	}
-	lj2, err := c.m.SubmitLoad("d2", keysOf("waitfin-none", 1))
+	lj2, err := c.m.SubmitLoad("d2", nodetest.Keys("waitfin-none", 1))
 	if err != nil {
 		t.Fatal(err)
 	}

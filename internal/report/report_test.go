@@ -9,27 +9,10 @@ import (
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/scenario"
+	"github.com/kvp2p/kvp2p/internal/scenario/scenariotest"
 )
 
 const s = time.Second
-
-func fleet(faults ...scenario.Fault) *scenario.Scenario {
-	return &scenario.Scenario{
-		Name: "t", Duration: 40 * s, Seed: 1,
-		Pods: []scenario.Pod{{Name: "a", Host: "h1", Ranks: 4, BasePort: 7777}, {Name: "d", Host: "h2", Ranks: 1, BasePort: 7777}},
-		Workload: scenario.Workload{Mode: scenario.ModePD, Rate: 1, Blocks: 1, BlockBytes: 1, Sources: []string{"a"},
-			Consumers: []string{"d"}, Stop: 40 * s},
-		Faults: faults,
-	}
-}
-
-func f(at time.Duration, k scenario.FaultKind, target string) scenario.Fault {
-	t, err := scenario.ParseTarget(target)
-	if err != nil {
-		panic(err)
-	}
-	return scenario.Fault{At: at, Kind: k, Target: t}
-}
 
 func TestWindows(t *testing.T) {
 	for _, tc := range []struct {
@@ -38,23 +21,23 @@ func TestWindows(t *testing.T) {
 		want   []Window
 	}{
 		{"none", nil, nil},
-		{"crash forever", []scenario.Fault{f(10*s, scenario.Crash, "a/1")}, []Window{{"a/1", scenario.Crash, 10 * s, -1}}},
-		{"instants", []scenario.Fault{f(5*s, scenario.CloseControl, "a/0"), f(6*s, scenario.Restart, "a/2")},
+		{"crash forever", []scenario.Fault{scenariotest.Fault(10*s, scenario.Crash, "a/1")}, []Window{{"a/1", scenario.Crash, 10 * s, -1}}},
+		{"instants", []scenario.Fault{scenariotest.Fault(5*s, scenario.CloseControl, "a/0"), scenariotest.Fault(6*s, scenario.Restart, "a/2")},
 			[]Window{{"a/0", scenario.CloseControl, 5 * s, 5 * s}, {"a/2", scenario.Restart, 6 * s, 6 * s}}},
-		{"non-faults ignored", []scenario.Fault{f(1*s, scenario.Slow, "a/0"), f(2*s, scenario.Delay, "a/0"), f(3*s, scenario.GoodbyeIdle, "a/0"), f(4*s, scenario.Heal, "a/0")}, nil},
-		{"range and star heal", []scenario.Fault{f(10*s, scenario.BlackholeData, "a/1-2"), f(25*s, scenario.Heal, "a/*")},
+		{"non-faults ignored", []scenario.Fault{scenariotest.Fault(1*s, scenario.Slow, "a/0"), scenariotest.Fault(2*s, scenario.Delay, "a/0"), scenariotest.Fault(3*s, scenario.GoodbyeIdle, "a/0"), scenariotest.Fault(4*s, scenario.Heal, "a/0")}, nil},
+		{"range and star heal", []scenario.Fault{scenariotest.Fault(10*s, scenario.BlackholeData, "a/1-2"), scenariotest.Fault(25*s, scenario.Heal, "a/*")},
 			[]Window{{"a/1", scenario.BlackholeData, 10 * s, 25 * s}, {"a/2", scenario.BlackholeData, 10 * s, 25 * s}}},
-		{"partial heal", []scenario.Fault{f(10*s, scenario.Stall, "a/0-1"), f(12*s, scenario.Heal, "a/1")},
+		{"partial heal", []scenario.Fault{scenariotest.Fault(10*s, scenario.Stall, "a/0-1"), scenariotest.Fault(12*s, scenario.Heal, "a/1")},
 			[]Window{{"a/0", scenario.Stall, 10 * s, -1}, {"a/1", scenario.Stall, 10 * s, 12 * s}}},
-		{"heal ends every open window", []scenario.Fault{f(1*s, scenario.Blackhole, "a/0"), f(2*s, scenario.RefuseHandshake, "a/0"), f(3*s, scenario.Heal, "a/0")},
+		{"heal ends every open window", []scenario.Fault{scenariotest.Fault(1*s, scenario.Blackhole, "a/0"), scenariotest.Fault(2*s, scenario.RefuseHandshake, "a/0"), scenariotest.Fault(3*s, scenario.Heal, "a/0")},
 			[]Window{{"a/0", scenario.Blackhole, 1 * s, 3 * s}, {"a/0", scenario.RefuseHandshake, 2 * s, 3 * s}}},
-		{"flap", []scenario.Fault{f(1*s, scenario.BlackholeData, "a/3"), f(2*s, scenario.Heal, "a/3"), f(3*s, scenario.BlackholeData, "a/3")},
+		{"flap", []scenario.Fault{scenariotest.Fault(1*s, scenario.BlackholeData, "a/3"), scenariotest.Fault(2*s, scenario.Heal, "a/3"), scenariotest.Fault(3*s, scenario.BlackholeData, "a/3")},
 			[]Window{{"a/3", scenario.BlackholeData, 1 * s, 2 * s}, {"a/3", scenario.BlackholeData, 3 * s, -1}}},
-		{"heal does not end a later fault", []scenario.Fault{f(1*s, scenario.Crash, "a/0"), f(2*s, scenario.Heal, "a/0"), f(2*s, scenario.Restart, "a/0")},
+		{"heal does not end a later fault", []scenario.Fault{scenariotest.Fault(1*s, scenario.Crash, "a/0"), scenariotest.Fault(2*s, scenario.Heal, "a/0"), scenariotest.Fault(2*s, scenario.Restart, "a/0")},
 			[]Window{{"a/0", scenario.Crash, 1 * s, 2 * s}, {"a/0", scenario.Restart, 2 * s, 2 * s}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := Windows(fleet(tc.faults...)); !slices.Equal(got, tc.want) {
+			if got := Windows(scenariotest.Fleet(tc.faults...)); !slices.Equal(got, tc.want) {
 				t.Errorf("Windows =\n %v\nwant\n %v", got, tc.want)
 			}
 		})
@@ -67,7 +50,7 @@ func req(src string, arrived, resolved time.Duration, o Outcome) Request {
 
 func TestComputeOneRequest(t *testing.T) {
 	ms := func(v float64) float64 { return v }
-	blackhole := []scenario.Fault{f(10*s, scenario.BlackholeData, "a/1"), f(20*s, scenario.Heal, "a/1")}
+	blackhole := []scenario.Fault{scenariotest.Fault(10*s, scenario.BlackholeData, "a/1"), scenariotest.Fault(20*s, scenario.Heal, "a/1")}
 	for _, tc := range []oneCase{
 		{"hit, healthy", nil, req("a/1", 1*s, 2*s, Hit), false, false, -1},
 		{"fallback, healthy: false", nil, req("a/1", 1*s, 2*s, Fallback), false, true, -1},
@@ -80,20 +63,20 @@ func TestComputeOneRequest(t *testing.T) {
 		{"arrives after the heal: false", blackhole, req("a/1", 20*s+1, 21*s, Fallback), false, true, -1},
 		{"another rank's fault: false", blackhole, req("a/2", 12*s, 13*s, Fallback), false, true, -1},
 		{"affected hit", blackhole, req("a/1", 9*s, 11*s, Hit), true, false, -1},
-		{"instant inside life", []scenario.Fault{f(10*s, scenario.CloseControl, "a/1")}, req("a/1", 9*s, 10*s+5*time.Millisecond, Fallback), true, false, ms(5)},
-		{"instant at arrival", []scenario.Fault{f(10*s, scenario.Restart, "a/1")}, req("a/1", 10*s, 10*s+5*time.Millisecond, Fallback), true, false, ms(5)},
-		{"instant before arrival: false", []scenario.Fault{f(10*s, scenario.Restart, "a/1")}, req("a/1", 10*s+1, 11*s, Fallback), false, true, -1},
-		{"instant after resolution: false", []scenario.Fault{f(10*s, scenario.CloseControl, "a/1")}, req("a/1", 9*s, 10*s-1, Fallback), false, true, -1},
-		{"stuck lives to the end: censored at the end", []scenario.Fault{f(39*s, scenario.Crash, "a/1")}, req("a/1", 1*s, 0, Stuck), true, false, ms(1000)},
+		{"instant inside life", []scenario.Fault{scenariotest.Fault(10*s, scenario.CloseControl, "a/1")}, req("a/1", 9*s, 10*s+5*time.Millisecond, Fallback), true, false, ms(5)},
+		{"instant at arrival", []scenario.Fault{scenariotest.Fault(10*s, scenario.Restart, "a/1")}, req("a/1", 10*s, 10*s+5*time.Millisecond, Fallback), true, false, ms(5)},
+		{"instant before arrival: false", []scenario.Fault{scenariotest.Fault(10*s, scenario.Restart, "a/1")}, req("a/1", 10*s+1, 11*s, Fallback), false, true, -1},
+		{"instant after resolution: false", []scenario.Fault{scenariotest.Fault(10*s, scenario.CloseControl, "a/1")}, req("a/1", 9*s, 10*s-1, Fallback), false, true, -1},
+		{"stuck lives to the end: censored at the end", []scenario.Fault{scenariotest.Fault(39*s, scenario.Crash, "a/1")}, req("a/1", 1*s, 0, Stuck), true, false, ms(1000)},
 		{"stuck, healthy: not a ttf", nil, req("a/1", 1*s, 0, Stuck), false, false, -1},
-		{"slow is not a fault", []scenario.Fault{f(1*s, scenario.Slow, "a/1"), f(9*s, scenario.Heal, "a/1")}, req("a/1", 2*s, 3*s, Fallback), false, true, -1},
-		{"earliest window gives the TTF", []scenario.Fault{f(10*s, scenario.Stall, "a/1"), f(12*s, scenario.Heal, "a/1"), f(14*s, scenario.Crash, "a/1")},
+		{"slow is not a fault", []scenario.Fault{scenariotest.Fault(1*s, scenario.Slow, "a/1"), scenariotest.Fault(9*s, scenario.Heal, "a/1")}, req("a/1", 2*s, 3*s, Fallback), false, true, -1},
+		{"earliest window gives the TTF", []scenario.Fault{scenariotest.Fault(10*s, scenario.Stall, "a/1"), scenariotest.Fault(12*s, scenario.Heal, "a/1"), scenariotest.Fault(14*s, scenario.Crash, "a/1")},
 			req("a/1", 8*s, 15*s, Fallback), true, false, ms(5000)},
-		{"later window when the first healed before arrival", []scenario.Fault{f(10*s, scenario.Stall, "a/1"), f(12*s, scenario.Heal, "a/1"), f(14*s, scenario.Crash, "a/1")},
+		{"later window when the first healed before arrival", []scenario.Fault{scenariotest.Fault(10*s, scenario.Stall, "a/1"), scenariotest.Fault(12*s, scenario.Heal, "a/1"), scenariotest.Fault(14*s, scenario.Crash, "a/1")},
 			req("a/1", 13*s, 15*s, Fallback), true, false, ms(1000)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sc := fleet(tc.faults...)
+			sc := scenariotest.Fleet(tc.faults...)
 			rep := Compute(sc, "p", []Request{tc.r}, 0)
 			checkOne(t, rep, tc.r, tc.affected, tc.falseFB, tc.ttf)
 			if tc.r.Outcome == Hit {
@@ -110,7 +93,7 @@ func TestComputeOneRequest(t *testing.T) {
 }
 
 func TestComputeTotals(t *testing.T) {
-	sc := fleet(f(10*s, scenario.Crash, "a/0"))
+	sc := scenariotest.Fleet(scenariotest.Fault(10*s, scenario.Crash, "a/0"))
 	var reqs []Request
 	// 100 affected fallbacks with TTF 1..100 ms.
 	for i := 1; i <= 100; i++ {
@@ -143,7 +126,7 @@ func TestComputeTotals(t *testing.T) {
 // falls on one of them and is marked; a resolved sample equal to a
 // censored one is the one a percentile takes.
 func TestComputeCensoredP99(t *testing.T) {
-	sc := fleet(f(10*s, scenario.BlackholeData, "a/0"))
+	sc := scenariotest.Fleet(scenariotest.Fault(10*s, scenario.BlackholeData, "a/0"))
 	var reqs []Request
 	for i := 1; i <= 98; i++ {
 		reqs = append(reqs, req("a/0", 10*s, 10*s+time.Duration(i)*time.Millisecond, Fallback))
@@ -163,7 +146,7 @@ func TestComputeCensoredP99(t *testing.T) {
 // TestComputeCollateral: tth_domain_ms takes the hits whose source shares
 // a named domain with another rank that had a fault while they were alive.
 func TestComputeCollateral(t *testing.T) {
-	sc := fleet(f(10*s, scenario.Crash, "a/1"))
+	sc := scenariotest.Fleet(scenariotest.Fault(10*s, scenario.Crash, "a/1"))
 	sc.Pods[0].Domain = "pod-a"
 	reqs := []Request{
 		req("a/2", 9*s, 9*s+300*time.Millisecond, Hit),  // before the fault: not collateral
@@ -324,7 +307,7 @@ func TestNarrowTableAndLegend(t *testing.T) {
 // deliberate_fallbacks, never in false_fallbacks; one that a fault
 // overlapped still counts its time to fallback.
 func TestComputeDeliberate(t *testing.T) {
-	sc := fleet(f(10*s, scenario.Crash, "a/0"))
+	sc := scenariotest.Fleet(scenariotest.Fault(10*s, scenario.Crash, "a/0"))
 	deliberate := func(r Request) Request { r.Deliberate = true; return r }
 	reqs := []Request{
 		deliberate(req("a/1", 1*s, 2*s, Fallback)),                       // healthy source: not false
@@ -351,7 +334,7 @@ func TestComputeDeliberate(t *testing.T) {
 // does not touch it.
 func TestComputeConsumerFault(t *testing.T) {
 	ms := func(v float64) float64 { return v }
-	stall := []scenario.Fault{f(10*s, scenario.Stall, "d/0"), f(13*s, scenario.Heal, "d/0")}
+	stall := []scenario.Fault{scenariotest.Fault(10*s, scenario.Stall, "d/0"), scenariotest.Fault(13*s, scenario.Heal, "d/0")}
 	on := func(cons string, r Request) Request { r.Consumer = cons; return r }
 	for _, tc := range []oneCase{
 		{"consumer stalled in its life: affected", stall, on("d/0", req("a/1", 9*s, 13*s+40*time.Millisecond, Fallback)), true, false, ms(3040)},
@@ -361,15 +344,15 @@ func TestComputeConsumerFault(t *testing.T) {
 		{"resolved before its consumer's fault: false", stall, on("d/0", req("a/1", 8*s, 10*s-1, Fallback)), false, true, -1},
 		{"another consumer's fault: false", stall, on("d/1", req("a/1", 9*s, 12*s, Fallback)), false, true, -1},
 		{"no consumer recorded: the source alone counts", stall, req("a/1", 9*s, 12*s, Fallback), false, true, -1},
-		{"stuck with its consumer crashed: censored from the crash", []scenario.Fault{f(30*s, scenario.Crash, "d/0")},
+		{"stuck with its consumer crashed: censored from the crash", []scenario.Fault{scenariotest.Fault(30*s, scenario.Crash, "d/0")},
 			on("d/0", req("a/1", 20*s, 0, Stuck)), true, false, ms(10000)},
-		{"source's fault first: ttf from it", append([]scenario.Fault{f(9*s, scenario.Stall, "a/1"), f(12*s, scenario.Heal, "a/1")}, stall...),
+		{"source's fault first: ttf from it", append([]scenario.Fault{scenariotest.Fault(9*s, scenario.Stall, "a/1"), scenariotest.Fault(12*s, scenario.Heal, "a/1")}, stall...),
 			on("d/0", req("a/1", 8*s, 13*s, Fallback)), true, false, ms(4000)},
-		{"consumer's fault first: ttf from it", append([]scenario.Fault{f(11*s, scenario.Crash, "a/1")}, stall...),
+		{"consumer's fault first: ttf from it", append([]scenario.Fault{scenariotest.Fault(11*s, scenario.Crash, "a/1")}, stall...),
 			on("d/0", req("a/1", 8*s, 12*s, Fallback)), true, false, ms(2000)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sc := fleet(tc.faults...)
+			sc := scenariotest.Fleet(tc.faults...)
 			sc.Pods[1].Ranks = 2
 			rep := Compute(sc, "p", []Request{tc.r}, 0)
 			checkOne(t, rep, tc.r, tc.affected, tc.falseFB, tc.ttf)

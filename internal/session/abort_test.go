@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/nodetest/testkeys"
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
@@ -12,7 +13,7 @@ import (
 // supplied: the writer has 2 blocks and has not ended the job.
 func pdInFlight(t *testing.T) *pair {
 	pr := readyPair(t, nil)
-	ks := keys("a", 4)
+	ks := testkeys.Keys("a", 4)
 	pr.p.s.AddStoredBlocks(pr.now, "kv", ks[:2], slots(500, 2), 77)
 	pr.load(1, "kv", ks, true)
 	if n, last := pr.sends(1); n != 2 || last {
@@ -212,7 +213,7 @@ func TestAckedAbortWithSilentReaderEndsSession(t *testing.T) {
 // reader can read ahead into each next block (datapath's guess).
 func TestSendInFetchOrder(t *testing.T) {
 	pr := readyPair(t, nil)
-	ks := keys("a", 16)
+	ks := testkeys.Keys("a", 16)
 	rev := make([]wire.Key, len(ks))
 	for i, k := range ks {
 		rev[len(ks)-1-i] = k

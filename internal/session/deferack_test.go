@@ -3,6 +3,7 @@ package session
 import (
 	"testing"
 
+	"github.com/kvp2p/kvp2p/internal/nodetest/testkeys"
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
@@ -22,7 +23,7 @@ func TestDeferAck(t *testing.T) {
 	if pr.c.s.Ready() {
 		t.Fatal("the dialing side is ready without a HelloAck")
 	}
-	pr.lookup("r", keys("a", 1)) // queued behind the handshake
+	pr.lookup("r", testkeys.Keys("a", 1)) // queued behind the handshake
 	pr.flush()
 	if n := len(sentOf[*wire.Lookup](pr.c)); n != 0 {
 		t.Fatalf("%d lookups sent before the handshake completed", n)

@@ -3,6 +3,7 @@ package session
 import (
 	"testing"
 
+	"github.com/kvp2p/kvp2p/internal/nodetest/testkeys"
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
@@ -32,7 +33,7 @@ func TestConsumerFinish(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pr := readyPair(t, nil)
-			a, b := keys("a", 2), keys("b", 2)
+			a, b := testkeys.Keys("a", 2), testkeys.Keys("b", 2)
 			pr.p.blocks.add(a...)
 			pr.p.blocks.add(b...)
 			if tc.load {
@@ -79,7 +80,7 @@ func TestConsumerFinish(t *testing.T) {
 // publishes no second result (#52571).
 func TestConsumerFinishTwice(t *testing.T) {
 	pr := readyPair(t, nil)
-	pr.load(1, "kv", keys("a", 1), true)
+	pr.load(1, "kv", testkeys.Keys("a", 1), true)
 	pr.c.s.FinishConsumer(pr.now, "kv")
 	pr.flush()
 	n := len(pr.c.sent)
@@ -94,7 +95,7 @@ func TestConsumerFinishTwice(t *testing.T) {
 // TestProducerFinish is TestFinishRequestServerSide: a PD producer's
 // request ends locally (no more stores will come).
 func TestProducerFinish(t *testing.T) {
-	ks := keys("a", 4)
+	ks := testkeys.Keys("a", 4)
 	t.Run("demand with nothing in flight fails early", func(t *testing.T) {
 		pr := readyPair(t, nil)
 		pr.load(1, "kv", ks, true) // decoder first: parked

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/nodetest/testkeys"
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
@@ -14,7 +15,7 @@ import (
 // never panics, and once its data path is closed every pin a lookup took
 // is returned (a hostile peer cannot leak the store).
 func FuzzSessionReceive(f *testing.F) {
-	ks := keys("fz", 4)
+	ks := testkeys.Keys("fz", 4)
 	var seed []byte
 	for _, m := range []wire.Message{
 		&wire.Lookup{ReqID: "r", Round: 1, Keys: ks},
@@ -35,7 +36,7 @@ func FuzzSessionReceive(f *testing.F) {
 	f.Fuzz(func(t *testing.T, stream []byte, ticks uint8) {
 		pr := readyPair(t, nil)
 		pr.p.blocks.add(ks...)
-		pr.p.blocks.pending[key("fz-pending", 0)] = true
+		pr.p.blocks.pending[testkeys.Key("fz-pending", 0)] = true
 		rd := wire.NewReader(bytes.NewReader(stream), wire.DefaultLimits())
 		for range 256 {
 			m, err := rd.Next()

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/nodetest/testkeys"
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
@@ -83,7 +84,7 @@ func TestDuplicateHelloAckIsProtocolError(t *testing.T) {
 func TestMessageBeforeHelloIsProtocolError(t *testing.T) {
 	pr := newPair(t, nil)
 	pr.p.s.Start(pr.now)
-	pr.p.s.Receive(pr.now, &wire.Lookup{ReqID: "x", Round: 1, Keys: keys("a", 1)})
+	pr.p.s.Receive(pr.now, &wire.Lookup{ReqID: "x", Round: 1, Keys: testkeys.Keys("a", 1)})
 	pr.p.collect(t)
 	if pr.p.ended != health.CauseProtocolError {
 		t.Fatalf("cause %v, want protocol-error", pr.p.ended)
@@ -113,10 +114,10 @@ func TestSendsQueuedUntilHelloAck(t *testing.T) {
 	if pr.c.s.Ready() {
 		t.Fatal("ready without the peer's HelloAck")
 	}
-	if err := pr.c.s.RequestBlocks(pr.now, 1, "r", keys("a", 1), slots(0, 1), true); err == nil {
+	if err := pr.c.s.RequestBlocks(pr.now, 1, "r", testkeys.Keys("a", 1), slots(0, 1), true); err == nil {
 		t.Fatal("a load was accepted behind an unfinished handshake")
 	}
-	pr.c.s.RegisterLookup("r", key("a", 0))
+	pr.c.s.RegisterLookup("r", testkeys.Key("a", 0))
 	pr.c.s.FlushLookups(pr.now)
 	pr.c.collect(t)
 	if n := len(sentOf[*wire.Lookup](pr.c)); n != 0 {

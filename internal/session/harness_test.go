@@ -1,7 +1,6 @@
 package session
 
 import (
-	"crypto/sha256"
 	"fmt"
 	"testing"
 	"time"
@@ -18,21 +17,6 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 const testBlockBytes = 4096
 
-func key(p string, i int) wire.Key {
-	h := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", p, i)))
-	var k wire.Key
-	copy(k[:], h[:])
-	return k
-}
-
-func keys(p string, n int) []wire.Key {
-	ks := make([]wire.Key, n)
-	for i := range ks {
-		ks[i] = key(p, i)
-	}
-	return ks
-}
-
 func slots(first, n int) []store.Slot {
 	s := make([]store.Slot, n)
 	for i := range s {
@@ -48,7 +32,10 @@ type fakeBlocks struct {
 	pending map[wire.Key]bool
 	pins    map[store.Slot]int
 	next    store.Slot
+	src     *SourceQuota // shared with other sessions of the source; nil: none
 }
+
+func (b *fakeBlocks) SourceQuota() *SourceQuota { return b.src }
 
 func newFakeBlocks() *fakeBlocks {
 	return &fakeBlocks{held: map[wire.Key]store.Slot{}, pending: map[wire.Key]bool{}, pins: map[store.Slot]int{}, next: 1000}

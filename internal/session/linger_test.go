@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/nodetest/testkeys"
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
@@ -13,7 +14,7 @@ import (
 // producer acknowledged it as served, so it must not be lost.
 func TestGoodbyeAfterTransferDoneLetsTheDataLand(t *testing.T) {
 	pr := readyPair(t, nil)
-	ks := keys("a", 2)
+	ks := testkeys.Keys("a", 2)
 	pr.p.s.AddStoredBlocks(pr.now, "kv", ks, slots(500, 2), 77)
 	pr.load(1, "kv", ks, true)
 	b := uint64(2) * testBlockBytes
@@ -37,10 +38,10 @@ func TestGoodbyeAfterTransferDoneLetsTheDataLand(t *testing.T) {
 // load once, and only loads the producer reported sent ever linger.
 func TestLingerEnds(t *testing.T) {
 	pr := readyPair(t, nil)
-	ks := keys("a", 2)
+	ks := testkeys.Keys("a", 2)
 	pr.p.s.AddStoredBlocks(pr.now, "kv", ks, slots(500, 2), 77)
 	pr.load(1, "kv", ks, true)
-	pr.load(2, "kv2", keys("b", 1), true) // no supply: never reported sent
+	pr.load(2, "kv2", testkeys.Keys("b", 1), true) // no supply: never reported sent
 	pr.sendEnd(1, true, 2*testBlockBytes)
 	pr.c.s.Receive(pr.now, &wire.Goodbye{Reason: wire.GoodbyeShutdown})
 	pr.flush()

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/nodetest/testkeys"
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
@@ -26,7 +27,7 @@ type timed struct {
 func (l *slowLink) step(i int) {
 	l.t.Helper()
 	l.now = l.now.Add(100 * time.Millisecond)
-	k := key("grow", i)
+	k := testkeys.Key("grow", i)
 	l.p.blocks.add(k)
 	l.c.s.RegisterLookup("kv", k)
 	l.c.s.FlushLookups(l.now)
@@ -66,7 +67,7 @@ func TestLookupDeadlineMeasuresPeerSilence(t *testing.T) {
 	for i := 0; i < 200; i++ { // 20 s
 		l.step(i)
 		if i >= 10 {
-			if v := l.c.s.RegisterLookup("kv", key("grow", i-10)); v != Hit {
+			if v := l.c.s.RegisterLookup("kv", testkeys.Key("grow", i-10)); v != Hit {
 				t.Fatalf("step %d: key answered 1 s ago is %v, want HIT", i, v)
 			}
 		}
@@ -90,7 +91,7 @@ func TestLookupDeadlineSilentPeer(t *testing.T) {
 	i := 20
 	for ; l.now.Before(lastAnswer.Add(2*time.Second - 100*time.Millisecond)); i++ {
 		l.step(i)
-		if v := l.c.s.RegisterLookup("kv", key("grow", firstUnanswered)); v != Retry {
+		if v := l.c.s.RegisterLookup("kv", testkeys.Key("grow", firstUnanswered)); v != Retry {
 			t.Fatalf("%v after the last answer: %v, want RETRY", l.now.Sub(lastAnswer), v)
 		}
 	}
@@ -99,7 +100,7 @@ func TestLookupDeadlineSilentPeer(t *testing.T) {
 		t.Fatalf("test stepping: %v", got)
 	}
 	for j := firstUnanswered; j < i; j++ {
-		if v := l.c.s.RegisterLookup("kv", key("grow", j)); v != Miss {
+		if v := l.c.s.RegisterLookup("kv", testkeys.Key("grow", j)); v != Miss {
 			t.Fatalf("key %d after LookupTimeout of silence: %v, want MISS", j, v)
 		}
 	}
@@ -113,7 +114,7 @@ func TestLookupDeadlineSilentPeer(t *testing.T) {
 // must not arm the deadline against later lookups of other requests.
 func TestLookupDeadlineIgnoresAbandonedLookups(t *testing.T) {
 	pr := readyPair(t, func(c, p *Config) { c.HeartbeatTimeout, p.HeartbeatTimeout = time.Hour, time.Hour })
-	a := keys("a", 2)
+	a := testkeys.Keys("a", 2)
 	pr.p.blocks.add(a[0])
 	pr.p.blocks.pending[a[1]] = true // the producer parks the lookup on a[1]
 	vs := pr.lookup("kv", a)
@@ -125,20 +126,20 @@ func TestLookupDeadlineIgnoresAbandonedLookups(t *testing.T) {
 	pr.advance(20 * time.Millisecond)
 	allHit(t, []Verdict{pr.c.s.RegisterLookup("kv", a[0]), pr.c.s.RegisterLookup("kv", a[1])})
 	// Second request: parked, then the consumer finishes it (never answered).
-	b := key("b", 0)
+	b := testkeys.Key("b", 0)
 	pr.p.blocks.pending[b] = true
 	pr.lookup("kv2", []wire.Key{b})
 	pr.c.s.FinishConsumer(pr.now, "kv2")
 	pr.flush()
 	// A third request's lookup is answered promptly, then nothing is
 	// outstanding: no deadline may fire.
-	pr.p.blocks.add(key("c", 0))
-	allHit(t, pr.lookup("kv3", []wire.Key{key("c", 0)}))
-	pr.p.blocks.add(key("c", 1))
+	pr.p.blocks.add(testkeys.Key("c", 0))
+	allHit(t, pr.lookup("kv3", []wire.Key{testkeys.Key("c", 0)}))
+	pr.p.blocks.add(testkeys.Key("c", 1))
 	pr.advance(1500 * time.Millisecond)
-	allHit(t, pr.lookup("kv3", []wire.Key{key("c", 1)}))
+	allHit(t, pr.lookup("kv3", []wire.Key{testkeys.Key("c", 1)}))
 	pr.advance(1 * time.Second)
-	if v := pr.c.s.RegisterLookup("kv3", key("c", 1)); v != Hit {
+	if v := pr.c.s.RegisterLookup("kv3", testkeys.Key("c", 1)); v != Hit {
 		t.Fatalf("answered key turned %v", v)
 	}
 	if pr.c.s.Busy() {

@@ -24,6 +24,68 @@ import (
 //     a fetch that nothing backs (no store job, no supply) fails after
 //     unbackedFetchTimeout rather than live as long as the session.
 
+// SourceQuota is what the sessions of one source (a host; the table
+// decides) share: the rounds their peers' lookups and fetches opened, and
+// how many of them hold any. A lookup that would open a round while its
+// source holds MaxInflight is refused (MISS) if its session holds its
+// part already, MaxInflight/k for k sessions of the source with rounds
+// counting itself: a lone session keeps its whole cap, many sessions of
+// one host share one cap once the older ones' rounds end (a lookup pin
+// timeout at most), and a session of the host with few rounds is never
+// refused for the others'. Fetches are never refused by it: our Hello
+// promised each session MaxInflight. The sessions sharing one run in one
+// goroutine.
+type SourceQuota struct {
+	rounds   int // rounds its sessions' peers opened, not finalized
+	sessions int // its sessions holding any
+}
+
+// SourceBlocks is a Blocks whose session shares a SourceQuota with the
+// other sessions of its source; it must return the same one each time.
+type SourceBlocks interface {
+	Blocks
+	SourceQuota() *SourceQuota
+}
+
+func (s *Session) srcQuota() *SourceQuota {
+	if sb, ok := s.blocks.(SourceBlocks); ok {
+		return sb.SourceQuota()
+	}
+	return nil
+}
+
+// addRounds counts d rounds opened (or, negative, ended) by the peer, in
+// the session's quota and its source's.
+func (sv *server) addRounds(s *Session, d int) {
+	before := sv.quota.peerRounds
+	sv.quota.peerRounds += d
+	q := s.srcQuota()
+	if q == nil {
+		return
+	}
+	q.rounds += d
+	switch {
+	case before == 0 && sv.quota.peerRounds > 0:
+		q.sessions++
+	case before > 0 && sv.quota.peerRounds == 0:
+		q.sessions--
+	}
+}
+
+// overSource reports whether a new lookup round would pass the source's
+// cap while this session holds its part of it (SourceQuota).
+func (sv *server) overSource(s *Session) bool {
+	q := s.srcQuota()
+	if q == nil || q.rounds < s.maxInflight() {
+		return false
+	}
+	k := q.sessions
+	if sv.quota.peerRounds == 0 {
+		k++
+	}
+	return sv.quota.peerRounds >= max(1, s.maxInflight()/k)
+}
+
 // DefaultLookupKeysPerSecond is LookupKeysPerSecond's default.
 const DefaultLookupKeysPerSecond = 1 << 20
 
@@ -64,6 +126,8 @@ func (sv *server) admitLookup(s *Session, now time.Time, m *wire.Lookup) bool {
 	switch {
 	case sv.roundOf(m.ReqID, m.Round) == nil && q.peerRounds >= s.maxInflight():
 		why = "open rounds"
+	case sv.roundOf(m.ReqID, m.Round) == nil && sv.overSource(s):
+		why = "open rounds of its source"
 	case len(sv.parked) >= s.maxInflight():
 		why = "parked lookups"
 	case float64(len(m.Keys)) > q.tokens:

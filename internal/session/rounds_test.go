@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/nodetest/testkeys"
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
@@ -23,7 +24,7 @@ func allHit(t *testing.T, vs []Verdict) {
 // looked up b (round B). Job 1 is in flight, round B is pinned.
 func twoRounds(t *testing.T) (*pair, []wire.Key, []wire.Key) {
 	pr := readyPair(t, nil)
-	a, b := keys("a", 2), keys("b", 2)
+	a, b := testkeys.Keys("a", 2), testkeys.Keys("b", 2)
 	pr.p.blocks.add(a...)
 	pr.p.blocks.add(b...)
 	allHit(t, pr.lookup("kv", a))
@@ -104,7 +105,7 @@ func TestAbortingOneRoundPreservesTheNext(t *testing.T) {
 // unpinned meanwhile, and the next round's fetch serves them.
 func TestUnfetchedKeysAreRepinnedNextRound(t *testing.T) {
 	pr := readyPair(t, nil)
-	a := keys("a", 3)
+	a := testkeys.Keys("a", 3)
 	pr.p.blocks.add(a...)
 	allHit(t, pr.lookup("kv", a))
 	pr.load(1, "kv", a[:1], false)
@@ -144,14 +145,14 @@ func TestUnmatchedSymmetricFetchFailsAtOnce(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pr := readyPair(t, func(c, p *Config) { c.HeartbeatTimeout, p.HeartbeatTimeout = time.Hour, time.Hour })
-			a := keys("a", 2)
+			a := testkeys.Keys("a", 2)
 			pr.p.blocks.add(a...)
 			allHit(t, pr.lookup("kv", a))
 			pr.advance(tc.gap)
 			r := pr.c.s.client.reqs["kv"].round
 			ks := a
 			if tc.gap == 0 {
-				ks = append(ks[:1:1], key("never", 0))
+				ks = append(ks[:1:1], testkeys.Key("never", 0))
 			}
 			pr.c.s.Receive(pr.now, &wire.Pong{})
 			pr.p.s.Receive(pr.now, &wire.Fetch{ReqID: "kv", Round: r, Job: 1, Keys: ks, Slots: []uint32{1, 2}})
@@ -176,7 +177,7 @@ func TestUnmatchedSymmetricFetchFailsAtOnce(t *testing.T) {
 // first) and is served by the stores that come later.
 func TestPDFetchWithoutSupplyParks(t *testing.T) {
 	pr := readyPair(t, nil)
-	ks := keys("a", 4)
+	ks := testkeys.Keys("a", 4)
 	pr.load(1, "kv", ks, true)
 	if len(pr.p.dataOf(OpCancel, 1)) != 0 || len(sentOf[*wire.TransferDone](pr.p)) != 0 {
 		t.Fatal("a PD fetch without supply did not park")
@@ -211,14 +212,14 @@ func TestTerminalFetchLeavesNoZombieRound(t *testing.T) {
 	}{{"after the last fetch completed", false}, {"with a lookup open", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			pr := readyPair(t, nil)
-			a := keys("a", 2)
+			a := testkeys.Keys("a", 2)
 			pr.p.blocks.add(a...)
 			allHit(t, pr.lookup("kv", a))
 			pr.load(1, "kv", a, false)
 			pr.complete(1, 2)
 			if tc.openLookup {
-				pr.p.blocks.add(key("b", 0))
-				allHit(t, pr.lookup("kv", []wire.Key{key("b", 0)}))
+				pr.p.blocks.add(testkeys.Key("b", 0))
+				allHit(t, pr.lookup("kv", []wire.Key{testkeys.Key("b", 0)}))
 			}
 			r := pr.c.s.client.reqs["kv"].round
 			pr.p.s.Receive(pr.now, &wire.Fetch{ReqID: "kv", Round: r})
@@ -241,7 +242,7 @@ func TestTerminalFetchLeavesNoZombieRound(t *testing.T) {
 // request state on the producer, and never binds the id (binding is PD's).
 func TestSymmetricRoundsLeaveNoProducerState(t *testing.T) {
 	pr := readyPair(t, nil)
-	a := keys("a", 2)
+	a := testkeys.Keys("a", 2)
 	pr.p.blocks.add(a...)
 	allHit(t, pr.lookup("kv", a))
 	pr.load(1, "kv", a, false)
@@ -263,8 +264,8 @@ func TestSymmetricRoundsLeaveNoProducerState(t *testing.T) {
 // round that has demand ends the session.
 func TestDuplicateFetchForRoundIsProtocolError(t *testing.T) {
 	pr := readyPair(t, nil)
-	pr.load(1, "kv", keys("a", 2), true)
-	pr.p.s.Receive(pr.now, &wire.Fetch{ReqID: "kv", Round: 0, Job: 2, Keys: keys("a", 1), Slots: []uint32{9}})
+	pr.load(1, "kv", testkeys.Keys("a", 2), true)
+	pr.p.s.Receive(pr.now, &wire.Fetch{ReqID: "kv", Round: 0, Job: 2, Keys: testkeys.Keys("a", 1), Slots: []uint32{9}})
 	pr.flush()
 	if pr.p.ended != health.CauseProtocolError {
 		t.Fatalf("cause %v, want protocol-error", pr.p.ended)
@@ -280,7 +281,7 @@ func TestDuplicateFetchForRoundIsProtocolError(t *testing.T) {
 // the old round can never complete the new load.
 func TestRoundNeverReusedAfterPrune(t *testing.T) {
 	pr := readyPair(t, nil)
-	a := keys("a", 2)
+	a := testkeys.Keys("a", 2)
 	pr.p.blocks.add(a...)
 	allHit(t, pr.lookup("kv", a))
 	pr.load(1, "kv", a, false)
@@ -323,7 +324,7 @@ func TestRoundNeverReusedAfterPrune(t *testing.T) {
 // would end the whole session for it); the first load is unaffected.
 func TestSecondPDLoadRefusedLocally(t *testing.T) {
 	pr := readyPair(t, nil)
-	ks := keys("a", 2)
+	ks := testkeys.Keys("a", 2)
 	pr.load(1, "kv", ks, true)
 	if err := pr.c.s.RequestBlocks(pr.now, 2, "kv", ks, slots(900, 2), true); err == nil {
 		t.Fatal("second PD load of the same request accepted")

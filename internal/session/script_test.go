@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/nodetest/testkeys"
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
@@ -151,7 +152,7 @@ func scriptKeys(s string) []wire.Key {
 	for _, name := range strings.Split(s, ",") {
 		i := strings.IndexAny(name, "0123456789")
 		n, _ := strconv.Atoi(name[i:])
-		ks = append(ks, key(name[:i], n))
+		ks = append(ks, testkeys.Key(name[:i], n))
 	}
 	return ks
 }

@@ -112,12 +112,12 @@ func (sv *server) round(id string, num uint64, now time.Time) *round {
 
 // peerRound is round for a peer's lookup or fetch: a new one counts
 // against the peer's quota.
-func (sv *server) peerRound(id string, num uint64, now time.Time) *round {
+func (sv *server) peerRound(s *Session, id string, num uint64, now time.Time) *round {
 	rd := sv.roundOf(id, num)
 	if rd == nil {
 		rd = sv.round(id, num, now)
 		rd.byPeer = true
-		sv.quota.peerRounds++
+		sv.addRounds(s, 1)
 	}
 	return rd
 }
@@ -178,7 +178,7 @@ func (sv *server) onLookup(s *Session, now time.Time, m *wire.Lookup) error {
 	if !sv.admitLookup(s, now, m) {
 		return nil
 	}
-	rd := sv.peerRound(m.ReqID, m.Round, now)
+	rd := sv.peerRound(s, m.ReqID, m.Round, now)
 	if rd.demand != nil {
 		return fmt.Errorf("lookup for round %d of %s after its fetch", m.Round, m.ReqID)
 	}
@@ -268,7 +268,7 @@ func (sv *server) onFetch(s *Session, now time.Time, m *wire.Fetch) error {
 		return fmt.Errorf("fetch opens a round over the cap of %d", s.maxInflight())
 	}
 	r := sv.req(m.ReqID)
-	rd := sv.peerRound(m.ReqID, m.Round, now)
+	rd := sv.peerRound(s, m.ReqID, m.Round, now)
 	if rd.demand != nil {
 		return fmt.Errorf("second fetch for %s round %d", m.ReqID, m.Round)
 	}
@@ -422,7 +422,7 @@ func (sv *server) finalize(s *Session, now time.Time, rd *round, ok bool) {
 	if r := sv.reqs[rd.req]; r != nil && r.rounds[rd.num] == rd {
 		delete(r.rounds, rd.num)
 		if rd.byPeer {
-			sv.quota.peerRounds--
+			sv.addRounds(s, -1)
 		}
 		sv.prune(rd.req)
 	}
@@ -511,7 +511,7 @@ func (sv *server) close(s *Session, now time.Time) {
 	}
 	sv.reqs, sv.byJob, sv.stores = nil, nil, nil
 	sv.parked = nil
-	sv.quota.peerRounds = 0
+	sv.addRounds(s, -sv.quota.peerRounds)
 }
 
 func (sv *server) dataClosed(s *Session) {
@@ -539,6 +539,22 @@ func (s *Session) FinishProducer(now time.Time, id string) {
 		return
 	}
 	s.server.finishLocal(s, now, id)
+}
+
+// WaitingProducers is how many PD requests this session serves that
+// FinishProducers would finish: a peer's fetch or a store job opened them,
+// and the local request has not finished.
+func (s *Session) WaitingProducers() int {
+	if s.phase >= ended {
+		return 0
+	}
+	n := 0
+	for _, r := range s.server.reqs {
+		if (r.seen || r.rounds[0] != nil) && !r.finishing {
+			n++
+		}
+	}
+	return n
 }
 
 // FinishProducers is FinishProducer for every PD request this session

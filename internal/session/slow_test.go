@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/nodetest/testkeys"
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
@@ -20,7 +21,7 @@ func slowPair(t *testing.T) *pair {
 		c.StallTimeout = time.Second
 		c.SlowWindow = 500 * time.Millisecond
 	})
-	a, b := keys("a", slowBlocks), keys("b", 2)
+	a, b := testkeys.Keys("a", slowBlocks), testkeys.Keys("b", 2)
 	pr.p.blocks.add(a...)
 	pr.p.blocks.add(b...)
 	allHit(t, pr.lookup("kv1", a))

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/nodetest/testkeys"
 )
 
 // TestQueuedLoadOnSlowLinkNotStalled (issue 24): a load queued behind the
@@ -20,7 +21,7 @@ func TestQueuedLoadOnSlowLinkNotStalled(t *testing.T) {
 		c.StallTimeout = stall
 		c.LoadStartBudget = 0
 	})
-	a, b := keys("a", 2), keys("b", 2)
+	a, b := testkeys.Keys("a", 2), testkeys.Keys("b", 2)
 	pr.p.blocks.add(a...)
 	pr.p.blocks.add(b...)
 	allHit(t, pr.lookup("kv1", a))

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/nodetest/testkeys"
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
@@ -58,7 +59,7 @@ func TestSplitLoadsOfConfirmedHits(t *testing.T) {
 	for _, g := range splitGroupings() {
 		t.Run(g.name, func(t *testing.T) {
 			pr := readyPair(t, func(c, p *Config) { c.HeartbeatTimeout, p.HeartbeatTimeout = time.Hour, time.Hour })
-			ks := keys("p", 13)
+			ks := testkeys.Keys("p", 13)
 			pr.p.blocks.add(ks...)
 			allHit(t, pr.lookup("kv", ks))
 			run := func(job uint64, n int) {
@@ -114,7 +115,7 @@ func TestSplitLoadsOfConfirmedHits(t *testing.T) {
 // a confirmed hit into a failed load).
 func TestSplitLoadHitsStayPinned(t *testing.T) {
 	pr := readyPair(t, nil)
-	ks := keys("p", 13)
+	ks := testkeys.Keys("p", 13)
 	pr.p.blocks.add(ks...)
 	allHit(t, pr.lookup("kv", ks))
 	pr.load(1, "kv", ks[:7], false)
@@ -145,7 +146,7 @@ func TestSplitLoadLeftoversReleased(t *testing.T) {
 				c.HeartbeatInterval, p.HeartbeatInterval = time.Hour, time.Hour
 				p.LookupPinTimeout = 3 * time.Second
 			})
-			ks := keys("p", 5)
+			ks := testkeys.Keys("p", 5)
 			pr.p.blocks.add(ks...)
 			allHit(t, pr.lookup("kv", ks))
 			pr.load(1, "kv", ks[:2], false)
@@ -184,7 +185,7 @@ func TestSplitLoadLeftoversReleased(t *testing.T) {
 // session lives, job 1 loads.
 func TestSplitLoadRefusedRepinFallsBack(t *testing.T) {
 	pr := readyPair(t, func(c, p *Config) { p.LookupKeysPerSecond = 8 })
-	ks := keys("p", 8)
+	ks := testkeys.Keys("p", 8)
 	pr.p.blocks.add(ks...)
 	allHit(t, pr.lookup("kv", ks)) // spends the producer's budget
 	if err := pr.c.s.RequestBlocks(pr.now, 1, "kv", ks[:4], slots(100, 4), false); err != nil {
@@ -231,7 +232,7 @@ func TestSplitLoadCarryLookupLost(t *testing.T) {
 		c.HeartbeatTimeout, p.HeartbeatTimeout = time.Hour, time.Hour
 		c.HeartbeatInterval, p.HeartbeatInterval = time.Hour, time.Hour
 	})
-	ks := keys("p", 6)
+	ks := testkeys.Keys("p", 6)
 	pr.p.blocks.add(ks...)
 	allHit(t, pr.lookup("kv", ks))
 	if err := pr.c.s.RequestBlocks(pr.now, 1, "kv", ks[:3], slots(100, 3), false); err != nil {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/nodetest/testkeys"
 )
 
 // TestStarvedPostponesStall: a starvation report moves a running load's
@@ -40,7 +41,7 @@ func runningLoad(t *testing.T, stall time.Duration) (*pair, time.Time) {
 		c.HeartbeatTimeout, p.HeartbeatTimeout = time.Hour, time.Hour
 		c.StallTimeout = stall
 	})
-	ks := keys("a", 2)
+	ks := testkeys.Keys("a", 2)
 	pr.p.blocks.add(ks...)
 	allHit(t, pr.lookup("kv", ks))
 	pr.load(1, "kv", ks, false)

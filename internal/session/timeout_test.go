@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/health"
+	"github.com/kvp2p/kvp2p/internal/nodetest/testkeys"
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
@@ -23,7 +24,7 @@ func TestLoadTimeoutPerMode(t *testing.T) {
 	}{{"symmetric", false, 10 * time.Second}, {"pd", true, 30 * time.Second}} {
 		t.Run(tc.name, func(t *testing.T) {
 			pr := quiet(t)
-			ks := keys("a", 2)
+			ks := testkeys.Keys("a", 2)
 			if !tc.pd {
 				pr.p.blocks.add(ks...)
 				allHit(t, pr.lookup("kv", ks))
@@ -49,7 +50,7 @@ func TestLoadTimeoutPerMode(t *testing.T) {
 // StoreTimeout, once; a fetch arriving later does not settle it again.
 func TestStoreTimeoutReportsOnce(t *testing.T) {
 	pr := quiet(t)
-	ks := keys("a", 2)
+	ks := testkeys.Keys("a", 2)
 	pr.p.s.AddStoredBlocks(pr.now, "kv", ks, slots(500, 2), 7)
 	pr.advance(30*time.Second - 10*time.Millisecond)
 	if len(pr.p.stores) != 0 {
@@ -78,17 +79,17 @@ func TestSessionDeathSettlesEverythingOnce(t *testing.T) {
 	pr := quiet(t)
 	// Consumer side of c: a PD load in flight. Producer side of p: a PD
 	// store serving it, plus a symmetric round pinned by a lookup.
-	ks := keys("a", 2)
+	ks := testkeys.Keys("a", 2)
 	pr.p.s.AddStoredBlocks(pr.now, "pd", ks[:1], slots(500, 1), 7)
 	pr.load(1, "pd", ks, true)
-	sym := keys("s", 2)
+	sym := testkeys.Keys("s", 2)
 	pr.p.blocks.add(sym...)
 	allHit(t, pr.lookup("sym", sym))
 	pr.load(2, "sym", sym, false)
 	pr.complete(2, 2)
 	pr.oneLoad(2)
-	pr.p.blocks.add(key("s", 9))
-	allHit(t, pr.lookup("sym", []wire.Key{key("s", 9)}))
+	pr.p.blocks.add(testkeys.Key("s", 9))
+	allHit(t, pr.lookup("sym", []wire.Key{testkeys.Key("s", 9)}))
 
 	pr.c.s.ConnFailed(pr.now)
 	pr.p.s.ConnFailed(pr.now)
@@ -143,7 +144,7 @@ func TestLoadStartBudget(t *testing.T) {
 		c.HeartbeatTimeout, p.HeartbeatTimeout = time.Hour, time.Hour
 		c.LoadStartBudget = budget
 	})
-	queued, started, prefill := keys("q", 2), keys("s", 2), keys("p", 2)
+	queued, started, prefill := testkeys.Keys("q", 2), testkeys.Keys("s", 2), testkeys.Keys("p", 2)
 	pr.load(1, "q", queued, true)
 	pr.load(2, "s", started, true)
 	pr.load(3, "p", prefill, true)

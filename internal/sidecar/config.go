@@ -25,6 +25,13 @@ type EngineConfig struct {
 	// ServeTimeout bounds how long a peer's lookup waits for the engine to
 	// pin the keys it asked for (one scheduler step or a few); default 500 ms.
 	ServeTimeout time.Duration `yaml:"serve_timeout"`
+	// StepTimeout bounds how long an engine with requests in flight may
+	// leave the sidecar's probe (an ask with no keys, answered at its next
+	// scheduler step) unanswered while peers' PD fetches wait on it: past
+	// it the engine's steps are taken for stopped (a hung worker, its
+	// process frozen) and those fetches fail, so their decoders fall back
+	// instead of waiting for their PD load timeout; default 1 s.
+	StepTimeout time.Duration `yaml:"step_timeout"`
 	// MaxJobs bounds the engine's loads and stores in flight; default 4096.
 	MaxJobs int `yaml:"max_jobs"`
 }
@@ -39,6 +46,9 @@ func (e EngineConfig) WithDefaults() EngineConfig {
 	}
 	if e.ServeTimeout == 0 {
 		e.ServeTimeout = 500 * time.Millisecond
+	}
+	if e.StepTimeout == 0 {
+		e.StepTimeout = time.Second
 	}
 	if e.MaxJobs == 0 {
 		e.MaxJobs = 4096
@@ -60,6 +70,9 @@ func (e EngineConfig) Validate() error {
 	}
 	if e.ServeTimeout < 0 || e.ServeTimeout > time.Minute {
 		return fmt.Errorf("kvp2p: config: engine.serve_timeout %v: must be 0..1m", e.ServeTimeout)
+	}
+	if e.StepTimeout < 0 || e.StepTimeout > time.Minute {
+		return fmt.Errorf("kvp2p: config: engine.step_timeout %v: must be 0..1m", e.StepTimeout)
 	}
 	if e.MaxJobs < 0 || e.MaxJobs > 1<<20 {
 		return fmt.Errorf("kvp2p: config: engine.max_jobs %d: must be 0..%d", e.MaxJobs, 1<<20)

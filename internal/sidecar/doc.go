@@ -3,7 +3,7 @@
 // one vLLM engine rank, and makes the engine's shared-memory region the
 // node's slots.
 //
-// Contract: the sidecar plugs into a node through node.Sidecar, the hooks
+// Contract: the sidecar plugs into a node through node.EngineHooks, the hooks
 // the node's loop calls (Pending, Tick, AfterTurn, Slot, Attached, Stop);
 // the node never imports this package. Every engine call runs in the
 // node's loop (node.Node.Do), so the engine state here is the loop's and

@@ -4,10 +4,11 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
-	"github.com/kvp2p/kvp2p/internal/node"
-	"github.com/kvp2p/kvp2p/internal/session"
 	"sync/atomic"
 	"time"
+
+	"github.com/kvp2p/kvp2p/internal/node"
+	"github.com/kvp2p/kvp2p/internal/session"
 
 	"github.com/kvp2p/kvp2p/internal/engineapi"
 	pb "github.com/kvp2p/kvp2p/internal/engineapi/enginepb"
@@ -45,7 +46,7 @@ type engine struct {
 	// region from the gRPC goroutine, before the loop hears of it.
 	memReg   atomic.Uint64
 	reg      uint64              // current registration; 0: none
-	contains func(wire.Key) bool // the store's index, set by NewNode
+	contains func(wire.Key) bool // the store's index, set by New
 	// orphans: an engine detached, and the sessions it dialed are ended
 	// (once idle) until another engine attaches.
 	orphans bool
@@ -61,7 +62,7 @@ type engine struct {
 
 	nextAsk   uint64
 	batch     []wire.Key             // keys to ask the engine for, this turn
-	asked     map[wire.Key]uint64    // keys in an ask not answered yet -> the session asking (engine_asks.go)
+	asked     map[wire.Key]uint64    // keys in an ask not answered yet -> the session asking (asks.go)
 	askedBy   map[uint64]int         // session -> keys it has asked, not answered yet
 	asks      map[uint64]*ask        // asks not answered yet
 	missed    map[wire.Key]time.Time // recently answered "not held": no new ask until then
@@ -71,6 +72,8 @@ type engine struct {
 	// A step's lookups, reused from step to step (the loop's only).
 	lookKeys []wire.Key
 	lookOut  []session.Verdict
+
+	probe stallProbe // of the engine's steps, while peers' PD fetches wait (stall.go)
 }
 
 type jobKey struct{ reg, id uint64 }
@@ -97,7 +100,7 @@ type grant struct {
 }
 
 // Limits on what peers can make the sidecar ask of its engine: keys
-// asked and not answered yet, shared among sessions (engine_asks.go).
+// asked and not answered yet, shared among sessions (asks.go).
 const (
 	maxAskedKeys = 1 << 14                // in all; beyond, peers' lookups answer MISS
 	missMemory   = 100 * time.Millisecond // a key the engine just did not have is not asked again
@@ -113,35 +116,23 @@ func newEngine(cfg EngineConfig, slots, blockBytes int) *engine {
 	}
 }
 
-// engineBackend implements engineapi.Backend by running each call in the
-// node's loop.
-type engineBackend struct {
-	n *node.Node
-	e *engine
-}
-
-var _ engineapi.Backend = engineBackend{}
-
-// errNodeClosed is what the engine hears once the node stopped.
-var errNodeClosed = status.Error(codes.Unavailable, "kvp2p: node stopped")
-
-func (b engineBackend) Attach(reg *pb.Register, out engineapi.Outbox) (*pb.Registered, error) {
-	e := b.e
+// openRegion checks reg against the node's geometry and identity and maps
+// its region (outside the loop: the loop does no file I/O).
+func (e *engine) openRegion(n *node.Node, reg *pb.Register) (*region.Region, error) {
 	geo := region.Geometry{NumChunks: reg.NumChunks, RowStride: reg.RowStride}
 	if geo != e.geo {
 		return nil, status.Errorf(codes.FailedPrecondition,
 			"region of %d chunks of %d bytes; this sidecar's geometry is %d of %d (%s)",
 			reg.NumChunks, reg.RowStride, e.geo.NumChunks, e.geo.RowStride, e.geoFrom)
 	}
-	if err := checkIdentity(reg, b.n.Config()); err != nil {
+	if err := checkIdentity(reg, n.Config()); err != nil {
 		return nil, err
 	}
-	// Map outside the loop: the loop does no file I/O.
 	r, err := region.Open(reg.RegionPath, e.cfg.RegionDir, geo)
 	if err != nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "%v", err)
 	}
-	return b.attachRegion(r, out)
+	return r, nil
 }
 
 // checkIdentity refuses an engine whose layout fingerprint or block-hash
@@ -158,11 +149,11 @@ func checkIdentity(reg *pb.Register, cfg node.Config) error {
 
 // attachRegion registers the engine whose region r is (mapped already);
 // r is closed if the registration is refused.
-func (b engineBackend) attachRegion(r *region.Region, out engineapi.Outbox) (*pb.Registered, error) {
+func (e *engine) attachRegion(n *node.Node, r *region.Region, out engineapi.Outbox) (*pb.Registered, error) {
 	var ok *pb.Registered
 	var refuse error
 	var old *region.Region
-	err := b.n.Do(func(now time.Time) { ok, old, refuse = b.e.attach(b.n, r, out) })
+	err := n.Do(func(now time.Time) { ok, old, refuse = e.attach(n, r, out) })
 	if err == nil && refuse == nil {
 		if old != nil {
 			old.Close() // nothing touches it (attach checked); unmapping can take long: not in the loop
@@ -194,6 +185,7 @@ func (e *engine) attach(n *node.Node, r *region.Region, out engineapi.Outbox) (*
 	e.reg = randomRegistration(e.last)
 	e.last = e.reg
 	e.orphans = false
+	e.probe = stallProbe{}
 	n.Table().ProducerBack() // fetches for requests it has not registered yet wait for it again
 	e.memReg.Store(e.reg)
 	ok := &pb.Registered{
@@ -219,19 +211,19 @@ func randomRegistration(prev uint64) uint64 {
 	}
 }
 
-func (b engineBackend) Detach(id uint64) {
-	e := b.e
+// revoke, when id is the engine whose region is mapped, revokes its
+// region: from now on no peer write reaches its memory.
+func (e *engine) revoke(n *node.Node, id uint64) {
 	if e.memReg.Load() == id {
 		// The engine reuses the chunks of failed loads as soon as it
 		// decides we are gone: from now on no peer write reaches its
 		// memory, even one already on its way into a chunk.
 		if r := e.mem.Load(); r != nil {
 			if err := r.Revoke(); err != nil {
-				b.n.Log().Error("revoking a gone engine's region failed", "err", err)
+				n.Log().Error("revoking a gone engine's region failed", "err", err)
 			}
 		}
 	}
-	_ = b.n.Do(func(now time.Time) { b.e.detach(b.n, now, id) })
 }
 
 // detach forgets an engine that is gone: peers' PD fetches waiting on it
@@ -245,6 +237,7 @@ func (e *engine) detach(n *node.Node, now time.Time, id uint64) {
 	}
 	n.Log().Warn("engine gone: aborting its jobs", "jobs", len(e.jobs), "requests", len(e.reqs))
 	e.reg, e.out, e.orphans = 0, nil, true
+	e.probe = stallProbe{}
 	// First, while the table still knows the engine's requests: peers'
 	// PD fetches waiting here, for requests it registered or not, fail
 	// now and their decoders fall back (issue 23: they waited for their
@@ -281,13 +274,12 @@ func (e *engine) detach(n *node.Node, now time.Time, id uint64) {
 	e.collect(n, now) // settle what the aborts decided; jobs of a gone engine report nothing
 }
 
-func (b engineBackend) Grant(id uint64, g *pb.ServeGrant) {
-	_ = b.n.Do(func(now time.Time) { b.e.grant(b.n, now, id, g) })
-}
-
 // grant adopts the chunks the engine pinned for an ask.
 func (e *engine) grant(n *node.Node, now time.Time, id uint64, g *pb.ServeGrant) {
 	if id != e.reg {
+		return
+	}
+	if e.probeAnswered(n, now, g) {
 		return
 	}
 	a := e.asks[g.AskId]
@@ -379,7 +371,7 @@ func (e *engine) Pending(asker uint64, k wire.Key) bool {
 	return true
 }
 
-// AfterTurn (node.Sidecar) runs after every loop turn: it sends this
+// AfterTurn (node.EngineHooks) runs after every loop turn: it sends this
 // turn's asks and collects finished jobs.
 func (e *engine) AfterTurn(n *node.Node, now time.Time) {
 	if len(e.batch) > 0 && e.reg != 0 {
@@ -396,7 +388,7 @@ func (e *engine) AfterTurn(n *node.Node, now time.Time) {
 	e.collect(n, now)
 }
 
-// Tick (node.Sidecar) expires asks and remembered misses, and releases grants no peer
+// Tick (node.EngineHooks) expires asks and remembered misses, and releases grants no peer
 // reads any more. It runs after the table's own tick, so a lookup waiting
 // for a grant has pinned it by then.
 func (e *engine) Tick(n *node.Node, now time.Time) {
@@ -418,6 +410,7 @@ func (e *engine) Tick(n *node.Node, now time.Time) {
 			}
 		}
 	}
+	e.watchSteps(n, now)
 	for k, until := range e.missed {
 		if !now.Before(until) {
 			delete(e.missed, k)
@@ -525,7 +518,7 @@ func (e *engine) finish(j *engJob, d *pb.JobDone, now time.Time) {
 	e.done = append(e.done, d)
 }
 
-// Slot (node.Sidecar) is the engine region's chunk i; nil while no
+// Slot (node.EngineHooks) is the engine region's chunk i; nil while no
 // region is mapped. Data-path goroutines call it.
 func (e *engine) Slot(i uint32) []byte {
 	if r := e.mem.Load(); r != nil {
@@ -534,17 +527,17 @@ func (e *engine) Slot(i uint32) []byte {
 	return nil
 }
 
-// Attached (node.Sidecar) reports whether an engine is registered.
+// Attached (node.EngineHooks) reports whether an engine is registered.
 func (e *engine) Attached() bool { return e.reg != 0 }
 
-// Stop (node.Sidecar) stops the engine API and unmaps the region once
+// Stop (node.EngineHooks) stops the engine API and unmaps the region once
 // the node stopped.
 func (e *engine) Stop() {
 	e.srv.Stop()
 	e.close()
 }
 
-var _ node.Sidecar = (*engine)(nil)
+var _ node.EngineHooks = (*engine)(nil)
 
 // close unmaps the region.
 func (e *engine) close() {

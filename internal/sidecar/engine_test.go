@@ -8,7 +8,9 @@ import (
 	"time"
 
 	pb "github.com/kvp2p/kvp2p/internal/engineapi/enginepb"
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/store"
+	"github.com/kvp2p/kvp2p/internal/wire"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -19,7 +21,7 @@ import (
 func TestEngineSymmetricLoad(t *testing.T) {
 	a, b := startSidecar(t, nil), startSidecar(t, nil)
 	ea, eb := attach(t, a), attach(t, b)
-	keys := []Key{testKey("sym", 0), testKey("sym", 1), testKey("sym", 2)}
+	keys := []wire.Key{nodetest.Key("sym", 0), nodetest.Key("sym", 1), nodetest.Key("sym", 2)}
 	ea.store(a, "prod", nil, keys, 3, 7, 11)
 	// Once stored, the chunks are the engine's again: a peer's lookup is
 	// answered through a ServeAsk to A's engine.
@@ -37,16 +39,16 @@ func TestEngineSymmetricLoad(t *testing.T) {
 	}
 	j := eb.job("cons", keys, 0, 1, 2)
 	d := eb.waitJob(j.JobId, eb.mustStep(&pb.StepRequest{Loads: []*pb.Job{j}, EndStep: true}))
-	if !d.Success || len(d.Successful) != 3 || d.Bytes != 3*testBlock {
+	if !d.Success || len(d.Successful) != 3 || d.Bytes != 3*nodetest.BlockBytes {
 		t.Fatalf("load: %+v", d)
 	}
 	for i, k := range keys {
-		if got := readChunk(t, b, uint32(i)); !bytes.Equal(got, testBytes(k)) {
+		if got := readChunk(t, b, uint32(i)); !bytes.Equal(got, nodetest.Bytes(k)) {
 			t.Fatalf("chunk %d in B's region differs from A's block", i)
 		}
 	}
 	// A's pins come back once the peer is done with them.
-	waitFor(t, func() bool {
+	nodetest.WaitFor(t, func() bool {
 		ea.mu.Lock()
 		defer ea.mu.Unlock()
 		return len(ea.pins) == 0 && ea.released > 0
@@ -56,7 +58,7 @@ func TestEngineSymmetricLoad(t *testing.T) {
 		t.Fatalf("B's loaded chunks still held: %+v", st)
 	}
 	// A key A's engine does not hold answers MISS.
-	if seen := eb.lookUntil("cons", testKey("sym", 99)); seen[len(seen)-1] != pb.Verdict_VERDICT_MISS {
+	if seen := eb.lookUntil("cons", nodetest.Key("sym", 99)); seen[len(seen)-1] != pb.Verdict_VERDICT_MISS {
 		t.Fatalf("unknown key: %v", seen)
 	}
 }
@@ -69,7 +71,7 @@ func TestEnginePD(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			p, d := startSidecar(t, nil), startSidecar(t, nil)
 			ep, ed := attach(t, p), attach(t, d)
-			keys := []Key{testKey(name, 0), testKey(name, 1)}
+			keys := []wire.Key{nodetest.Key(name, 0), nodetest.Key(name, 1)}
 			prod := &pb.TransferParams{RemoteDecoder: remoteOf(t, d), KvRequestId: "kv-pd"}
 			cons := &pb.TransferParams{RemotePrefiller: remoteOf(t, p), KvRequestId: "kv-pd"}
 			var sj uint64
@@ -101,7 +103,7 @@ func TestEnginePD(t *testing.T) {
 				t.Fatalf("prefiller's chunks still pinned after the fetch: %+v", st)
 			}
 			for i, k := range keys {
-				if !bytes.Equal(readChunk(t, d, uint32(9+i)), testBytes(k)) {
+				if !bytes.Equal(readChunk(t, d, uint32(9+i)), nodetest.Bytes(k)) {
 					t.Fatalf("chunk %d differs", 9+i)
 				}
 			}
@@ -116,17 +118,17 @@ func TestEngineBadCalls(t *testing.T) {
 	// slowly the test runs.
 	s := startSidecar(t, func(c *sidecarConfig) { c.Engine.MaxJobs = 3; c.Timers.StallTimeout = -1 })
 	e := attach(t, s)
-	k := testKey("bad", 0)
+	k := nodetest.Key("bad", 0)
 	// A load in flight that does not finish (its PD producer never stores)
 	// holds chunk 4 and job id 1.
-	p := startNode(t, nil)
-	pr, pport := hostPort(t, p.PeerID())
+	p := nodetest.Start(t, newProducer)
+	pr, pport := nodetest.SplitPeer(t, p.PeerID())
 	cons := &pb.TransferParams{RemotePrefiller: &pb.Remote{Host: pr, Port: uint32(pport)}, KvRequestId: "x"}
 	e.mustStep(&pb.StepRequest{NewRequests: []*pb.NewRequest{{ReqId: "r", Params: cons}}})
 	if seen := e.lookUntil("r", k); seen[len(seen)-1] != pb.Verdict_VERDICT_HIT {
 		t.Fatalf("PD lookup: %v", seen)
 	}
-	busy := e.job("r", []Key{k}, 4)
+	busy := e.job("r", []wire.Key{k}, 4)
 	e.mustStep(&pb.StepRequest{Loads: []*pb.Job{busy}})
 	before := storeStats(t, s)
 	if before.Filling != 1 {
@@ -136,7 +138,7 @@ func TestEngineBadCalls(t *testing.T) {
 	load := func(chunk uint32, req string) *pb.Job {
 		return &pb.Job{JobId: 50, ReqId: req, Keys: [][]byte{k[:]}, ChunkIds: []uint32{chunk}}
 	}
-	storeJob := func(chunk uint32, key Key) *pb.Job {
+	storeJob := func(chunk uint32, key wire.Key) *pb.Job {
 		return &pb.Job{JobId: 51, ReqId: "r", Keys: [][]byte{key[:]}, ChunkIds: []uint32{chunk}}
 	}
 	many := []*pb.Job{load(1, "r"), load(2, "r"), load(3, "r")}
@@ -195,29 +197,29 @@ func TestEngineBadCalls(t *testing.T) {
 	}
 
 	// Registration refusals.
-	if _, err := tryAttach(t, s, engChunks, testBlock, s.region); status.Code(err) != codes.AlreadyExists {
+	if _, err := tryAttach(t, s, engChunks, nodetest.BlockBytes, s.region); status.Code(err) != codes.AlreadyExists {
 		t.Fatalf("second engine: %v, want AlreadyExists", err)
 	}
 	other := startSidecar(t, nil)
-	if _, err := tryAttach(t, other, engChunks*2, testBlock, other.region); status.Code(err) != codes.FailedPrecondition {
+	if _, err := tryAttach(t, other, engChunks*2, nodetest.BlockBytes, other.region); status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("wrong geometry: %v, want FailedPrecondition", err)
 	}
 	outside := filepath.Join(t.TempDir(), "elsewhere.mmap")
-	if err := os.WriteFile(outside, make([]byte, engChunks*testBlock), 0o600); err != nil {
+	if err := os.WriteFile(outside, make([]byte, engChunks*nodetest.BlockBytes), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tryAttach(t, other, engChunks, testBlock, outside); status.Code(err) != codes.FailedPrecondition {
+	if _, err := tryAttach(t, other, engChunks, nodetest.BlockBytes, outside); status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("region outside region_dir: %v, want FailedPrecondition", err)
 	}
-	seeded := &pb.Register{ApiVersion: pb.ApiVersion_API_VERSION_1, RegionPath: other.region, NumChunks: engChunks, RowStride: testBlock, HashSeed: "other"}
+	seeded := &pb.Register{ApiVersion: pb.ApiVersion_API_VERSION_1, RegionPath: other.region, NumChunks: engChunks, RowStride: nodetest.BlockBytes, HashSeed: "other"}
 	if _, err := tryRegister(t, other, seeded); status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("hash seed mismatch: %v, want FailedPrecondition", err)
 	}
 	short := filepath.Join(other.dir, "short.mmap")
-	if err := os.WriteFile(short, make([]byte, testBlock), 0o600); err != nil {
+	if err := os.WriteFile(short, make([]byte, nodetest.BlockBytes), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tryAttach(t, other, engChunks, testBlock, short); status.Code(err) != codes.FailedPrecondition {
+	if _, err := tryAttach(t, other, engChunks, nodetest.BlockBytes, short); status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("region too small: %v, want FailedPrecondition", err)
 	}
 	seeded.HashSeed = "s" // the sidecar's
@@ -230,40 +232,41 @@ func TestEngineBadCalls(t *testing.T) {
 // load, fences its chunk until no write can land, forgets the registration
 // and accepts a restarted engine, which gets the chunk back.
 func TestEngineDeathAbortsAndReregisters(t *testing.T) {
-	p := startNode(t, nil)
+	p := nodetest.Start(t, newProducer)
 	s := startSidecar(t, func(c *sidecarConfig) { c.Timers.StallTimeout = -1 })
 	e := attach(t, s)
-	k := testKey("death", 0)
-	host, port := hostPort(t, p.PeerID())
+	k := nodetest.Key("death", 0)
+	host, port := nodetest.SplitPeer(t, p.PeerID())
 	cons := &pb.TransferParams{RemotePrefiller: &pb.Remote{Host: host, Port: uint32(port)}, KvRequestId: "never-stored"}
 	e.mustStep(&pb.StepRequest{NewRequests: []*pb.NewRequest{{ReqId: "r", Params: cons}}})
 	e.lookUntil("r", k)
-	e.mustStep(&pb.StepRequest{Loads: []*pb.Job{e.job("r", []Key{k}, 4)}})
+	e.mustStep(&pb.StepRequest{Loads: []*pb.Job{e.job("r", []wire.Key{k}, 4)}})
 	if st := chunkState(t, s, store.Slot(4)); st != store.StateFilling {
 		t.Fatalf("chunk 4 is %v, want filling", st)
 	}
 	old := e.reg
 	e.detach()
 	// The load is aborted; once the producer acknowledges, the chunk is free.
-	waitFor(t, func() bool { return chunkState(t, s, store.Slot(4)) == store.StateFree })
+	nodetest.WaitFor(t, func() bool { return chunkState(t, s, store.Slot(4)) == store.StateFree })
 	// The engine may reuse chunk 4 at once: a peer's chunk still arriving
 	// for the aborted load (written as the data path does, through Slot)
 	// must not reach the engine's region.
 	before := readChunk(t, s, 4)
-	copy(s.node.Slot(4), bytes.Repeat([]byte{0xee}, testBlock))
+	copy(s.node.Slot(4), bytes.Repeat([]byte{0xee}, nodetest.BlockBytes))
 	if !bytes.Equal(readChunk(t, s, 4), before) {
 		t.Fatal("a write after the engine's death reached its region")
 	}
 	// The session the dead engine's request opened ends too: nobody uses it.
-	waitFor(t, func() bool {
-		var conns int
-		_ = s.node.Do(func(time.Time) { conns = s.node.Conns() })
-		return conns == 0
+	// The table lets a session go once its data path has closed.
+	nodetest.WaitFor(t, func() bool {
+		var sessions int
+		_ = s.node.Do(func(now time.Time) { sessions = len(s.node.Table().View(now).Sessions) })
+		return sessions == 0
 	})
 	var e2 *fakeEngine
-	waitFor(t, func() bool {
+	nodetest.WaitFor(t, func() bool {
 		var err error
-		e2, err = tryAttach(t, s, engChunks, testBlock, s.region)
+		e2, err = tryAttach(t, s, engChunks, nodetest.BlockBytes, s.region)
 		return err == nil
 	})
 	if e2.reg == old {
@@ -276,7 +279,7 @@ func TestEngineDeathAbortsAndReregisters(t *testing.T) {
 	// may give chunk 4 to a load of its own.
 	e2.mustStep(&pb.StepRequest{NewRequests: []*pb.NewRequest{{ReqId: "r", Params: cons}}})
 	e2.lookUntil("r", k)
-	e2.mustStep(&pb.StepRequest{Loads: []*pb.Job{e2.job("r", []Key{k}, 4)}})
+	e2.mustStep(&pb.StepRequest{Loads: []*pb.Job{e2.job("r", []wire.Key{k}, 4)}})
 }
 
 // The source's sidecar dies with a load in flight: the consumer's job fails,
@@ -286,7 +289,7 @@ func TestEngineSourceSidecarDies(t *testing.T) {
 	a, b := startSidecar(t, nil), startSidecar(t, nil)
 	attach(t, a)
 	eb := attach(t, b)
-	keys := []Key{testKey("die", 0), testKey("die", 1)}
+	keys := []wire.Key{nodetest.Key("die", 0), nodetest.Key("die", 1)}
 	cons := &pb.TransferParams{RemotePrefiller: remoteOf(t, a), KvRequestId: "kv-die"}
 	eb.mustStep(&pb.StepRequest{NewRequests: []*pb.NewRequest{{ReqId: "dec", Params: cons}}})
 	eb.lookUntil("dec", keys[0])

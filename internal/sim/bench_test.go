@@ -5,12 +5,12 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/health"
 	"github.com/kvp2p/kvp2p/internal/loads"
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 )
 
@@ -57,7 +57,7 @@ func BenchmarkScale(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/rate=%g", p, rate), func(b *testing.B) {
 				sc := scaleScenario(1000, 100, rate)
 				for b.Loop() {
-					start, cpu0 := time.Now(), cpuTime()
+					start, cpu0 := time.Now(), nodetest.CPUTime()
 					res, err := Run(sc, p, scaleOptions(p))
 					if err != nil {
 						b.Fatal(err)
@@ -66,7 +66,7 @@ func BenchmarkScale(b *testing.B) {
 					b.ReportMetric(float64(res.Ticks), "ticks")
 					b.ReportMetric(float64(res.Report.Requests), "requests")
 					b.ReportMetric(time.Since(start).Seconds(), "wall-s")
-					b.ReportMetric((cpuTime() - cpu0).Seconds(), "cpu-s")
+					b.ReportMetric((nodetest.CPUTime() - cpu0).Seconds(), "cpu-s")
 					b.Logf("%+v drained=%v nodes=%d", res.Report, res.Drained, res.Nodes)
 				}
 			})
@@ -84,7 +84,7 @@ func BenchmarkScale(b *testing.B) {
 func BenchmarkPlanningScale(b *testing.B) {
 	sc := scaleScenario(10000, 100, 5)
 	for b.Loop() {
-		start, cpu0 := time.Now(), cpuTime()
+		start, cpu0 := time.Now(), nodetest.CPUTime()
 		res, err := Run(sc, "domain", scaleOptions("domain"))
 		if err != nil {
 			b.Fatal(err)
@@ -92,7 +92,7 @@ func BenchmarkPlanningScale(b *testing.B) {
 		b.ReportMetric(float64(res.Events), "events")
 		b.ReportMetric(float64(res.Ticks), "ticks")
 		b.ReportMetric(time.Since(start).Seconds(), "wall-s")
-		b.ReportMetric((cpuTime() - cpu0).Seconds(), "cpu-s")
+		b.ReportMetric((nodetest.CPUTime() - cpu0).Seconds(), "cpu-s")
 		b.ReportMetric(float64(peakRSS())/(1<<20), "peak-rss-MiB")
 		b.Logf("%+v drained=%v nodes=%d", res.Report, res.Drained, res.Nodes)
 	}
@@ -114,13 +114,4 @@ func peakRSS() uint64 {
 		}
 	}
 	return 0
-}
-
-// cpuTime is the process's user+sys CPU time so far (0 where unknown).
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

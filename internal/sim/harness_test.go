@@ -1,11 +1,13 @@
 package sim
 
 import (
-	"github.com/kvp2p/kvp2p/internal/logtest"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvp2p/kvp2p/internal/logtest"
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 
 	"github.com/kvp2p/kvp2p/internal/loads"
 	"github.com/kvp2p/kvp2p/internal/session"
@@ -86,14 +88,6 @@ func keysOf(s string, n int) []wire.Key {
 	return ks
 }
 
-func pdParams(kv string) loads.TransferParams {
-	return loads.TransferParams{RemotePrefiller: &loads.Remote{KVRequestID: kv, RemoteHost: "10.0.0.1", RemotePort: 7777}}
-}
-
-func symParams(kv string) loads.TransferParams {
-	return loads.TransferParams{RemoteKVSource: &loads.Remote{KVRequestID: kv, RemoteHost: "10.0.0.1", RemotePort: 7777}}
-}
-
 // store has the producer prefill kv's blocks and offer them (PD).
 func (f *pair) store(kv string, ks []wire.Key) uint64 {
 	f.t.Helper()
@@ -130,7 +124,7 @@ func (f *pair) request(kv string, params loads.TransferParams, d time.Duration) 
 // load submits a PD load of ks for kv and returns its job.
 func (f *pair) load(kv string, ks []wire.Key) uint64 {
 	f.t.Helper()
-	if v := f.request(kv, pdParams(kv), 10*time.Millisecond); v != session.Hit {
+	if v := f.request(kv, nodetest.PDParams(f.t, kv, prodID), 10*time.Millisecond); v != session.Hit {
 		f.t.Fatalf("lookup %s = %v, want HIT", kv, v)
 	}
 	j := f.c.T.SubmitLoad(f.n.Now, kv, ks)

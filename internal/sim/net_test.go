@@ -1,19 +1,15 @@
 package sim
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/health"
 	"github.com/kvp2p/kvp2p/internal/loads"
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/session"
 )
-
-func peerDown(node, peer, cause string) string {
-	return fmt.Sprintf(`msg="peer down" node=%s peer=%s cause=%s`, node, peer, cause)
-}
 
 // TestTransferTime: a load costs a round trip plus its bytes over the
 // producer's bandwidth; slow scales the transfer, delay the latency.
@@ -60,10 +56,10 @@ func TestCrash(t *testing.T) {
 		t.Fatalf("load to a crashed node: %+v", d.r)
 	}
 	at := len(f.n.Dials)
-	if v := f.request("kv2", pdParams("kv2"), 10*time.Millisecond); v != session.Miss {
+	if v := f.request("kv2", nodetest.PDParams(t, "kv2", prodID), 10*time.Millisecond); v != session.Miss {
 		t.Fatalf("lookup while crashed = %v, want MISS", v)
 	}
-	if len(f.n.Dials) != at+1 || !f.logHas(peerDown(consID, prodID, "handshake-failed")) {
+	if len(f.n.Dials) != at+1 || !f.logHas(nodetest.PeerDown(consID, prodID, "handshake-failed")) {
 		t.Fatalf("dial to a crashed node not refused:\n%s", f.log)
 	}
 	np, err := f.n.Heal(prodID)
@@ -94,12 +90,12 @@ func TestCloseControl(t *testing.T) {
 	if d := f.mustResult(f.c, j); d.r.OK || !strings.Contains(d.r.Reason, "conn-reset") {
 		t.Fatalf("load: %+v", d.r)
 	}
-	if !f.logHas(peerDown(prodID, consID, "conn-reset")) || !f.logHas(peerDown(consID, prodID, "conn-reset")) {
+	if !f.logHas(nodetest.PeerDown(prodID, consID, "conn-reset")) || !f.logHas(nodetest.PeerDown(consID, prodID, "conn-reset")) {
 		t.Fatalf("both sides must see the reset:\n%s", f.log)
 	}
 	ks := keysOf("b", 2)
 	f.store("kv2", ks)
-	if v := f.request("kv2", pdParams("kv2"), 0); v != session.Miss {
+	if v := f.request("kv2", nodetest.PDParams(t, "kv2", prodID), 0); v != session.Miss {
 		t.Fatalf("lookup while the new handshake is pending = %v, want MISS (#64501)", v)
 	}
 	f.c.T.RequestFinished(f.n.Now, "kv2")
@@ -124,11 +120,11 @@ func TestBlackhole(t *testing.T) {
 	if d := f.mustResult(f.c, j); d.r.OK || !strings.Contains(d.r.Reason, "heartbeat-timeout") {
 		t.Fatalf("load: %+v", d.r)
 	}
-	if v := f.request("kv2", pdParams("kv2"), 0); v != session.Miss {
+	if v := f.request("kv2", nodetest.PDParams(t, "kv2", prodID), 0); v != session.Miss {
 		t.Fatalf("lookup while the dial hangs = %v, want MISS", v)
 	}
 	f.n.Advance(2 * time.Second)
-	if f.logHas(peerDown(consID, prodID, "handshake-failed")) {
+	if f.logHas(nodetest.PeerDown(consID, prodID, "handshake-failed")) {
 		t.Fatal("a dial into a blackhole must hang, not fail")
 	}
 	f.p.Silent = false
@@ -212,7 +208,7 @@ func TestStall(t *testing.T) {
 	f := newPair(t, health.PerPeer, nil)
 	ks := keysOf("a", 3)
 	f.store("warm", nil)
-	if v := f.request("s", symParams("s"), 10*time.Millisecond); v != session.Retry {
+	if v := f.request("s", nodetest.SymParams(t, "s", prodID), 10*time.Millisecond); v != session.Retry {
 		t.Fatalf("first symmetric lookup = %v, want RETRY", v)
 	}
 	for _, k := range ks {
@@ -256,7 +252,7 @@ func TestGoodbyeIdle(t *testing.T) {
 	f.n.Flush(f.c)
 	f.n.GoodbyeIdle(prodID)
 	f.n.Advance(time.Millisecond)
-	if !f.logHas(peerDown(consID, prodID, "goodbye")) || !f.logHas(peerDown(prodID, consID, "goodbye")) {
+	if !f.logHas(nodetest.PeerDown(consID, prodID, "goodbye")) || !f.logHas(nodetest.PeerDown(prodID, consID, "goodbye")) {
 		t.Fatalf("no orderly end on both sides:\n%s", f.log)
 	}
 	if f.logHas("conn-reset") {
@@ -276,10 +272,10 @@ func TestGoodbyeIdle(t *testing.T) {
 func TestRefuseHandshake(t *testing.T) {
 	f := newPair(t, health.PerPeer, nil)
 	f.p.RefuseHandshake = true
-	if v := f.request("kv", pdParams("kv"), 10*time.Millisecond); v != session.Miss {
+	if v := f.request("kv", nodetest.PDParams(t, "kv", prodID), 10*time.Millisecond); v != session.Miss {
 		t.Fatalf("lookup = %v, want MISS", v)
 	}
-	if !f.logHas(peerDown(consID, prodID, "incompatible")) {
+	if !f.logHas(nodetest.PeerDown(consID, prodID, "incompatible")) {
 		t.Fatalf("no incompatible end:\n%s", f.log)
 	}
 	if _, err := f.n.Heal(prodID); err != nil {
@@ -322,7 +318,7 @@ func TestRestart(t *testing.T) {
 // connOf returns the connection id of nd's only open session.
 func (f *pair) connOf(nd *Node) loads.ConnID {
 	f.t.Helper()
-	f.request("warm", pdParams("warm"), 10*time.Millisecond)
+	f.request("warm", nodetest.PDParams(f.t, "warm", prodID), 10*time.Millisecond)
 	f.c.T.RequestFinished(f.n.Now, "warm")
 	for _, e := range nd.ends.sorted() {
 		if e.open {
@@ -374,11 +370,11 @@ func TestBlackholeDataUserTimeout(t *testing.T) {
 	// Retransmissions at 0.2, 0.6, 1.4, 3.0 s: the one at 3.0 s is past
 	// the user timeout and aborts the producer's side.
 	f.n.Advance(2900 * time.Millisecond)
-	if f.logHas(peerDown(prodID, consID, "conn-reset")) {
+	if f.logHas(nodetest.PeerDown(prodID, consID, "conn-reset")) {
 		t.Fatal("aborted before the retransmission past the user timeout")
 	}
 	f.n.Advance(200 * time.Millisecond)
-	if !f.logHas(peerDown(prodID, consID, "conn-reset")) {
+	if !f.logHas(nodetest.PeerDown(prodID, consID, "conn-reset")) {
 		t.Fatalf("the producer's side was not aborted at the retransmission past the user timeout:\n%s", f.log)
 	}
 	f.noResult(f.c, j) // the consumer's side heard nothing: its RST was dropped

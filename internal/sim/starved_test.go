@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvp2p/kvp2p/internal/health"
 	"github.com/kvp2p/kvp2p/internal/loads"
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/scenario"
 )
 
@@ -65,7 +66,7 @@ func TestFrozenNodeBlamesNobody(t *testing.T) {
 			}
 			f.n.Advance(2 * time.Second)
 			for _, cause := range []string{"heartbeat-timeout", "progress-stall", "handshake-failed"} {
-				if f.logHas(peerDown(nd.ID, peerOfTest(f, nd), cause)) {
+				if f.logHas(nodetest.PeerDown(nd.ID, peerOfTest(f, nd), cause)) {
 					t.Fatalf("the frozen %s ended its session for its own lateness (%s):\n%s", frozen, cause, f.log)
 				}
 			}

@@ -22,6 +22,11 @@ func WriteText(w io.Writer, s *metrics.Snapshot) error {
 		dom = "(own)"
 	}
 	fmt.Fprintf(w, "node %s  domain %s  policy %s  up %s  %s\n", s.Node.PeerID, dom, s.Node.Policy, Dur(s.Node.UptimeSec), ready)
+	if s.Node.Exposure != "" {
+		fmt.Fprintf(w, "IDENTITY (%s): %s\n", s.Node.Identity, s.Node.Exposure)
+	} else if s.Node.Identity != "" {
+		fmt.Fprintf(w, "identity %s\n", s.Node.Identity)
+	}
 	c := s.Counters
 	fmt.Fprintf(w, "fallbacks at lookup %d  loads ok %d  failed %d (timeouts %d)  stores ok %d  failed %d (unbound %d)  lookups hit %d miss %d\n",
 		c.LookupFallbacks, c.LoadsOK, c.LoadFailures, c.LoadTimeouts, c.StoresOK, c.StoreFailures, c.UnboundStoreTimeouts, c.LookupHits, c.LookupMisses)

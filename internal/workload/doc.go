@@ -1,9 +1,11 @@
 // Package workload is the request lifecycle of a docs/design.md §7 scenario:
 // the "engine" of every consumer rank (Poisson arrivals, lookups, loads,
 // byte-for-byte checks) and the prefill side of every source rank (PD
-// stores). The simulator (internal/sim, virtual time over loads.Table)
-// and the demo (cmd/kvp2p, wall time over node.Manager on real sockets)
-// both drive it, so both make the same requests in the same order.
+// stores). The simulator (internal/sim, virtual time over loads.Table),
+// the demo (internal/demo, wall time over node.Manager on real sockets)
+// and the fault lab (internal/lab, real processes in network namespaces,
+// over the engine API) all drive it, so all make the same requests in the
+// same order.
 //
 // The package is sans-I/O: it reads no clock, starts no goroutine and
 // never blocks. Time is an argument (the elapsed time since the run's

@@ -162,6 +162,14 @@ class SummaryMirror:
         word, mask = position(key, g.size)
         return int(g.words[word, p.row]) & mask == mask
 
+    def fill(self, peer: str) -> int:
+        """How many words of peer's filter are non-zero (0: unknown peer)."""
+        p = self._peers.get(peer)
+        g = self._groups.get(p.size) if p is not None else None
+        if p is None or g is None:
+            return 0
+        return int(np.count_nonzero(g.words[:, p.row]))
+
     def usable(self, peer: str) -> bool:
         """Whether `peer`'s summary may be used (held whole, and fresh)."""
         p = self._peers.get(peer)

@@ -192,12 +192,14 @@ class TierState:
                 # A finish not sent yet would reach the sidecar after this
                 # registration and undo it; the registration replaces it.
                 pending.remove(req_id)
-        if roles.any:
-            r = _Req(roles, _PREEMPTED)
-            self._reqs[req_id] = r
-            self._register(req_id, r)
-        elif old is not None and old.gen == self._gen:
-            self._out.finished.append(req_id)
+        # Every request, with a P2P role or not: the sidecar then knows
+        # whether its engine has work, so that it can take an engine that
+        # stopped stepping with requests in flight for stopped
+        # (engine.step_timeout) and an idle one for idle.
+        del old  # the registration replaces it
+        r = _Req(roles, _PREEMPTED)
+        self._reqs[req_id] = r
+        self._register(req_id, r)
         return roles
 
     def lookup(self, req_id: str, k16: bytes) -> Verdict:
@@ -212,8 +214,11 @@ class TierState:
     def _lookup_unnamed(self, req_id: str, k16: bytes) -> Verdict:
         """A request that names no source: one is found in the peers'
         summaries (see "Finding a source" above), or MISS. A remote_decoder
-        request (registered already, producing for a decoder) finds none."""
-        if not len(self._mirror) or req_id in self._no_source or req_id in self._reqs:
+        request (producing for a decoder) finds none."""
+        if not len(self._mirror) or req_id in self._no_source:
+            return Verdict.MISS
+        r = self._reqs.get(req_id)
+        if r is not None and r.roles.dest is not None:
             return Verdict.MISS
         f = self._finding.get(req_id)
         if f is None:
@@ -245,6 +250,8 @@ class TierState:
         if src is None:
             self._no_source.add(req_id)
             return Verdict.MISS
+        # Registered again, now with its source: the sidecar's registration
+        # of a request id replaces the one before (new_request).
         r = _Req(Roles(src, None), _PREEMPTED)
         self._reqs[req_id] = r
         self._register(req_id, r)

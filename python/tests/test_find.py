@@ -121,16 +121,18 @@ def test_peer_ids_and_sources() -> None:
 
 def test_no_summaries_or_no_holder_misses_at_once() -> None:
     """A request nobody holds answers MISS at its first lookup and adds
-    nothing to the next Step."""
-    st = TierState()
+    nothing to the next Step: it is what an engine without summaries
+    sends (the request's registration)."""
     k = keys_of(1, 5)
-    st.new_request("r", None)
-    assert st.lookup("r", k[0]) == Verdict.MISS
-    st = TierState(mirror=mirror_with({f"p{i}:1": keys_of(i + 10, 5) for i in range(20)}))
-    st.new_request("r", None)
-    assert st.lookup("r", k[0]) == Verdict.MISS
-    st.schedule_end()
-    assert st.next_step(None) is None
+    steps = []
+    for st in (TierState(), TierState(mirror=mirror_with({f"p{i}:1": keys_of(i + 10, 5) for i in range(20)}))):
+        st.new_request("r", None)
+        assert st.lookup("r", k[0]) == Verdict.MISS
+        st.schedule_end()
+        step = st.next_step(None)
+        assert step is not None and not step.asked
+        steps.append(step.request)
+    assert steps[0] == steps[1]
 
 
 def test_found_source_is_asked_as_a_named_one() -> None:
@@ -143,9 +145,10 @@ def test_found_source_is_asked_as_a_named_one() -> None:
     st.schedule_end()
     step = st.next_step(None)
     assert step is not None
+    # Registered at new_request with no role, then again with its source.
     nr = list(step.request.new_requests)
-    assert [n.req_id for n in nr] == ["r"]
-    src = nr[0].params.remote_kv_source
+    assert [n.req_id for n in nr] == ["r", "r"] and not nr[0].params.HasField("remote_kv_source")
+    src = nr[1].params.remote_kv_source
     assert (src.host, src.port, src.kv_request_id) == ("10.0.0.7", 7777, "r")
     assert step.asked == {"r": k}  # the keys its pass saw, and the rest as a named source's
     verdicts = bytes([pb.VERDICT_HIT] * 5 + [pb.VERDICT_MISS])
@@ -168,7 +171,9 @@ def test_a_short_run_is_no_source_and_misses_from_then_on() -> None:
     st.schedule_end()
     assert st.lookup("r", k[0]) == Verdict.MISS
     st.schedule_end()
-    assert st.next_step(None) is None
+    step = st.next_step(None)
+    assert step is not None and not step.asked
+    assert [n.params.HasField("remote_kv_source") for n in step.request.new_requests] == [False]
     st.request_finished("r")
     assert not st.holds("r")
 
@@ -181,7 +186,7 @@ def test_a_request_shorter_than_the_run_finds_its_holder() -> None:
     st.schedule_end()  # the request's keys ran out: a holds them all
     step = st.next_step(None)
     assert step is not None and step.asked == {"r": k}
-    assert step.request.new_requests[0].params.remote_kv_source.host == "a"
+    assert step.request.new_requests[-1].params.remote_kv_source.host == "a"
 
 
 def test_the_longest_prefix_then_the_least_loaded_wins() -> None:
@@ -195,7 +200,7 @@ def test_the_longest_prefix_then_the_least_loaded_wins() -> None:
     st.schedule_end()
     step = st.next_step(None)
     assert step is not None
-    srcs = {n.req_id: n.params.remote_kv_source.host for n in step.request.new_requests}
+    srcs = {n.req_id: n.params.remote_kv_source.host for n in step.request.new_requests}  # the last one
     assert srcs == {"named": "c", "r": "b"}
     assert step.asked["r"][:7] == k[:7]
 

@@ -70,7 +70,10 @@ def test_b_finds_and_loads_as_prefix_with_no_source_named(pair: Pair) -> None:
     assert cold.cached == 0, cold
     warm = a.run(p, TOKENS)  # the reference: A's tokens from its own prefix cache
     assert warm.cached == PREFIX, warm
-    time.sleep(1.0)  # A's summary reaches B's sidecar within an interval (200 ms), then B's mirror
+    # A's stores reach its summary at its tier's next Step (within 0.1 s), the
+    # summary B's sidecar within an interval (200 ms), then B's mirror: ten
+    # intervals leave room for a machine shared by other jobs.
+    time.sleep(2.0)
     # vLLM 0.32 serves a peer only while it steps: A keeps serving traffic.
     with a.kept_busy(tiny_model.prompt_ids(16, 999), 1500):
         r = b.run(p, TOKENS)

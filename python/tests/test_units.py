@@ -34,6 +34,11 @@ def test_roles_as_vllm_parses_them() -> None:
     assert d.dest is not None and d.dest.kv_request_id is None
     p = roles.parse({"remote_decoder": {"kv_request_id": "x"}}).to_pb()
     assert p.HasField("remote_decoder") and p.remote_decoder.kv_request_id == "x" and not p.remote_decoder.host
+    # remote_decoder may name the decoder: only it may then fetch.
+    p = roles.parse({"remote_decoder": {"kv_request_id": "x", "remote_host": "10.0.0.2", "remote_port": "5711"}}).to_pb()
+    assert p.remote_decoder.host == "10.0.0.2" and p.remote_decoder.port == 5711
+    p = roles.parse({"remote_decoder": {"kv_request_id": "x", "remote_host": "10.0.0.2", "remote_port": "x"}}).to_pb()
+    assert not p.remote_decoder.host and p.remote_decoder.kv_request_id == "x"
     p = roles.parse({"remote_prefiller": src}).to_pb()
     assert p.remote_prefiller.port == 5710 and p.remote_prefiller.kv_request_id == "kv"
     assert not p.HasField("remote_kv_source")

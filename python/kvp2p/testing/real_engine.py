@@ -48,6 +48,10 @@ class EngineConfig:
     # request); here, a lower priority for the engines does that
     # (own_group_below: in the test's own session, for niceness to count).
     nice: int = 10
+    # Instead of Kvp2pTier on `socket`: these secondary_tiers entries as
+    # given (e.g. vLLM's own {"type": "p2p", ...}); None: from `socket`.
+    secondary_tiers: list[dict[str, Any]] | None = None
+    env: dict[str, str] = field(default_factory=dict)  # set in the child before vLLM starts
 
 
 @dataclass
@@ -65,7 +69,9 @@ def kv_transfer_config(cfg: EngineConfig) -> Any:
 
     extra: dict[str, Any] = {"spec_name": "CPUTieringOffloadingSpec", "spec_module_path": "kvp2p.cpu_worker",
                              "cpu_bytes_to_use": cfg.cpu_bytes}
-    if cfg.socket:
+    if cfg.secondary_tiers is not None:
+        extra["secondary_tiers"] = cfg.secondary_tiers
+    elif cfg.socket:
         extra["secondary_tiers"] = [{"type": "Kvp2pTier", "module_path": "kvp2p.vllm", "socket": cfg.socket,
                                      **cfg.tier_opts}]
     return KVTransferConfig(kv_connector="OffloadingConnector", kv_role="kv_both", engine_id=cfg.engine_id,
@@ -113,6 +119,7 @@ def own_group_below(nice: int) -> None:
 def _serve(conn: Connection, cfg: EngineConfig) -> None:
     own_group_below(cfg.nice)  # inherited by vLLM's engine core and worker processes
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(cfg.kv_cache_gb))
+    os.environ.update(cfg.env)
     if cfg.threads:
         os.environ["VLLM_CPU_OMP_THREADS_BIND"] = "nobind"
         os.environ["OMP_NUM_THREADS"] = str(cfg.threads)
@@ -299,11 +306,18 @@ class RealEngine:
         vLLM 0.32's engine core steps only while it has requests (it has no
         tier-poll thread): an idle engine never serves a peer's lookup. A
         producer serving traffic does."""
-        self._call("fill", prompt, max_tokens)  # answered once it runs
+        self.fill(prompt, max_tokens)
         try:
             yield
         finally:
-            self._call("unfill")
+            self.unfill()
+
+    def fill(self, prompt: list[int], max_tokens: int) -> None:
+        """Starts kept_busy's traffic; returns once it runs."""
+        self._call("fill", prompt, max_tokens)
+
+    def unfill(self) -> None:
+        self._call("unfill")
 
     def _call(self, tag: str, *args: Any) -> Any:
         self.conn.send((tag, *args))

@@ -51,6 +51,10 @@ class Shape:
 
 
 SMALL = Shape()
+# For the head-to-head (bench/h2h.py): 8 layers 1024 wide, about 100M
+# parameters, 32 KiB of KV per token; recomputing 440 tokens costs about
+# a second on this machine's CPU, more than loading them.
+MEDIUM = Shape(hidden=1024, layers=8, heads=8, kv_heads=8, intermediate=2752)
 # For the benchmark: prefill costs real time on a CPU. About 824M
 # parameters, 128 KiB of KV per token (the figures).
 BIG = Shape(hidden=2048, layers=16, heads=16, kv_heads=16, intermediate=5504, vocab=512, max_len=4096)

@@ -3,11 +3,14 @@ package sidecar
 import (
 	"bytes"
 	"errors"
-	"github.com/kvp2p/kvp2p/internal/node"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kvp2p/kvp2p/internal/node"
+	"github.com/kvp2p/kvp2p/internal/nodetest"
+	"github.com/kvp2p/kvp2p/internal/wire"
 
 	pb "github.com/kvp2p/kvp2p/internal/engineapi/enginepb"
 	"google.golang.org/grpc/codes"
@@ -35,7 +38,7 @@ func TestSidecarGeometryFromRegister(t *testing.T) {
 	}
 	// Refused Registers build nothing.
 	outside := filepath.Join(t.TempDir(), "elsewhere.mmap")
-	if err := os.WriteFile(outside, make([]byte, engChunks*testBlock), 0o600); err != nil {
+	if err := os.WriteFile(outside, make([]byte, engChunks*nodetest.BlockBytes), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	refused := []struct {
@@ -44,8 +47,8 @@ func TestSidecarGeometryFromRegister(t *testing.T) {
 		path           string
 		code           codes.Code
 	}{
-		{"region outside region_dir", engChunks, testBlock, outside, codes.FailedPrecondition},
-		{"region file shorter than the geometry", engChunks * 2, testBlock, b.region, codes.FailedPrecondition},
+		{"region outside region_dir", engChunks, nodetest.BlockBytes, outside, codes.FailedPrecondition},
+		{"region file shorter than the geometry", engChunks * 2, nodetest.BlockBytes, b.region, codes.FailedPrecondition},
 		{"more chunks than any sidecar takes", node.MaxSlots + 1, 1, b.region, codes.InvalidArgument},
 		{"row_stride over block_bytes' bound", 1, maxBlockBytes + 1, b.region, codes.InvalidArgument},
 	}
@@ -59,13 +62,13 @@ func TestSidecarGeometryFromRegister(t *testing.T) {
 	}
 
 	ea, eb := attach(t, a), attach(t, b)
-	if b.node == nil || b.node.Config().Slots != engChunks || b.node.Config().BlockBytes != testBlock {
+	if b.node == nil || b.node.Config().Slots != engChunks || b.node.Config().BlockBytes != nodetest.BlockBytes {
 		t.Fatalf("node after the Register: %+v", b.node)
 	}
 	if _, err := b.sc.Status(t.Context()); err != nil {
 		t.Fatalf("status after the Register: %v", err)
 	}
-	keys := []Key{testKey("late", 0), testKey("late", 1)}
+	keys := []wire.Key{nodetest.Key("late", 0), nodetest.Key("late", 1)}
 	ea.store(a, "prod", nil, keys, 2, 9)
 	params := &pb.TransferParams{RemoteKvSource: remoteOf(t, a), KvRequestId: "kv-late"}
 	eb.mustStep(&pb.StepRequest{NewRequests: []*pb.NewRequest{{ReqId: "cons", Params: params}}})
@@ -79,7 +82,7 @@ func TestSidecarGeometryFromRegister(t *testing.T) {
 		t.Fatalf("load: %+v", d)
 	}
 	for i, k := range keys {
-		if !bytes.Equal(readChunk(t, b, uint32(5+i)), testBytes(k)) {
+		if !bytes.Equal(readChunk(t, b, uint32(5+i)), nodetest.Bytes(k)) {
 			t.Fatalf("chunk %d in B's region differs from A's block", 5+i)
 		}
 	}
@@ -88,15 +91,15 @@ func TestSidecarGeometryFromRegister(t *testing.T) {
 	// it; the same one is taken.
 	eb.detach()
 	bigger := filepath.Join(b.dir, "vllm_offload_big.mmap")
-	if err := os.WriteFile(bigger, make([]byte, 2*engChunks*testBlock), 0o600); err != nil {
+	if err := os.WriteFile(bigger, make([]byte, 2*engChunks*nodetest.BlockBytes), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err := tryAttach(t, b, 2*engChunks, testBlock, bigger)
+	_, err := tryAttach(t, b, 2*engChunks, nodetest.BlockBytes, bigger)
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "restart the sidecar") {
 		t.Fatalf("restarted engine with another geometry: %v", err)
 	}
-	waitFor(t, func() bool {
-		_, err := tryAttach(t, b, engChunks, testBlock, b.region)
+	nodetest.WaitFor(t, func() bool {
+		_, err := tryAttach(t, b, engChunks, nodetest.BlockBytes, b.region)
 		return err == nil
 	})
 }
@@ -107,10 +110,10 @@ func TestSidecarGeometryFromRegister(t *testing.T) {
 func TestSidecarConfiguredFieldMustAgree(t *testing.T) {
 	s := startSidecar(t, func(c *sidecarConfig) { c.Slots = 0 }) // block_bytes configured
 	wide := filepath.Join(s.dir, "vllm_offload_wide.mmap")
-	if err := os.WriteFile(wide, make([]byte, engChunks*2*testBlock), 0o600); err != nil {
+	if err := os.WriteFile(wide, make([]byte, engChunks*2*nodetest.BlockBytes), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err := tryAttach(t, s, engChunks, 2*testBlock, wide)
+	_, err := tryAttach(t, s, engChunks, 2*nodetest.BlockBytes, wide)
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "block_bytes") {
 		t.Fatalf("row_stride against configured block_bytes: %v", err)
 	}
@@ -124,7 +127,7 @@ func TestSidecarConfiguredFieldMustAgree(t *testing.T) {
 
 	idle := startSidecar(t, noGeometry)
 	idle.stop() // no Register ever came: Serve and ServeEngine return nil
-	if _, err := tryAttach(t, idle, engChunks, testBlock, idle.region); err == nil {
+	if _, err := tryAttach(t, idle, engChunks, nodetest.BlockBytes, idle.region); err == nil {
 		t.Fatal("a stopped sidecar took a Register")
 	}
 }

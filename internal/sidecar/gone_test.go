@@ -7,7 +7,9 @@ import (
 	"time"
 
 	pb "github.com/kvp2p/kvp2p/internal/engineapi/enginepb"
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/store"
+	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
 // goneBound is how soon after its engine's detach a peer waiting on that
@@ -78,7 +80,7 @@ func TestEngineGoneFailsPeersPDFetch(t *testing.T) {
 			a, b := startSidecar(t, nil), startSidecar(t, patientDecoder)
 			ea, eb := attach(t, a), attach(t, b)
 			kv := "kv-gone-" + string(rune('a'+i))
-			keys := []Key{testKey(kv, 0), testKey(kv, 1)}
+			keys := []wire.Key{nodetest.Key(kv, 0), nodetest.Key(kv, 1)}
 			cons := &pb.TransferParams{RemotePrefiller: remoteOf(t, a), KvRequestId: kv}
 			eb.mustStep(&pb.StepRequest{NewRequests: []*pb.NewRequest{{ReqId: "dec", Params: cons}}})
 			if seen := eb.lookUntil("dec", keys[0]); seen[len(seen)-1] != pb.Verdict_VERDICT_HIT {
@@ -92,20 +94,20 @@ func TestEngineGoneFailsPeersPDFetch(t *testing.T) {
 			var resp *pb.StepResponse
 			if tc.fetchFirst {
 				resp = eb.mustStep(&pb.StepRequest{Loads: []*pb.Job{j}, EndStep: true})
-				waitFor(t, func() bool { return fetchesAt(t, a) == 1 })
+				nodetest.WaitFor(t, func() bool { return fetchesAt(t, a) == 1 })
 			}
 			gone := time.Now()
 			ea.detach()
 			if tc.restart {
-				waitFor(t, func() bool {
-					_, err := tryAttach(t, a, engChunks, testBlock, a.region)
+				nodetest.WaitFor(t, func() bool {
+					_, err := tryAttach(t, a, engChunks, nodetest.BlockBytes, a.region)
 					return err == nil
 				})
 			}
 			if !tc.fetchFirst {
 				if !tc.restart {
 					// The detach is the loop's before the fetch is.
-					waitFor(t, func() bool {
+					nodetest.WaitFor(t, func() bool {
 						var attached bool
 						_ = a.node.Do(func(time.Time) { attached = a.sc.eng.Attached() })
 						return !attached
@@ -128,10 +130,10 @@ func TestEngineGoneFailsPeersPDFetch(t *testing.T) {
 			}
 			// B's chunks are its engine's again, and nothing at A waits for
 			// the old registration.
-			waitFor(t, func() bool {
+			nodetest.WaitFor(t, func() bool {
 				return chunkState(t, b, store.Slot(2)) == store.StateFree && chunkState(t, b, store.Slot(3)) == store.StateFree
 			})
-			waitFor(t, func() bool { return fetchesAt(t, a) == 0 })
+			nodetest.WaitFor(t, func() bool { return fetchesAt(t, a) == 0 })
 		})
 	}
 }
@@ -145,14 +147,14 @@ func TestEngineGoneAnswersPeersLookup(t *testing.T) {
 	ea.mu.Lock()
 	ea.holdAsks = true // the engine never steps: its ask stays pending
 	ea.mu.Unlock()
-	k := testKey("gone-sym", 0)
+	k := nodetest.Key("gone-sym", 0)
 	eb.mustStep(&pb.StepRequest{NewRequests: []*pb.NewRequest{{ReqId: "cons",
 		Params: &pb.TransferParams{RemoteKvSource: remoteOf(t, a), KvRequestId: "kv-gone-sym"}}}})
 	look := func() pb.Verdict {
 		resp := eb.mustStep(&pb.StepRequest{Lookups: []*pb.LookupBatch{{ReqId: "cons", Keys: [][]byte{bytes.Clone(k[:])}}}, EndStep: true})
 		return resp.Lookups[0].Verdicts[0]
 	}
-	waitFor(t, func() bool {
+	nodetest.WaitFor(t, func() bool {
 		if v := look(); v != pb.Verdict_VERDICT_RETRY {
 			t.Fatalf("lookup answered %v before A's engine did", v)
 		}

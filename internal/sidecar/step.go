@@ -16,15 +16,6 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-func (b engineBackend) Step(req *pb.StepRequest) (*pb.StepResponse, error) {
-	var resp *pb.StepResponse
-	var bad error
-	if err := b.n.Do(func(now time.Time) { resp, bad = b.e.step(b.n, now, req) }); err != nil {
-		return nil, errNodeClosed
-	}
-	return resp, bad
-}
-
 // step checks a shape-checked step against the node's state, then applies
 // it: all of it, or nothing.
 func (e *engine) step(n *node.Node, now time.Time, req *pb.StepRequest) (*pb.StepResponse, error) {
@@ -246,11 +237,15 @@ func transferParams(p *pb.TransferParams) loads.TransferParams {
 
 // WatchSummaries implements engineapi.SummaryBackend: the node's peer
 // summaries, for the attached engine only, as engine API updates.
-func (b engineBackend) WatchSummaries(reg uint64, post func(*pb.SummaryUpdate) bool) (func(), error) {
+func (b backend) WatchSummaries(reg uint64, post func(*pb.SummaryUpdate) bool) (func(), error) {
+	n, e, ok := b.s.bound()
+	if !ok {
+		return nil, status.Errorf(codes.FailedPrecondition, "registration %d: no engine is attached: attach first", reg)
+	}
 	var refuse error
-	if err := b.n.Do(func(time.Time) {
-		if b.e.reg == 0 || b.e.reg != reg {
-			refuse = status.Errorf(codes.FailedPrecondition, "registration %d is not the attached engine's (%d)", reg, b.e.reg)
+	if err := n.Do(func(time.Time) {
+		if e.reg == 0 || e.reg != reg {
+			refuse = status.Errorf(codes.FailedPrecondition, "registration %d is not the attached engine's (%d)", reg, e.reg)
 		}
 	}); err != nil {
 		return nil, errNodeClosed
@@ -258,8 +253,8 @@ func (b engineBackend) WatchSummaries(reg uint64, post func(*pb.SummaryUpdate) b
 	if refuse != nil {
 		return nil, refuse
 	}
-	stop, err := b.n.WatchSummaries(func(peer string, m *wire.Summary) bool {
-		if b.e.reg != reg { // in the loop: the engine detached
+	stop, err := n.WatchSummaries(func(peer string, m *wire.Summary) bool {
+		if e.reg != reg { // in the loop: the engine detached
 			post(nil)
 			return false
 		}

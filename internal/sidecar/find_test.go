@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvp2p/kvp2p/internal/nodetest"
+	"github.com/kvp2p/kvp2p/internal/wire"
+
 	pb "github.com/kvp2p/kvp2p/internal/engineapi/enginepb"
 	"github.com/kvp2p/kvp2p/internal/node"
 	"github.com/kvp2p/kvp2p/internal/summary"
@@ -19,7 +22,7 @@ func findOn(peers string) func(*sidecarConfig) {
 	}
 }
 
-func storedOf(keys []Key, chunks ...uint32) *pb.StoredBlocks {
+func storedOf(keys []wire.Key, chunks ...uint32) *pb.StoredBlocks {
 	s := &pb.StoredBlocks{ChunkIds: chunks}
 	for _, k := range keys {
 		s.KeysPacked = append(s.KeysPacked, k[:]...)
@@ -37,7 +40,7 @@ func TestEngineFindStored(t *testing.T) {
 	ea := attach(t, a)
 	c := startSidecar(t, findOn(a.node.Config().PeerID))
 	ec := attach(t, c)
-	keys := []Key{testKey("found", 0), testKey("found", 1), testKey("found", 2)}
+	keys := []wire.Key{nodetest.Key("found", 0), nodetest.Key("found", 1), nodetest.Key("found", 2)}
 	ea.write(a, keys, 5, 6, 7)
 	ea.mu.Lock()
 	for i, k := range keys {
@@ -64,15 +67,15 @@ func TestEngineFindStored(t *testing.T) {
 		}
 	}
 
-	other := testKey("other", 0)
-	ea.mustStep(&pb.StepRequest{Stored: storedOf([]Key{other}, 5)})
+	other := nodetest.Key("other", 0)
+	ea.mustStep(&pb.StepRequest{Stored: storedOf([]wire.Key{other}, 5)})
 	if got := a.node.Manager().Prefixes(keys); len(got) != 0 {
 		t.Fatalf("A still summarises the replaced key: %+v", got)
 	}
 	if got := a.node.Manager().Prefixes(keys[1:]); len(got) == 0 || got[0].Blocks != 2 {
 		t.Fatalf("A's own prefix of the keys it still holds: %+v", got)
 	}
-	if _, err := ea.step(&pb.StepRequest{Stored: storedOf([]Key{other}, engChunks)}); err == nil {
+	if _, err := ea.step(&pb.StepRequest{Stored: storedOf([]wire.Key{other}, engChunks)}); err == nil {
 		t.Fatal("a stored chunk out of range was accepted")
 	}
 	if _, err := ea.step(&pb.StepRequest{Stored: &pb.StoredBlocks{KeysPacked: []byte{1}, ChunkIds: []uint32{1}}}); err == nil {
@@ -89,7 +92,7 @@ func TestEngineWatchSummaries(t *testing.T) {
 	ea := attach(t, a)
 	c := startSidecar(t, findOn(a.node.Config().PeerID))
 	ec := attach(t, c)
-	early := []Key{testKey("early", 0)}
+	early := []wire.Key{nodetest.Key("early", 0)}
 	ea.mustStep(&pb.StepRequest{Stored: storedOf(early, 1)})
 	peerA := a.node.Config().PeerID
 	// Wait until C holds A's summary, so the watch starts with a snapshot.
@@ -127,7 +130,7 @@ func TestEngineWatchSummaries(t *testing.T) {
 			words[binary.LittleEndian.Uint32(p)] = binary.LittleEndian.Uint64(p[4:])
 		}
 	}
-	has := func(k Key) bool {
+	has := func(k wire.Key) bool {
 		w, m := summary.Position(k, uint32(len(words)))
 		return words[w]&m == m
 	}
@@ -139,8 +142,8 @@ func TestEngineWatchSummaries(t *testing.T) {
 	if !has(early[0]) {
 		t.Fatal("the snapshot lacks A's key")
 	}
-	later := testKey("later", 0)
-	ea.mustStep(&pb.StepRequest{Stored: storedOf([]Key{later}, 2)})
+	later := nodetest.Key("later", 0)
+	ea.mustStep(&pb.StepRequest{Stored: storedOf([]wire.Key{later}, 2)})
 	for !has(later) {
 		u, err := st.Recv()
 		if err != nil {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/kvp2p/kvp2p/internal/node"
 	"log/slog"
 	"net"
 	"sync"
+	"time"
+
+	"github.com/kvp2p/kvp2p/internal/node"
 
 	"github.com/kvp2p/kvp2p/internal/engineapi"
 	pb "github.com/kvp2p/kvp2p/internal/engineapi/enginepb"
@@ -74,7 +76,7 @@ func New(cfg node.Config, ecfg EngineConfig) (*Sidecar, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Sidecar{cfg: cfg, ecfg: ecfg, built: make(chan struct{}), stop: make(chan struct{})}
-	s.srv = engineapi.New(sidecarBackend{s}, engineapi.Options{Log: log.With("node", cfg.PeerID)})
+	s.srv = engineapi.New(backend{s}, engineapi.Options{Log: log.With("node", cfg.PeerID)})
 	if cfg.Slots != 0 && cfg.BlockBytes != 0 {
 		n, e, err := newEngineNode(cfg, ecfg)
 		if err != nil {
@@ -101,11 +103,11 @@ func (s *Sidecar) Node() *node.Node {
 	return s.node
 }
 
-// backend is the node's engine backend, once the node exists.
-func (s *Sidecar) backend() (engineBackend, bool) {
+// bound returns the node and its engine state, once the node exists.
+func (s *Sidecar) bound() (*node.Node, *engine, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return engineBackend{s.node, s.eng}, s.node != nil
+	return s.node, s.eng, s.node != nil
 }
 
 // newEngineNode builds a node whose slots are an engine's region, and its
@@ -235,87 +237,94 @@ func (s *Sidecar) geometry(reg *pb.Register) (region.Geometry, error) {
 // nodeFor returns the node reg attaches to, building it from reg if there
 // is none yet; then it also returns reg's region, mapped (the Register's
 // checks are done), for the caller to attach.
-func (s *Sidecar) nodeFor(reg *pb.Register) (engineBackend, *region.Region, error) {
-	if b, ok := s.backend(); ok {
-		return b, nil, nil
+func (s *Sidecar) nodeFor(reg *pb.Register) (*node.Node, *engine, *region.Region, error) {
+	if n, e, ok := s.bound(); ok {
+		return n, e, nil, nil
 	}
 	geo, err := s.geometry(reg)
 	if err != nil {
-		return engineBackend{}, nil, err
+		return nil, nil, nil, err
 	}
 	if err := checkIdentity(reg, s.cfg); err != nil {
-		return engineBackend{}, nil, err
+		return nil, nil, nil, err
 	}
 	// The region is checked before the geometry is taken: a Register that
 	// names no file of that size fixes nothing.
 	r, err := region.Open(reg.RegionPath, s.ecfg.WithDefaults().RegionDir, geo)
 	if err != nil {
-		return engineBackend{}, nil, status.Errorf(codes.FailedPrecondition, "%v", err)
+		return nil, nil, nil, status.Errorf(codes.FailedPrecondition, "%v", err)
 	}
 	cfg := s.cfg
 	cfg.Slots, cfg.BlockBytes = int(geo.NumChunks), int(geo.RowStride)
 	n, e, err := newEngineNode(cfg, s.ecfg)
 	if err != nil {
 		r.Close()
-		return engineBackend{}, nil, status.Errorf(codes.InvalidArgument, "the region's geometry: %v", err)
+		return nil, nil, nil, status.Errorf(codes.InvalidArgument, "the region's geometry: %v", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
 	case s.stopped:
 		r.Close()
-		return engineBackend{}, nil, status.Error(codes.Unavailable, "kvp2p: sidecar stopping")
+		return nil, nil, nil, status.Error(codes.Unavailable, "kvp2p: sidecar stopping")
 	case s.node != nil:
 		// Another engine's Register built it first: attach as to any node
 		// (its geometry is checked there).
 		r.Close()
-		return engineBackend{s.node, s.eng}, nil, nil
+		return s.node, s.eng, nil, nil
 	}
 	s.adoptLocked(n, e, fmt.Sprintf("taken from the first engine's Register (engine_id %q); restart the sidecar to change it", reg.EngineId))
 	n.Log().Info("geometry from the engine's Register", "num_chunks", geo.NumChunks, "row_stride", geo.RowStride)
-	return engineBackend{n, e}, r, nil
+	return n, e, r, nil
 }
 
-// sidecarBackend is the engine API's backend before and after the node
-// exists: every call goes to the node's engineBackend once it does.
-type sidecarBackend struct{ s *Sidecar }
+// backend is the engine API's backend (engineapi.Backend), before and
+// after the node exists: once it does, each call runs in the node's loop.
+type backend struct{ s *Sidecar }
 
-var _ engineapi.Backend = sidecarBackend{}
+var _ engineapi.Backend = backend{}
 
-func (b sidecarBackend) Attach(reg *pb.Register, out engineapi.Outbox) (*pb.Registered, error) {
-	eb, r, err := b.s.nodeFor(reg)
+// errNodeClosed is what the engine hears once the node stopped.
+var errNodeClosed = status.Error(codes.Unavailable, "kvp2p: node stopped")
+
+func (b backend) Attach(reg *pb.Register, out engineapi.Outbox) (*pb.Registered, error) {
+	n, e, r, err := b.s.nodeFor(reg)
 	if err != nil {
 		return nil, err
 	}
-	if r != nil {
-		return eb.attachRegion(r, out)
+	if r == nil {
+		if r, err = e.openRegion(n, reg); err != nil {
+			return nil, err
+		}
 	}
-	return eb.Attach(reg, out)
+	return e.attachRegion(n, r, out)
 }
 
-func (b sidecarBackend) Detach(id uint64) {
-	if eb, ok := b.s.backend(); ok {
-		eb.Detach(id)
+func (b backend) Detach(id uint64) {
+	n, e, ok := b.s.bound()
+	if !ok {
+		return
+	}
+	// Revoke its region at once, outside the loop; then forget it in it.
+	e.revoke(n, id)
+	_ = n.Do(func(now time.Time) { e.detach(n, now, id) })
+}
+
+func (b backend) Grant(id uint64, g *pb.ServeGrant) {
+	if n, e, ok := b.s.bound(); ok {
+		_ = n.Do(func(now time.Time) { e.grant(n, now, id, g) })
 	}
 }
 
-func (b sidecarBackend) Grant(id uint64, g *pb.ServeGrant) {
-	if eb, ok := b.s.backend(); ok {
-		eb.Grant(id, g)
+func (b backend) Step(req *pb.StepRequest) (*pb.StepResponse, error) {
+	n, e, ok := b.s.bound()
+	if !ok {
+		return nil, status.Errorf(codes.FailedPrecondition, "registration %d: no engine is attached: attach first", req.Registration)
 	}
-}
-
-func (b sidecarBackend) Step(req *pb.StepRequest) (*pb.StepResponse, error) {
-	if eb, ok := b.s.backend(); ok {
-		return eb.Step(req)
+	var resp *pb.StepResponse
+	var bad error
+	if err := n.Do(func(now time.Time) { resp, bad = e.step(n, now, req) }); err != nil {
+		return nil, errNodeClosed
 	}
-	return nil, status.Errorf(codes.FailedPrecondition, "registration %d: no engine is attached: attach first", req.Registration)
-}
-
-// WatchSummaries implements engineapi.SummaryBackend.
-func (b sidecarBackend) WatchSummaries(reg uint64, post func(*pb.SummaryUpdate) bool) (func(), error) {
-	if eb, ok := b.s.backend(); ok {
-		return eb.WatchSummaries(reg, post)
-	}
-	return nil, status.Errorf(codes.FailedPrecondition, "registration %d: no engine is attached: attach first", reg)
+	return resp, bad
 }

@@ -8,11 +8,11 @@ import (
 	"github.com/kvp2p/kvp2p/internal/store"
 )
 
-// Sidecar is what an engine sidecar (internal/sidecar) plugs into a node:
+// EngineHooks are what an engine sidecar (internal/sidecar) plugs into a node:
 // the hooks the loop calls. The node does not import the sidecar, so a
 // program that embeds a node without one links no gRPC; the sidecar calls
 // the node back only through the accessors below, in the loop (Do).
-type Sidecar interface {
+type EngineHooks interface {
 	// Pending (loads.Resolver): a peer's lookup of a key the store does
 	// not hold; the sidecar may ask its engine and let the lookup wait.
 	loads.Resolver
@@ -54,7 +54,3 @@ func (n *Node) TakeResults() []JobResult { return n.takeResults() }
 // Do runs f in the loop and waits, as every Manager call does; it fails
 // with ErrClosed once the node stopped.
 func (n *Node) Do(f func(now time.Time)) error { return n.Manager().do(f) }
-
-// Conns is how many control connections the loop holds (sessions and
-// handshakes); call it in the loop (Do).
-func (n *Node) Conns() int { return len(n.conns) }

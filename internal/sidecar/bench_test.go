@@ -13,18 +13,20 @@ import (
 
 	"github.com/kvp2p/kvp2p/internal/engineapi"
 	pb "github.com/kvp2p/kvp2p/internal/engineapi/enginepb"
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/percentile"
 	"github.com/kvp2p/kvp2p/internal/rawbench"
+	"github.com/kvp2p/kvp2p/internal/wire"
 	"google.golang.org/protobuf/proto"
 )
 
 // engineRig is a PD pair of sidecars, each with an engine attached through
-// the engine API, moving benchLoadBytes per load from the prefiller's
+// the engine API, moving rawbench.LoadBytes per load from the prefiller's
 // region into the decoder's.
 type engineRig struct {
 	p, d   *sidecar
 	ep, ed *fakeEngine
-	keys   []Key
+	keys   []wire.Key
 	chunks []uint32
 	n      int
 	setup  []time.Duration // per load: the steps before it (see load)
@@ -35,15 +37,15 @@ type engineRig struct {
 
 func newEngineRig(b *testing.B) *engineRig {
 	r := &engineRig{}
-	r.p = startSidecarIn(b, shmDir(b), benchBlocks, benchBlockBytes, nil)
-	r.d = startSidecarIn(b, shmDir(b), benchBlocks, benchBlockBytes, nil)
+	r.p = startSidecarIn(b, shmDir(b), rawbench.Blocks, rawbench.BlockBytes, nil)
+	r.d = startSidecarIn(b, shmDir(b), rawbench.Blocks, rawbench.BlockBytes, nil)
 	r.ep, r.ed = attach(b, r.p), attach(b, r.d)
-	img := make([]byte, benchLoadBytes)
-	for i := range benchBlocks {
-		k := testKey("engine-bench", i)
+	img := make([]byte, rawbench.LoadBytes)
+	for i := range rawbench.Blocks {
+		k := nodetest.Key("engine-bench", i)
 		r.keys = append(r.keys, k)
 		r.chunks = append(r.chunks, uint32(i))
-		copy(img[i*benchBlockBytes:], benchBytes(k, benchBlockBytes))
+		copy(img[i*rawbench.BlockBytes:], rawbench.Bytes(k, rawbench.BlockBytes))
 	}
 	if err := os.WriteFile(r.p.region, img, 0o600); err != nil {
 		b.Fatal(err)
@@ -115,7 +117,7 @@ func (r *engineRig) load(b *testing.B) time.Duration {
 
 func (r *engineRig) check(b *testing.B) {
 	for i, k := range r.keys {
-		if !bytes.Equal(readChunk(b, r.d, r.chunks[i]), benchBytes(k, benchBlockBytes)) {
+		if !bytes.Equal(readChunk(b, r.d, r.chunks[i]), rawbench.Bytes(k, rawbench.BlockBytes)) {
 			b.Fatalf("chunk %d in the decoder's region differs", i)
 		}
 	}
@@ -131,11 +133,11 @@ func (r *engineRig) check(b *testing.B) {
 // the plugin does (poll_interval_s): on two cores the polls' CPU competes
 // with the data path's.
 func BenchmarkEngineLoadVsRaw(b *testing.B) {
-	er, rr := newEngineRig(b), rawbench.NewRaw(b, benchLoadBytes, benchBlockBytes)
+	er, rr := newEngineRig(b), rawbench.NewRaw(b, rawbench.LoadBytes, rawbench.BlockBytes)
 	var loads, raws []time.Duration
 	load := func(b *testing.B) time.Duration { d := er.load(b); loads = append(loads, d); return d }
 	raw := func(b *testing.B) time.Duration { d := rr.Copy(b); raws = append(raws, d); return d }
-	rawbench.Interleave(b, benchLoadBytes, "engine", load, "raw", raw, "x_raw")
+	rawbench.Interleave(b, rawbench.LoadBytes, "engine", load, "raw", raw, "x_raw")
 	er.check(b)
 	// The timed loads' (interleave runs each once before it times them).
 	sum := func(ds []time.Duration) (t time.Duration) {
@@ -179,7 +181,7 @@ func BenchmarkEngineStep(b *testing.B) {
 			}
 			req := &pb.StepRequest{Lookups: []*pb.LookupBatch{{ReqId: "r"}}, EndStep: true}
 			for i := range n {
-				k := testKey("step", i)
+				k := nodetest.Key("step", i)
 				req.Lookups[0].Keys = append(req.Lookups[0].Keys, k[:])
 			}
 			if c.packed {

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	pb "github.com/kvp2p/kvp2p/internal/engineapi/enginepb"
+	"github.com/kvp2p/kvp2p/internal/nodetest"
+	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
 // An engine's region truncated under the sidecar's mapping, while a load
@@ -17,7 +19,7 @@ func TestEngineRegionTruncatedUnderLoad(t *testing.T) {
 		t.Run(side, func(t *testing.T) {
 			p, d := startSidecar(t, nil), startSidecar(t, nil)
 			ep, ed := attach(t, p), attach(t, d)
-			keys := []Key{testKey("trunc-"+side, 0), testKey("trunc-"+side, 1)}
+			keys := []wire.Key{nodetest.Key("trunc-"+side, 0), nodetest.Key("trunc-"+side, 1)}
 			prod := &pb.TransferParams{RemoteDecoder: remoteOf(t, d), KvRequestId: "kv-" + side}
 			cons := &pb.TransferParams{RemotePrefiller: remoteOf(t, p), KvRequestId: "kv-" + side}
 			ep.write(p, keys, 5, 6)

