@@ -32,6 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 
@@ -377,6 +378,16 @@ class EngineClient:
         # attachment is over; the supervisor reattaches.
         self._drop(s, f"step: {code.name}: {details}")
         return SidecarUnavailable(f"{code.name}: {details}")
+
+    def watch_summaries(self) -> tuple[int, Any] | None:
+        """Opens the WatchSummaries stream of the attached registration:
+        (the registration, the call: iterate it for SummaryUpdates, cancel
+        it to stop); None while not attached."""
+        s = self._sess
+        if s is None:
+            return None
+        reg = s.registered.registration
+        return reg, s.stub.WatchSummaries(pb.WatchSummariesRequest(registration=reg))
 
     def grant(self, g: pb.ServeGrant) -> bool:
         """Answers an ask; False when no sidecar is attached to hear it."""

@@ -13,6 +13,10 @@ state; nothing holds it across a call to the sidecar, a read of /proc or
 a log line. A lock and not a queue to the worker: a lookup is answered at
 once, from the scheduler's thread, however long a Step takes.
 
+The peers' summaries (kvp2p.summaries), which a request naming no source
+is found a source in, are fed by a thread of their own (kvp2p.watch)
+without the lock; the worker moves their clock each turn.
+
 Chunks lent through a lost sidecar are held until it registers again or
 its process has exited (kvp2p.lent): the step socket names the process
 (SidecarProcess), and the worker asks /proc each turn (tick).
@@ -29,7 +33,9 @@ from typing import Any
 from kvp2p._pb import engine_pb2 as pb
 from kvp2p.client import EngineClient, SidecarUnavailable, StepRefused
 from kvp2p.roles import Roles
+from kvp2p.summaries import SummaryMirror
 from kvp2p.tierstate import COUNTS, Done, Kind, Step, TierState, Verdict
+from kvp2p.watch import SummaryWatcher
 
 __all__ = ["ASK_WAIT_WARN_S", "COUNTS", "Done", "Kind", "Step", "TierCore", "TierState", "Verdict", "ids"]
 
@@ -54,10 +60,14 @@ class TierCore:
         client_opts: Mapping[str, Any] | None = None,
         clock: Callable[[], float] = time.monotonic,
         state: TierState | None = None,
+        summary_max_age: float = 3.0,
     ) -> None:
         """`state` is the state to drive (default: a new one with
-        `grant_hold`); `clock` the time grants are held and asks waited in."""
-        self._state = state if state is not None else TierState(grant_hold=grant_hold)
+        `grant_hold`, and a summary mirror whose summaries are unused
+        `summary_max_age` after their last update); `clock` the time
+        grants are held, asks waited and summaries aged in."""
+        self._state = state if state is not None else TierState(
+            grant_hold=grant_hold, mirror=SummaryMirror(max_age=summary_max_age))
         self._mu = threading.Lock()
         self._cv = threading.Condition(self._mu)  # drain waits on it
         self._clock = clock
@@ -68,17 +78,30 @@ class TierCore:
                                    on_lost=self.on_lost, on_attached=self.on_attached,
                                    **dict(client_opts or {}))
         self._worker = threading.Thread(target=self._run, name="kvp2p-step", daemon=True)
+        self._watcher = SummaryWatcher(self.client, self._state.mirror, self.set_find, clock=clock)
 
     def start(self) -> None:
         self.client.start()
         self._worker.start()
+        self._watcher.start()
 
     def close(self) -> None:
         self._closed.set()
         self._wake.set()
         if self._worker.is_alive():
             self._worker.join(timeout=2.0)
+        self._watcher.close()
         self.client.close()
+
+    def set_find(self, enabled: bool) -> None:
+        """Whether the sidecar has find on (the watcher learns it)."""
+        with self._mu:
+            self._state.set_find(enabled)
+
+    @property
+    def mirror(self) -> SummaryMirror:
+        """The peers' summaries (read-only for callers)."""
+        return self._state.mirror
 
     # -- the scheduler's hooks: memory only ---------------------------------
 
@@ -193,8 +216,10 @@ class TierCore:
 
     def tick(self) -> None:
         """Gives back the chunks lent to a lost sidecar whose process has
-        exited (or, the process unknown, after grant_hold). The worker
-        calls it every turn, drain while it waits."""
+        exited (or, the process unknown, after grant_hold), and ages the
+        peers' summaries. The worker calls it every turn, drain while it
+        waits."""
+        self._state.mirror.advance(self._clock())
         with self._mu:
             procs = self._state.held_processes()
         gone = {p for p in procs if p.gone()}  # reads /proc: not under the lock

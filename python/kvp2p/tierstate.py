@@ -32,6 +32,26 @@ When the sidecar is lost every job in flight fails (the sidecar revokes
 the region as soon as it learns the stream is gone, so no late peer write
 reaches a chunk vLLM reuses). Chunks lent to peers are held longer (see
 kvp2p.lent).
+
+Finding a source (docs/find.md). A request that names none asks the
+peers' summaries (kvp2p.summaries, in memory) at its first lookup, i.e. at
+the first key the CPU tier does not hold. No peer probably holds it: MISS
+at once. Otherwise the lookup answers RETRY, so that vLLM goes on looking
+the request's next keys up in the same pass, and each next key narrows the
+candidates to the peers that probably hold it too; the request is then
+registered with the winner as remote_kv_source and its keys seen so far
+are asked, as a named source's are. The winner: a peer that holds at least
+MIN_RUN keys in a row (fewer when the request has fewer), the longest run,
+then the fewest of this engine's requests loading from it. A run shorter
+than MIN_RUN answers MISS, and the request answers MISS at once from then
+on. vLLM's tier API shows a tier one key per lookup, so the run is learnt
+while vLLM scans: a request whose first key tests present in some summary
+(a false positive) waits one step for nothing.
+
+What the engine holds. Every submit_store's keys and chunks, and every
+load that succeeded, are reported in the next Step's `stored` (unless the
+sidecar said find is off, set_find), so that the sidecar's summary of this
+engine's CPU tier is what peers find.
 """
 
 from __future__ import annotations
@@ -46,7 +66,8 @@ from kvp2p._pb import engine_pb2 as pb
 from kvp2p.client import SidecarProcess
 from kvp2p.lent import Lent
 from kvp2p.outbox import Budget, Outbox, pack
-from kvp2p.roles import Roles
+from kvp2p.roles import Roles, Source
+from kvp2p.summaries import SummaryMirror
 
 
 class Verdict(IntEnum):
@@ -88,7 +109,12 @@ class Step:
 # (the sidecar unavailable, a step refused, any other error); sidecars lost;
 # chunks the engine pinned for peers.
 COUNTS = ("steps", "step_failures_unavailable", "step_failures_refused", "step_failures_error",
-          "sidecar_lost", "served_chunks")
+          "sidecar_lost", "served_chunks", "found_sources")
+
+# A peer is found for a request only when its summary holds this many keys
+# in a row (fewer if the request ends sooner): with 1,000 peers one key's
+# false positive is near certain, three in a row are rare (docs/find.md).
+MIN_RUN = 3
 
 _PREEMPTED = -2  # registered before, forgotten by the sidecar: register again on use
 _LOST = -1  # registered with a sidecar since lost: fall back for good
@@ -110,12 +136,30 @@ class _Job:
     req_id: str
     kind: Kind
     sent: bool = False
+    keys: Sequence[bytes] = ()  # a load's keys and chunks: reported stored on success
+    chunks: Sequence[int] = ()
+
+
+@dataclass(slots=True)
+class _Finding:
+    """A request naming no source, while its pass learns who holds it."""
+
+    keys: list[bytes]  # its keys looked up so far in the pass, in order
+    cands: list[str]  # the peers whose summaries hold all of them
 
 
 class TierState:
     """One engine's side of the engine API, batched per scheduler step."""
 
-    def __init__(self, *, grant_hold: float = 5.0) -> None:
+    def __init__(self, *, grant_hold: float = 5.0, mirror: SummaryMirror | None = None) -> None:
+        """`mirror` holds the peers' summaries a request naming no source
+        is found a source in (default: an empty one: nothing is found)."""
+        self._mirror = mirror if mirror is not None else SummaryMirror()
+        self._finding: dict[str, _Finding] = {}  # requests whose pass is finding a source
+        self._no_source: set[str] = set()  # requests found none: MISS at once
+        self._report = True  # report stores in Step.stored (set_find)
+        self._stored_keys: list[bytes] = []
+        self._stored_chunks: list[int] = []
         self._gen = 0  # bumped when the sidecar is lost
         self._reqs: dict[str, _Req] = {}
         # Engine request ids that fell back: lookups MISS, loads fail (_fall_back).
@@ -140,6 +184,8 @@ class TierState:
         roles = roles_mod.parse(params)
         old = self._reqs.pop(req_id, None)
         self._drop_answers(req_id)
+        self._finding.pop(req_id, None)
+        self._no_source.discard(req_id)
         self._failed.discard(req_id)
         for pending in (self._out.finished, self._out.preempted):
             if req_id in pending:
@@ -166,11 +212,63 @@ class TierState:
         return self._lookup_source(req_id, r, k16)
 
     def _lookup_unnamed(self, req_id: str, k16: bytes) -> Verdict:
-        """A request that names no source (no kv_transfer_params, or only a
-        remote_decoder): no peer is asked, MISS. This is where a lookup
-        without a named source would consult a local summary of what peers
-        hold."""
-        return Verdict.MISS
+        """A request that names no source: one is found in the peers'
+        summaries (see "Finding a source" above), or MISS. A remote_decoder
+        request (producing for a decoder) finds none."""
+        if not len(self._mirror) or req_id in self._no_source:
+            return Verdict.MISS
+        r = self._reqs.get(req_id)
+        if r is not None and r.roles.dest is not None:
+            return Verdict.MISS
+        f = self._finding.get(req_id)
+        if f is None:
+            cands = self._mirror.holders(k16)
+            if not cands:
+                return Verdict.MISS
+            self._finding[req_id] = _Finding([k16], cands)
+            return Verdict.RETRY
+        still = [p for p in f.cands if self._mirror.holds(p, k16)]
+        if not still:
+            if len(f.keys) >= MIN_RUN:
+                return self._found(req_id, f, k16)
+            del self._finding[req_id]
+            self._no_source.add(req_id)
+            return Verdict.MISS
+        f.keys.append(k16)
+        f.cands = still
+        if len(still) == 1 and len(f.keys) >= MIN_RUN:
+            return self._found(req_id, f, None)
+        return Verdict.RETRY
+
+    def _found(self, req_id: str, f: _Finding, k16: bytes | None) -> Verdict:
+        """Registers req_id with the best of f's candidates as its
+        remote_kv_source, asks the keys its pass saw, and answers k16 (the
+        key being looked up, if not among them) as for a named source."""
+        del self._finding[req_id]
+        peer = min(f.cands, key=lambda p: (self._loading_from(p), p))
+        src = source_of(peer, req_id)
+        if src is None:
+            self._no_source.add(req_id)
+            return Verdict.MISS
+        # Registered again, now with its source: the sidecar's registration
+        # of a request id replaces the one before (new_request).
+        r = _Req(Roles(src, None), _PREEMPTED)
+        self._reqs[req_id] = r
+        self._register(req_id, r)
+        self._count("found_sources")
+        asking = self._asking.setdefault(req_id, {})
+        for k in f.keys:
+            asking[k] = None
+        return self._lookup_source(req_id, r, k16) if k16 is not None else Verdict.RETRY
+
+    def _loading_from(self, peer: str) -> int:
+        """This engine's live requests that load from peer."""
+        n = 0
+        for r in self._reqs.values():
+            s = r.roles.source
+            if s is not None and r.gen == self._gen and peer_id(s.host, s.port) == peer:
+                n += 1
+        return n
 
     def _lookup_source(self, req_id: str, r: _Req, k16: bytes) -> Verdict:
         """A request whose source names the peer: what the sidecar said of
@@ -198,10 +296,14 @@ class TierState:
             self._failed.add(req_id)
             self._done.append(Done(job_id, Kind.LOAD, False, reason="request failed over to local prefill"))
             return
-        self._jobs[job_id + 1] = _Job(req_id, Kind.LOAD)
+        self._jobs[job_id + 1] = _Job(req_id, Kind.LOAD, keys=keys, chunks=chunks)
         self._out.loads.append(pb.Job(job_id=job_id + 1, req_id=req_id, keys=keys, chunk_ids=chunks))
 
     def submit_store(self, job_id: int, req_id: str, keys: Sequence[bytes], chunks: Sequence[int]) -> None:
+        if self._report:
+            # The CPU tier holds keys in chunks now: peers' summaries say so.
+            self._stored_keys.extend(keys)
+            self._stored_chunks.extend(chunks)
         r = self._reqs.get(req_id)
         if r is None or r.roles.dest is None or not keys:
             # Not a remote-decode request: the block is in the region,
@@ -223,6 +325,8 @@ class TierState:
             self._out.finished.append(req_id)
         self._drop_answers(req_id)
         self._failed.discard(req_id)
+        self._finding.pop(req_id, None)
+        self._no_source.discard(req_id)
 
     def schedule_end(self, preempted: Collection[str] = ()) -> None:
         for req_id in preempted:
@@ -231,11 +335,27 @@ class TierState:
                 self._out.preempted.append(req_id)
                 r.gen = _PREEMPTED
                 self._drop_answers(req_id)
+        # A pass that ended still finding: the request's keys ran out (or
+        # the run is long): its best candidate is its source.
+        for req_id, f in list(self._finding.items()):
+            self._found(req_id, f, None)
         # Every lookup of the step is done: the answers filed meanwhile are
         # seen whole by the next step's passes.
         self._publish()
         self._pass_open = False
         self._out.end_step = True
+
+    def set_find(self, enabled: bool) -> None:
+        """Whether the sidecar summarises this engine (find enabled): stores
+        are reported only then."""
+        self._report = enabled
+        if not enabled:
+            self._stored_keys, self._stored_chunks = [], []
+
+    @property
+    def mirror(self) -> SummaryMirror:
+        """The peers' summaries sources are found in."""
+        return self._mirror
 
     @property
     def generation(self) -> int:
@@ -286,7 +406,8 @@ class TierState:
         """Whether anything of req_id is kept (its registration, answers,
         asks or fallback): False once it finished."""
         return (req_id in self._reqs or req_id in self._failed or req_id in self._verdicts
-                or req_id in self._incoming or req_id in self._incoming_pd or req_id in self._asking)
+                or req_id in self._incoming or req_id in self._incoming_pd or req_id in self._asking
+                or req_id in self._finding or req_id in self._no_source)
 
     # -- the client's news ----------------------------------------------------
 
@@ -314,6 +435,7 @@ class TierState:
         self._incoming.clear()
         self._incoming_pd.clear()
         self._asking.clear()
+        self._finding.clear()
         self._out = Outbox()
         self._asks.clear()
         self._lent.lose(now, proc)
@@ -343,7 +465,7 @@ class TierState:
         """The next Step: the queued work, within the limits the sidecar
         stated in `reg` (what does not fit waits for the next Step, in
         order); None when there is nothing to say."""
-        if not self._asking and not self._jobs and not self._out.has_work():
+        if not self._asking and not self._jobs and not self._out.has_work() and not self._stored_chunks:
             self._out = Outbox()  # a step's end matters only to lookups
             return None
         budget = Budget.of(reg, sum(1 for j in self._jobs.values() if j.sent))
@@ -364,6 +486,11 @@ class TierState:
             budget.keys -= len(asked[rid])
             budget.items -= 1
         send = packed.send
+        stored = None
+        if self._stored_chunks and budget.keys > 0:
+            n = min(budget.keys, len(self._stored_chunks))
+            stored = pb.StoredBlocks(keys_packed=b"".join(self._stored_keys[:n]), chunk_ids=self._stored_chunks[:n])
+            del self._stored_keys[:n], self._stored_chunks[:n]
         req = pb.StepRequest(
             new_requests=send.new_requests,
             # keys_packed: one field per batch, not one per key (about half
@@ -371,9 +498,9 @@ class TierState:
             lookups=[pb.LookupBatch(req_id=rid, keys_packed=b"".join(keys), packed_verdicts=True)
                      for rid, keys in asked.items()],
             loads=send.loads, stores=send.stores, finished=send.finished, preempted=send.preempted,
-            end_step=send.end_step,
+            end_step=send.end_step, stored=stored,
         )
-        return Step(req, self._gen, asked, not packed.rest.empty())
+        return Step(req, self._gen, asked, not packed.rest.empty() or bool(self._stored_chunks))
 
     def apply(self, step: Step, resp: pb.StepResponse) -> None:
         """Files the sidecar's answer to `step`."""
@@ -390,6 +517,11 @@ class TierState:
             if j is None:
                 continue
             partial = list(d.successful) if not d.success and d.successful else None
+            if j.kind == Kind.LOAD and self._report and (d.success or partial):
+                # Loaded from a peer: the CPU tier holds these now.
+                idx = range(len(j.keys)) if d.success else [i for i in partial or () if i < len(j.keys)]
+                self._stored_keys.extend(j.keys[i] for i in idx)
+                self._stored_chunks.extend(j.chunks[i] for i in idx)
             self._done.append(Done(d.job_id - 1, j.kind, d.success, partial,
                                    d.transfer_us / 1e6, d.bytes, d.reason))
         for req_id in resp.failed_requests:
@@ -490,3 +622,18 @@ class TierState:
         self._done.append(Done(api_id - 1, j.kind, False, reason=reason))
         if j.kind == Kind.LOAD:
             self._fall_back(j.req_id)
+
+
+def peer_id(host: str, port: int) -> str:
+    """A peer's id (host:port), as the sidecar names it."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def source_of(peer: str, req_id: str) -> Source | None:
+    """The remote_kv_source role naming `peer` (host:port) for req_id;
+    None if peer is not host:port."""
+    host, sep, port = peer.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        return None
+    return Source(req_id, host, int(port), "", False)

@@ -29,7 +29,14 @@ for hung, default 0.75; a crashed one is noticed at once), idle_serve_s
 (vLLM without a tier-poll thread only, i.e. 0.32; default 0: off): keep
 the engine stepping for this long after its last request activity, so that
 peers asking for what it just computed are served while it is otherwise
-idle; each such step is an empty engine step (about one a millisecond).
+idle; each such step is an empty engine step (about one a millisecond),
+find_max_age_s (default 3: the sidecar's find.max_age at its default
+interval): a peer's summary not updated for this long is not used to find a
+source for a request that names none (docs/find.md).
+
+Finding a source needs nothing in the config: with find enabled in the
+sidecar, the tier mirrors its peers' summaries and a request that names no
+source loads from the peer found; with find off, it answers MISS as before.
 """
 
 from __future__ import annotations
@@ -111,6 +118,7 @@ class Kvp2pTier(SecondaryTierManager):
         dead_after_s: float = 0.75,
         grant_hold_s: float = 5.0,
         idle_serve_s: float = 0.0,
+        find_max_age_s: float = 3.0,
         hash_seed: str | None = None,
         **kwargs: Any,
     ) -> None:
@@ -133,7 +141,7 @@ class Kvp2pTier(SecondaryTierManager):
             hash_seed=hash_seed if hash_seed is not None else os.environ.get("PYTHONHASHSEED", ""),
         )
         self.core = TierCore(socket, register, poll_interval=poll_interval_s, grant_hold=grant_hold_s,
-                             client_opts={"dead_after": dead_after_s})
+                             client_opts={"dead_after": dead_after_s}, summary_max_age=find_max_age_s)
         self._loads: dict[int, list[OffloadKey]] = {}  # load job -> its keys, for successful_keys
         self._book = KeyBook(max(4 * num_chunks, 1024))
         self._serve_wait = serve_wait_s
