@@ -214,7 +214,13 @@ func sizeOf(m wire.Message) int {
 	case *wire.Fetch:
 		return rest + len(m.ReqID) + len(m.Keys)*(wire.KeySize+4)
 	case *wire.Summary:
-		return rest + len(m.Words)*(4+8)
+		// Not counted beyond its header: the bound is for what peers make
+		// us queue by asking, and a summary is ours to send, bounded by
+		// summary.MaxWords a session and the write timeout. Counted, a
+		// large tier's snapshots to a host's ranks in one tick went over
+		// the host's share and closed a healthy session, again at each
+		// redial.
+		return rest
 	}
 	return rest
 }

@@ -142,7 +142,10 @@ func (n *Node) handle(ev event) {
 		n.log.Debug("connect attempt dialed", "peer", c.key.peer, "conn", ev.id, "control", ev.ctlTook, "control_and_data", ev.dataTook,
 			"loop_late", time.Since(ev.posted))
 		c.nc = ev.ctl
-		c.w = newMsgWriter(ev.ctl, n.timers.HeartbeatTimeout, &n.sendq, &n.wg)
+		// A connection we dialed has a share of its own: the source shares
+		// bound what a host's many sessions to us make us queue, and our
+		// own dials to several ranks of one host are not that.
+		c.w = newMsgWriter(ev.ctl, n.timers.HeartbeatTimeout, nil, &n.wg)
 		n.wg.Add(1)
 		go n.readCtl(c.id, n.ctlReader(ev.ctl))
 		n.startData(c, ev.data, nil)

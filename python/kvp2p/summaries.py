@@ -166,8 +166,8 @@ class SummaryMirror:
         """How many words of peer's filter are non-zero (0: unknown peer)."""
         p = self._peers.get(peer)
         g = self._groups.get(p.size) if p is not None else None
-        if p is None or g is None:
-            return 0
+        if p is None or g is None or p.row >= len(g.names) or g.names[p.row] != peer:
+            return 0  # unknown, or its row was rebuilt under us (clear)
         return int(np.count_nonzero(g.words[:, p.row]))
 
     def usable(self, peer: str) -> bool:
@@ -176,7 +176,9 @@ class SummaryMirror:
         if p is None or p.broken:
             return False
         g = self._groups.get(p.size)
-        return g is not None and bool(g.ready[p.row]) and g.updated[p.row] >= self._cutoff
+        if g is None or p.row >= len(g.names) or g.names[p.row] != peer:
+            return False  # its row was rebuilt under us (clear)
+        return bool(g.ready[p.row]) and g.updated[p.row] >= self._cutoff
 
     # -- helpers ------------------------------------------------------------
 

@@ -86,6 +86,9 @@ class SummaryWatcher:
                     off_for = reg
                 elif code != grpc.StatusCode.CANCELLED:
                     log.debug("kvp2p: summary stream ended: %s", e)
+            except Exception:  # noqa: BLE001 - a bad update must not end finding for the process
+                log.exception("kvp2p: summary stream failed; watching again")
+                call.cancel()
             finally:
                 with self._mu:
                     self._call = None
