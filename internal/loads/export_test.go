@@ -17,3 +17,6 @@ func (t *Table) Attempts(peer string) int {
 	}
 	return n
 }
+
+// CanonPeer is canonPeer, for the external tests.
+func CanonPeer(id string) string { return canonPeer(id) }

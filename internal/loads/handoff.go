@@ -49,7 +49,7 @@ func (t *Table) named(now time.Time, d *dest) {
 		return
 	}
 	t.decoders[d.kvID] = d.peer
-	if c := t.bound[d.kvID]; c != nil && c.peer != d.peer {
+	if c := t.bound[d.kvID]; c != nil && canonPeer(c.peer) != d.peer {
 		t.log.Warn("hand-off fetched by a peer that is not its decoder: refused", "kv_req", d.kvID, "peer", c.peer, "decoder", d.peer)
 		delete(t.bound, d.kvID)
 		c.s.FinishProducer(now, d.kvID)
@@ -60,7 +60,7 @@ func (t *Table) named(now time.Time, d *dest) {
 // mayBind reports whether c's fetch of kvID may bind it; if not, the
 // fetch is refused at once.
 func (t *Table) mayBind(now time.Time, c *conn, kvID string) bool {
-	if want := t.decoders[kvID]; want != "" && c.peer != want {
+	if want := t.decoders[kvID]; want != "" && canonPeer(c.peer) != want {
 		t.log.Warn("hand-off fetched by a peer that is not its decoder: refused", "kv_req", kvID, "peer", c.peer, "decoder", want)
 		c.s.FinishProducer(now, kvID)
 		return false

@@ -78,3 +78,18 @@ func TestHandoffNamedDecoderFirst(t *testing.T) {
 		t.Fatal("the prefiller did not say why it refused the thief")
 	}
 }
+
+// TestCanonPeer: a decoder named by another spelling of its address is
+// the same peer; a host name is kept as it is.
+func TestCanonPeer(t *testing.T) {
+	for in, want := range map[string]string{
+		"10.0.0.7:7600":          "10.0.0.7:7600",
+		"[::ffff:10.0.0.7]:7600": "10.0.0.7:7600",
+		"[2001:db8:0:0::1]:7600": "[2001:db8::1]:7600",
+		"decoder-0.svc:7600":     "decoder-0.svc:7600",
+	} {
+		if got := loads.CanonPeer(in); got != want {
+			t.Errorf("CanonPeer(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

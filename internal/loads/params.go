@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strconv"
 )
 
@@ -70,7 +71,7 @@ func parseParams(p TransferParams) (*source, *dest, error) {
 		case d.RemoteHost == "" || d.RemotePort <= 0 || d.RemotePort > 65535:
 			return nil, nil, fmt.Errorf("%w: remote_decoder remote_host %q remote_port %d", ErrBadParams, d.RemoteHost, d.RemotePort)
 		default:
-			dst.peer = net.JoinHostPort(d.RemoteHost, strconv.Itoa(d.RemotePort))
+			dst.peer = canonPeer(net.JoinHostPort(d.RemoteHost, strconv.Itoa(d.RemotePort)))
 		}
 	}
 	return src, dst, nil
@@ -89,4 +90,17 @@ func parseSource(r *Remote, pd bool) (*source, error) {
 		domain: r.RemoteDomain,
 		pd:     pd,
 	}, nil
+}
+
+// canonPeer is a host:port peer id with its address, if it is one, in
+// canonical form (IPv4-mapped IPv6 unmapped, IPv6 compressed), so that a
+// decoder named as [::ffff:10.0.0.7]:7600 or [2001:db8:0:0::1]:7600 is the
+// peer whose id says 10.0.0.7:7600 or [2001:db8::1]:7600. A host name is
+// left as it is.
+func canonPeer(id string) string {
+	ap, err := netip.ParseAddrPort(id)
+	if err != nil {
+		return id
+	}
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()).String()
 }
