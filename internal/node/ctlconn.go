@@ -213,15 +213,13 @@ func sizeOf(m wire.Message) int {
 		return rest + len(m.ReqID) + len(m.Keys)*wire.KeySize + len(m.Hits)/8
 	case *wire.Fetch:
 		return rest + len(m.ReqID) + len(m.Keys)*(wire.KeySize+4)
-	case *wire.Summary:
-		// Not counted beyond its header: the bound is for what peers make
-		// us queue by asking, and a summary is ours to send, bounded by
-		// summary.MaxWords a session and the write timeout. Counted, a
-		// large tier's snapshots to a host's ranks in one tick went over
-		// the host's share and closed a healthy session, again at each
-		// redial.
-		return rest
 	}
+	// Anything else, a Summary included, counts as its header only: the
+	// bound is for what peers make us queue by asking, and a summary is
+	// ours to send, bounded by summary.MaxWords a session and the write
+	// timeout. Counted, a large tier's snapshots to a host's ranks in one
+	// tick went over the host's share and closed a healthy session, again
+	// at each redial.
 	return rest
 }
 
