@@ -111,3 +111,50 @@ func TestReportsRefusedCounted(t *testing.T) {
 		t.Errorf("logged %d times, want once:\n%s", c, n.logs.String())
 	}
 }
+
+// BenchmarkSummaryBytesIn: what counting a received part's bytes costs
+// the loop (encoding it again) beside applying it, for a snapshot of a
+// full 8,192-chunk tier and for a one-interval delta of 64 stores.
+func BenchmarkSummaryBytesIn(b *testing.B) {
+	p, _ := summary.NewProducer(8192, 1)
+	for c := range 8192 {
+		_ = p.Store(c, wire.Key{byte(c), byte(c >> 8), 3})
+	}
+	p.Flush()
+	snap := p.Snapshot()
+	for c := range 64 {
+		_ = p.Store(c, wire.Key{byte(c), 9})
+	}
+	delta := p.Flush()
+	now := time.Unix(0, 0)
+	b.Run("snapshot/apply", func(b *testing.B) {
+		x := summary.NewIndex(0)
+		for b.Loop() {
+			for i := range snap {
+				_ = x.Apply("a", &snap[i], now)
+			}
+		}
+	})
+	b.Run("delta/apply", func(b *testing.B) {
+		x := summary.NewIndex(0)
+		for b.Loop() {
+			b.StopTimer() // a delta applies once, on top of its snapshot
+			for i := range snap {
+				_ = x.Apply("a", &snap[i], now)
+			}
+			b.StartTimer()
+			for i := range delta {
+				_ = x.Apply("a", &delta[i], now)
+			}
+		}
+	})
+	for name, parts := range map[string][]wire.Summary{"snapshot/size": snap, "delta/size": delta} {
+		b.Run(name, func(b *testing.B) {
+			s := newFindStats()
+			b.SetBytes(int64(s.sizes(parts)))
+			for b.Loop() {
+				s.sizes(parts)
+			}
+		})
+	}
+}
