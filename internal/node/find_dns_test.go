@@ -135,3 +135,27 @@ func TestFindDNSMembership(t *testing.T) {
 		t.Fatalf("%d members within the grace period, want 3", m)
 	}
 }
+
+// TestFindDNSMemberLeaves: a member DNS stops naming is dropped once the
+// grace period has passed, and the peer cap follows.
+func TestFindDNSMemberLeaves(t *testing.T) {
+	r := &fakeResolver{addrs: map[string][]netip.Addr{}}
+	r.set("kvp2p.svc", "127.0.0.2", "127.0.0.3")
+	n := startTN(t, nodeOpt{mut: func(c *Config) {
+		c.Find = FindConfig{Enabled: true, DNS: "kvp2p.svc:7600", Resolver: r,
+			Interval: 20 * time.Millisecond, DNSInterval: 20 * time.Millisecond, DNSGrace: 100 * time.Millisecond}
+	}})
+	status := func() *Snapshot {
+		s, err := n.Status(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	nodetest.WaitFor(t, func() bool { return status().Find.Members == 2 })
+	r.set("kvp2p.svc", "127.0.0.2")
+	nodetest.WaitFor(t, func() bool { return status().Find.Members == 1 })
+	if s := status(); s.Node.MaxPeers != 129 {
+		t.Fatalf("max_peers %d with one member, want 129", s.Node.MaxPeers)
+	}
+}
