@@ -69,10 +69,12 @@ func (c FindConfig) withDefaults() FindConfig {
 }
 
 func (c FindConfig) validate() error {
-	for name, d := range map[string]time.Duration{"interval": c.Interval, "max_age": c.MaxAge,
-		"dns_interval": c.DNSInterval, "dns_grace": c.DNSGrace} {
-		if d < 0 {
-			return fmt.Errorf("kvp2p: config: find.%s %v: must not be negative", name, d)
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"interval", c.Interval}, {"max_age", c.MaxAge}, {"dns_interval", c.DNSInterval}, {"dns_grace", c.DNSGrace}} {
+		if d.v < 0 {
+			return fmt.Errorf("kvp2p: config: find.%s %v: must not be negative", d.name, d.v)
 		}
 	}
 	_, err := parseDNSEntries(c.DNS)

@@ -3,6 +3,7 @@ package node
 import (
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -79,5 +80,9 @@ func TestParseDNSEntries(t *testing.T) {
 	c := Config{PeerID: "127.0.0.1:1", Find: FindConfig{Enabled: true, DNS: "svc"}}
 	if err := c.Validate(); err == nil {
 		t.Error("Validate took find.dns without a port")
+	}
+	c.Find = FindConfig{Enabled: true, DNSGrace: -time.Second}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "find.dns_grace") {
+		t.Errorf("a negative find.dns_grace: %v", err)
 	}
 }
