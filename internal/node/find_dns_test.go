@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -157,5 +158,33 @@ func TestFindDNSMemberLeaves(t *testing.T) {
 	nodetest.WaitFor(t, func() bool { return status().Find.Members == 1 })
 	if s := status(); s.Node.MaxPeers != 129 {
 		t.Fatalf("max_peers %d with one member, want 129", s.Node.MaxPeers)
+	}
+}
+
+// TestFindSetMaxPeersKept: a max_peers the operator set is kept with find
+// on, and members over it are said once, not every interval.
+func TestFindSetMaxPeersKept(t *testing.T) {
+	n := startTN(t, nodeOpt{mut: func(c *Config) {
+		c.Timers.MaxPeers = 2
+		c.Find = FindConfig{Enabled: true, Peers: "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3", Interval: 20 * time.Millisecond}
+	}})
+	const warn = "more members than timers.max_peers allows"
+	nodetest.WaitFor(t, func() bool { return strings.Contains(n.logs.String(), warn) })
+	s, err := n.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := s.Node.UptimeSec
+	for s.Node.UptimeSec < before+0.2 { // ten intervals more
+		if s, err = n.Status(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		<-time.After(10 * time.Millisecond)
+	}
+	if s.Node.MaxPeers != 2 || s.Find.Members != 3 {
+		t.Fatalf("max_peers %d, members %d: want the set 2, and 3", s.Node.MaxPeers, s.Find.Members)
+	}
+	if c := strings.Count(n.logs.String(), warn); c != 1 {
+		t.Fatalf("warned %d times, want once", c)
 	}
 }
