@@ -21,7 +21,11 @@ loaded and checked byte for byte) with injected faults, under each failure
 policy, and prints the report of docs/design.md §7 with a legend of its
 columns (--wide: every column, and the harness's own figures).
 
-Without --scenario it runs the built-in demo (about 50 s): a source pod
+Without --scenario it runs the built-in demo (about 50 s), in two parts.
+First, a fleet with no router: 4 nodes with find on get requests
+round-robin, naming no source, and load shared prefixes from the peers
+their summaries name; the blocks loaded are compared with what an oracle
+that knows every cache would have loaded. Then failures: a source pod
 src-a of 8 ranks and an independent 2-rank instance src-b on the same host,
 and one consumer; src-b/0 crashes, then src-a fails partly (rank 0's
 connections reset, ranks 1-7 keep their control connections but their data

@@ -16,7 +16,7 @@ import (
 
 // intro is the built-in demo's story, printed before it runs (format:
 // the crash's and the partial failure's times).
-const intro = `kvp2p demo: one consumer rank (dst, "host" 10.0.0.2) pulls PD blocks from two
+const intro = `one consumer rank (dst, "host" 10.0.0.2) pulls PD blocks from two
 source instances on "host" 10.0.0.1: src-a, a pod of 8 ranks (ports 7777-7784), and src-b, an
 independent 2-rank instance co-located on the same host. Every node is a real kvp2p node on
 127.0.0.1 with real TCP; blocks are written by the "engine", loaded, and verified byte for byte.
@@ -94,7 +94,19 @@ func Execute(ctx context.Context, scs []*scenario.Scenario, builtin bool, polici
 		}
 	}
 	asJSON := o.JSON
+	if builtin {
+		// Part 1, a fleet sharing prefixes with no router; its text is
+		// human, so under --json it goes to stderr.
+		human := stdout
+		if asJSON {
+			human = stderr
+		}
+		if err := runFindPart(ctx, human); err != nil {
+			return nil, err
+		}
+	}
 	if builtin && !asJSON {
+		fmt.Fprint(stdout, "\npart 2, failures: ")
 		fmt.Fprintf(stdout, intro, o.CrashAt, o.PartAt)
 		fmt.Fprintf(stdout, "\nrunning %s for %v (+%v to settle)...\n", strings.Join(policies, " and "), o.Run, o.Settle)
 	}
@@ -153,6 +165,18 @@ func Execute(ctx context.Context, scs []*scenario.Scenario, builtin bool, polici
 		}
 	}
 	return rep.Runs(), nil
+}
+
+// runFindPart runs and prints the built-in demo's first part (find.go).
+func runFindPart(ctx context.Context, w io.Writer) error {
+	o := FindOptions{}.withDefaults()
+	fmt.Fprintf(w, "kvp2p demo\n\n"+findIntro, o.Nodes, o.Interval, o.Requests, o.Prefix, o.Docs, o.Own)
+	r, err := RunFind(ctx, o)
+	if err != nil {
+		return fmt.Errorf("find part: %w", err)
+	}
+	r.Print(w)
+	return nil
 }
 
 // memBudget bounds what the fleets running side by side may hold in

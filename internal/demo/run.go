@@ -341,11 +341,14 @@ func (r *Run) finish(ctx context.Context) (int, error) {
 }
 
 // content is the block's bytes, what the source writes and the consumer
-// must find: a pattern of the key, with the offset stamped every 4 KiB so
-// that a misplaced chunk shows. Built with copies, at memmove speed. The
-// returned slice is scratch, valid until the next call.
-func (r *Run) content(k node.Key) []byte {
-	b := r.want
+// must find (blockContent). The returned slice is scratch, valid until the
+// next call.
+func (r *Run) content(k node.Key) []byte { return blockContent(r.want, k) }
+
+// blockContent fills b with k's block: a pattern of the key, with the
+// offset stamped every 4 KiB so that a misplaced chunk shows. Built with
+// copies, at memmove speed.
+func blockContent(b []byte, k node.Key) []byte {
 	n := min(len(b), 64)
 	for i := range n {
 		b[i] = k[i%len(k)] ^ byte(i*7)

@@ -146,6 +146,40 @@ func Defs() []Def {
 			}},
 		hist("kvp2p_time_to_hit_seconds", "", "From a load's submission to its success.",
 			func(h *Histograms) Hist { return h.TimeToHit }),
+		counter("kvp2p_summary_parts_applied_total", "", "Parts of peers' summaries applied (docs/find.md): a snapshot's or a delta's, one or more an interval per peer.",
+			func(c *Counters) uint64 { return c.Summaries.Applied }),
+		{Name: "kvp2p_summary_parts_refused_total", Type: "counter", Labels: []string{"reason"},
+			Help: "Parts of peers' summaries not applied, by reason: gap (not the next part of what the node holds, as after a lost part or a peer's restart: the peer's summary is unused until its next snapshot, at its next session), format (a summary format this node does not read), size (a filter size over the bound), unready (from a connection whose session is not ready), other.",
+			emit: func(s *Snapshot, m *emitter) {
+				r := s.Counters.Summaries.Refused
+				m.value(float64(r.Gap), "gap")
+				m.value(float64(r.Format), "format")
+				m.value(float64(r.Size), "size")
+				m.value(float64(r.Unready), "unready")
+				m.value(float64(r.Other), "other")
+			}},
+		{Name: "kvp2p_summary_bytes_total", Type: "counter", Labels: []string{"direction"},
+			Help: "Bytes of Summary frames, as encoded: in (peers' summaries received) or out (this node's, sent to its peers).",
+			emit: func(s *Snapshot, m *emitter) {
+				m.value(float64(s.Counters.Summaries.BytesIn), "in")
+				m.value(float64(s.Counters.Summaries.BytesOut), "out")
+			}},
+		{Name: "kvp2p_summary_peers", Type: "gauge", Labels: []string{"state"},
+			Help: "Peers whose summary the node holds: usable (whole and updated within find.max_age: a request with no source may be sent to it) or unusable (stale, or waiting for a snapshot after a refused part).",
+			emit: func(s *Snapshot, m *emitter) {
+				m.value(float64(s.Find.PeersUsable), "usable")
+				m.value(float64(s.Find.PeersUnusable), "unusable")
+			}},
+		{Name: "kvp2p_summary_oldest_age_seconds", Type: "gauge",
+			Help: "How long ago the least recently updated usable summary was updated (0 with none): at most find.interval plus the connection's latency when every peer keeps up.",
+			emit: func(s *Snapshot, m *emitter) { m.value(s.Find.OldestSec) }},
+		counter("kvp2p_summary_reports_refused_total", "", "Stored-block reports from the engine (one a step) that the node's summary could not take (a chunk outside the node's slots); each is logged at most once a minute, with this count.",
+			func(c *Counters) uint64 { return c.Summaries.ReportsRefused }),
+		{Name: "kvp2p_find_members", Type: "gauge",
+			Help: "The deployment's members this node keeps a session to for their summaries: find.peers and what find.dns resolved to (this node left out; a member DNS stopped naming stays for find.dns_grace).",
+			emit: func(s *Snapshot, m *emitter) { m.value(float64(s.Find.Members)) }},
+		counter("kvp2p_find_dns_errors_total", "", "find.dns lookups that failed (not a name without records, which is an empty answer): the members stay as they were.",
+			func(c *Counters) uint64 { return c.Summaries.DNSErrors }),
 		{Name: "kvp2p_up", Type: "gauge", Help: "1 if the node's loop answered the scrape, 0 if it has stopped or did not answer in time."},
 	}
 }

@@ -70,7 +70,7 @@ func TestLatencyBucketsResolve1msTo60s(t *testing.T) {
 // TestDefsWellFormed: names follow Prometheus conventions, and labels are
 // the bounded ones.
 func TestDefsWellFormed(t *testing.T) {
-	bounded := map[string]bool{"cause": true, "state": true, "kind": true, "direction": true, "via": true, "stage": true}
+	bounded := map[string]bool{"cause": true, "state": true, "kind": true, "direction": true, "via": true, "stage": true, "reason": true}
 	seen := map[string]bool{}
 	for _, d := range Defs() {
 		if seen[d.Name] {

@@ -17,6 +17,24 @@ type Snapshot struct {
 	Requests int        `json:"requests"`
 	Counters Counters   `json:"counters"`
 	Hists    Histograms `json:"histograms"`
+	// Find is the state of finding (docs/find.md); zero when it is off.
+	Find Find `json:"find"`
+}
+
+// Find is what a node's finding holds at the snapshot.
+type Find struct {
+	Enabled bool `json:"enabled"`
+	// Members: the deployment's members (find.peers and find.dns), this
+	// node left out.
+	Members int `json:"members"`
+	// PeersUsable: peers whose summary FindSource uses now (whole, and
+	// updated within find.max_age); PeersUnusable: held but not usable
+	// (stale, or waiting for a snapshot after a refused part).
+	PeersUsable   int `json:"peers_usable"`
+	PeersUnusable int `json:"peers_unusable"`
+	// OldestSec: how long ago the least recently updated usable summary
+	// was; 0 with none.
+	OldestSec float64 `json:"oldest_s"`
 }
 
 // Node describes the node itself.
@@ -121,6 +139,29 @@ type Counters struct {
 	BytesIn              uint64            `json:"bytes_in"`
 	BytesOut             uint64            `json:"bytes_out"`
 	FailedLoadBytes      uint64            `json:"failed_load_bytes"`
+	Summaries            SummaryCounts     `json:"summaries"`
+}
+
+// SummaryCounts count the summaries a node exchanged with its peers
+// (docs/find.md), and what fed its own.
+type SummaryCounts struct {
+	Applied  uint64          `json:"applied"` // peers' parts applied
+	Refused  SummaryRefusals `json:"refused"`
+	BytesIn  uint64          `json:"bytes_in"`  // Summary frames received, as encoded
+	BytesOut uint64          `json:"bytes_out"` // Summary frames sent, as encoded
+	// ReportsRefused: stored-block reports (one a step) an engine made
+	// that the summary could not take.
+	ReportsRefused uint64 `json:"reports_refused"`
+	DNSErrors      uint64 `json:"dns_errors"` // find.dns lookups that failed
+}
+
+// SummaryRefusals count peers' summary parts not applied, by reason.
+type SummaryRefusals struct {
+	Gap     uint64 `json:"gap"`     // not the next part of what the node holds: the peer is out until a new snapshot
+	Format  uint64 `json:"format"`  // a summary format this node does not read
+	Size    uint64 `json:"size"`    // a filter size over the bound or not a power of two
+	Unready uint64 `json:"unready"` // from a connection whose session is not ready
+	Other   uint64 `json:"other"`
 }
 
 // Refusals count accepted connections closed before they became a

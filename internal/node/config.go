@@ -172,6 +172,9 @@ func (c *Config) validate(physMem uint64) error {
 	case c.Timers.MaxEjectionPercent < 0 || c.Timers.MaxEjectionPercent > 100:
 		return fmt.Errorf("kvp2p: config: timers.max_ejection_percent %d: must be 0..100", c.Timers.MaxEjectionPercent)
 	}
+	if err := c.Find.validate(); err != nil {
+		return err
+	}
 	if err := c.checkSizes(physMem); err != nil {
 		return err
 	}

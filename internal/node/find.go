@@ -2,11 +2,14 @@ package node
 
 import (
 	"fmt"
+	"log/slog"
+	"net"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/kvp2p/kvp2p/internal/loads"
+	"github.com/kvp2p/kvp2p/internal/ratelog"
 	"github.com/kvp2p/kvp2p/internal/store"
 	"github.com/kvp2p/kvp2p/internal/summary"
 	"github.com/kvp2p/kvp2p/internal/wire"
@@ -25,6 +28,19 @@ type FindConfig struct {
 	// id may be in the list). Sessions opened by requests exchange
 	// summaries too.
 	Peers string `yaml:"peers"`
+	// DNS names more members by DNS, as a Kubernetes headless Service
+	// does: comma-separated name:port entries; every A and AAAA record of
+	// a name, with the entry's port, is a member's peer id (so members
+	// must advertise their IP as peer_id, as deploy/kubernetes does).
+	// Merged with Peers, and resolved again every DNSInterval.
+	DNS string `yaml:"dns"`
+	// DNSInterval is how often DNS entries are resolved; default 10 s.
+	DNSInterval time.Duration `yaml:"dns_interval"`
+	// DNSGrace is how long a member stays after the answers stopped
+	// naming it (DNS flaps); default three DNS intervals.
+	DNSGrace time.Duration `yaml:"dns_grace"`
+	// Resolver answers the DNS entries; default net.DefaultResolver.
+	Resolver Resolver `yaml:"-"`
 	// Interval is how often the node sends what changed (and proves its
 	// summary fresh); default 1 s.
 	Interval time.Duration `yaml:"interval"`
@@ -40,7 +56,29 @@ func (c FindConfig) withDefaults() FindConfig {
 	if c.MaxAge <= 0 {
 		c.MaxAge = 3 * c.Interval
 	}
+	if c.DNSInterval <= 0 {
+		c.DNSInterval = 10 * time.Second
+	}
+	if c.DNSGrace <= 0 {
+		c.DNSGrace = 3 * c.DNSInterval
+	}
+	if c.Resolver == nil {
+		c.Resolver = net.DefaultResolver
+	}
 	return c
+}
+
+func (c FindConfig) validate() error {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"interval", c.Interval}, {"max_age", c.MaxAge}, {"dns_interval", c.DNSInterval}, {"dns_grace", c.DNSGrace}} {
+		if d.v < 0 {
+			return fmt.Errorf("kvp2p: config: find.%s %v: must not be negative", d.name, d.v)
+		}
+	}
+	_, err := parseDNSEntries(c.DNS)
+	return err
 }
 
 // finder is the node's summary state; the loop owns it.
@@ -48,7 +86,8 @@ type finder struct {
 	cfg     FindConfig
 	prod    *summary.Producer
 	index   *summary.Index
-	members []string              // FindConfig.Peers, split
+	members *members              // find.peers and find.dns (find_members.go)
+	dns     []dnsEntry            // find.dns, for the resolver goroutine
 	synced  map[loads.ConnID]bool // connections that got a snapshot: they get deltas
 	next    time.Time             // the next flush
 	// scan: the producer learns the tier from the node's own store (a node
@@ -57,21 +96,38 @@ type finder struct {
 	scan     bool
 	watchers map[int]*watcher // WatchSummaries (find_watch.go)
 	watchID  int
-	applied  uint64 // summary parts applied
-	refused  uint64 // parts refused (a gap, a format or size this side does not take)
+	// The cap on sessions follows the membership when max_peers is not
+	// set: capBase plus the members (0: max_peers is the operator's).
+	capBase   int
+	capWarned bool      // the members do not fit a set max_peers, and the log said so
+	stats     findStats // for metrics (find_stats.go)
+	// reportLog logs what an engine reported that the summary could not
+	// take: once a minute at most, with a count (the step repeats it).
+	reportLog *slog.Logger
 }
 
-func newFinder(cfg FindConfig, slots int, epoch uint64, scan bool) (*finder, error) {
-	p, err := summary.NewProducer(slots, epoch)
+func newFinder(cfg Config, scan bool) (*finder, error) {
+	p, err := summary.NewProducer(cfg.Slots, cfg.Incarnation)
 	if err != nil {
 		return nil, err
 	}
-	f := &finder{cfg: cfg.withDefaults(), prod: p, index: summary.NewIndex(0), synced: map[loads.ConnID]bool{}, scan: scan,
-		watchers: map[int]*watcher{}}
-	for _, m := range strings.Split(cfg.Peers, ",") {
+	dns, err := parseDNSEntries(cfg.Find.DNS)
+	if err != nil {
+		return nil, err
+	}
+	fc := cfg.Find.withDefaults()
+	f := &finder{cfg: fc, prod: p, index: summary.NewIndex(0), dns: dns, synced: map[loads.ConnID]bool{}, scan: scan,
+		watchers: map[int]*watcher{}, stats: newFindStats(),
+		reportLog: slog.New(ratelog.New(cfg.Log.Handler(), 1, time.Minute)).With("node", cfg.PeerID)}
+	var static []string
+	for _, m := range strings.Split(fc.Peers, ",") {
 		if m = strings.TrimSpace(m); m != "" {
-			f.members = append(f.members, m)
+			static = append(static, m)
 		}
+	}
+	f.members = newMembers(static, fc.DNSGrace)
+	if cfg.Timers.MaxPeers == 0 {
+		f.capBase = cfg.timers().MaxPeers
 	}
 	return f, nil
 }
@@ -79,7 +135,7 @@ func newFinder(cfg FindConfig, slots int, epoch uint64, scan bool) (*finder, err
 // findTick runs at every loop tick: at each interval it brings the
 // producer up to date, sends every ready session its delta (or, the first
 // time, a snapshot), forgets the summaries of peers without a session, and
-// keeps sessions to the configured members.
+// keeps sessions to the members.
 func (n *Node) findTick(now time.Time) {
 	f := n.find
 	if f == nil || now.Before(f.next) {
@@ -90,6 +146,7 @@ func (n *Node) findTick(now time.Time) {
 		n.scanStore()
 	}
 	delta := f.prod.Flush()
+	deltaBytes, snapBytes := f.stats.sizes(delta), 0
 	var snap []wire.Summary
 	ready := map[string]bool{}
 	for id, c := range n.conns {
@@ -99,17 +156,20 @@ func (n *Node) findTick(now time.Time) {
 			continue
 		}
 		ready[peer] = true
-		parts := delta
+		parts, size := delta, deltaBytes
 		if !f.synced[id] {
 			if snap == nil {
 				snap = f.prod.Snapshot()
+				snapBytes = f.stats.sizes(snap)
 			}
-			parts, f.synced[id] = snap, true
+			parts, size, f.synced[id] = snap, snapBytes, true
 		}
 		for i := range parts {
 			c.w.send(&parts[i])
 		}
+		f.stats.c.BytesOut += uint64(size)
 	}
+	f.stats.settle()
 	for id := range f.synced {
 		if _, ok := n.conns[id]; !ok {
 			delete(f.synced, id)
@@ -118,13 +178,51 @@ func (n *Node) findTick(now time.Time) {
 	for _, p := range f.index.Peers() {
 		if !ready[p] {
 			f.index.Remove(p)
+			f.stats.dropped(p)
 			f.tell(p, nil)
 		}
 	}
-	for _, p := range f.members {
+	members := f.members.list(now)
+	n.fitPeerCap(members)
+	for _, p := range members {
 		if p != n.cfg.PeerID && !ready[p] {
 			n.tb.Connect(now, p)
 		}
+	}
+}
+
+// fitPeerCap keeps room for every member (not this node) beside the
+// sessions requests open, when max_peers is not set: capBase is what it
+// would be without find. A set max_peers is kept, with a warning when the
+// members do not fit.
+func (n *Node) fitPeerCap(members []string) {
+	f := n.find
+	others := len(members)
+	if slices.Contains(members, n.cfg.PeerID) {
+		others--
+	}
+	f.stats.members = others
+	over := f.capBase == 0 && others >= n.tb.MaxPeers()
+	if f.capBase > 0 {
+		n.tb.SetMaxPeers(f.capBase + others)
+	} else if over && !f.capWarned {
+		n.log.Warn("find: more members than timers.max_peers allows sessions: members past it get none",
+			"members", others, "max_peers", n.tb.MaxPeers())
+	}
+	f.capWarned = over // again if it comes back
+}
+
+// findResolved merges a DNS answer into the membership.
+func (n *Node) findResolved(now time.Time, ev evResolved) {
+	f := n.find
+	if ev.err != nil {
+		f.stats.c.DNSErrors++
+		n.log.Warn("find: DNS lookup failed; members kept as they were", "entry", ev.entry, "err", ev.err)
+		return
+	}
+	if over := f.members.resolved(now, ev.entry, ev.peers); over > 0 {
+		n.log.Warn("find: DNS named more members than a node keeps; the rest are left out",
+			"entry", ev.entry, "left_out", over, "max", maxDNSMembers)
 	}
 }
 
@@ -145,12 +243,17 @@ func (n *Node) scanStore() {
 // session is not ready (no handshake yet, or ended) it is dropped.
 func (n *Node) findReceive(now time.Time, id loads.ConnID, m *wire.Summary) {
 	f := n.find
+	if f == nil {
+		return
+	}
+	f.stats.c.BytesIn += uint64(f.stats.size(m))
 	peer, ok := n.tb.ReadyPeer(id)
-	if f == nil || !ok {
+	if !ok {
+		f.stats.c.Refused.Unready++
 		return
 	}
 	if err := f.index.Apply(peer, m, now); err != nil {
-		f.refused++
+		f.stats.refused(peer, err)
 		n.log.Debug("peer summary refused", "peer", peer, "err", err)
 		// A resync: the peer sends a snapshot when a session starts, so the
 		// way to ask for one is a new session. Until then FindSource skips
@@ -158,21 +261,32 @@ func (n *Node) findReceive(now time.Time, id loads.ConnID, m *wire.Summary) {
 		f.tell(peer, nil)
 		return
 	}
-	f.applied++
+	f.stats.applied(now, peer, m)
 	f.tell(peer, m)
 }
 
 // NoteStored tells the node's summary that chunk now holds key (an engine
 // sidecar's report of its engine's stores: a store into a chunk replaces
 // what it held). It runs in the loop (Node.Do). No-op when finding is off.
+// A report the summary cannot take is counted
+// (kvp2p_summary_reports_refused_total) and logged at most once a minute;
+// the error says why.
 func (n *Node) NoteStored(chunk int, key wire.Key) error {
-	if n.find == nil {
+	f := n.find
+	if f == nil {
 		return nil
 	}
-	if n.find.scan {
-		return fmt.Errorf("node: NoteStored on a node that summarises its own store")
+	var err error
+	if f.scan {
+		err = fmt.Errorf("node: NoteStored on a node that summarises its own store")
+	} else {
+		err = f.prod.Store(chunk, key)
 	}
-	return n.find.prod.Store(chunk, key)
+	if err != nil {
+		f.stats.c.ReportsRefused++
+		f.reportLog.Error("stored blocks not summarised", "err", err, "refused_so_far", f.stats.c.ReportsRefused)
+	}
+	return err
 }
 
 // NoteRemoved tells the node's summary that chunk holds nothing now.

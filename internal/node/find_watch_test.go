@@ -13,7 +13,7 @@ import (
 // then its parts; a peer dropped is told once; a watcher that returns
 // false is forgotten.
 func TestWatcherSync(t *testing.T) {
-	f, err := newFinder(FindConfig{Enabled: true}, 64, 1, true)
+	f, err := newFinder(Config{Slots: 64, Incarnation: 1, Find: FindConfig{Enabled: true}}.withDefaults(), true)
 	if err != nil {
 		t.Fatal(err)
 	}

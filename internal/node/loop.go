@@ -170,6 +170,10 @@ func (n *Node) handle(ev event) {
 		}
 	case evData:
 		n.dataEvent(now, ev)
+	case evResolved:
+		if n.find != nil {
+			n.findResolved(now, ev)
+		}
 	case evAcceptStopped:
 		if !n.lnClosed {
 			n.log.Error("accepting stopped for good: stopping the node", "err", ev.err)

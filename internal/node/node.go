@@ -249,7 +249,7 @@ func newNode(cfg Config, sc EngineHooks) (*Node, error) {
 		}
 	}
 	if cfg.Find.Enabled {
-		if n.find, err = newFinder(cfg.Find, cfg.Slots, cfg.Incarnation, sc == nil); err != nil {
+		if n.find, err = newFinder(cfg, sc == nil); err != nil {
 			return nil, err
 		}
 	}
@@ -290,6 +290,13 @@ func (n *Node) Serve(ln net.Listener) error {
 	n.logTrust()
 	n.wg.Add(1)
 	go n.acceptLoop(ln)
+	if n.find != nil && len(n.find.dns) > 0 {
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			resolveLoop(n.find.cfg.Resolver, n.find.dns, n.find.cfg.DNSInterval, n.done, func(ev evResolved) { n.post(ev) })
+		}()
+	}
 	n.loop()
 	for _, c := range n.conns {
 		if c.data != nil {

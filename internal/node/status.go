@@ -40,7 +40,7 @@ func (n *Node) snapshot(now time.Time) *Snapshot {
 	s := &Snapshot{
 		Node: metrics.Node{
 			PeerID: n.cfg.PeerID, FailureDomain: n.cfg.FailureDomain, Policy: cmp.Or(n.cfg.Policy, DefaultPolicy),
-			Taken: now, UptimeSec: now.Sub(n.obs.started).Seconds(), MaxPeers: n.timers.MaxPeers,
+			Taken: now, UptimeSec: now.Sub(n.obs.started).Seconds(), MaxPeers: n.tb.MaxPeers(),
 			Listening: n.ln != nil && !n.stopping(), EngineExpected: n.sc != nil,
 			EngineAttached: n.sc != nil && n.sc.Attached(),
 		},
@@ -52,6 +52,10 @@ func (n *Node) snapshot(now time.Time) *Snapshot {
 	r := n.tb.Replacements()
 	s.Counters.SessionReplacements, s.Counters.TakeoversRefused = r.Replaced, r.Refused
 	s.Counters.ConnsRefused = n.connsRefused()
+	if n.find != nil {
+		s.Counters.Summaries = n.find.stats.c
+		s.Find = n.find.snapshot(now)
+	}
 
 	// Domains as the policy sees them; peers with sessions the policy does
 	// not know (per-peer keeps no state) go in their own.

@@ -178,7 +178,9 @@ func (e *engine) checkStep(n *node.Node, req *pb.StepRequest) error {
 var jobWhat = [2]string{"loads", "stores"}
 
 // noteStored tells the node's summary what the engine's CPU tier now
-// holds (StepRequest.stored; checked: chunks in range, one key each).
+// holds (StepRequest.stored; checked: chunks in range, one key each). A
+// report the summary refuses stops the rest of it: the node counts it
+// and logs it at most once a minute.
 func noteStored(n *node.Node, st *pb.StoredBlocks) {
 	if st == nil {
 		return
@@ -188,8 +190,7 @@ func noteStored(n *node.Node, st *pb.StoredBlocks) {
 	}
 	for i, c := range st.ChunkIds {
 		if err := n.NoteStored(int(c), wire.Key(st.KeysPacked[i*wire.KeySize:(i+1)*wire.KeySize])); err != nil {
-			n.Log().Error("stored blocks not summarised", "err", err)
-			return
+			return // counted and logged (rate-limited) by the node
 		}
 	}
 }
