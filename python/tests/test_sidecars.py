@@ -26,10 +26,6 @@ def engines(sidecars: Make) -> Iterator[Callable[..., FakeEngine]]:
     made: list[FakeEngine] = []
 
     def make(sc: Sidecar, **opts: object) -> FakeEngine:
-        # The machine running these tests is shared and often oversubscribed;
-        # a sidecar starved of CPU for 0.75 s must not fail tests about
-        # something else. The tests of liveness itself use the default.
-        opts.setdefault("client_opts", {"dead_after": 3.0})
         e = FakeEngine(sc, **opts)
         made.append(e)
         e.wait_attached()

@@ -4,14 +4,18 @@ directory."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import tempfile
 import time
+import urllib.request
 from dataclasses import dataclass, field
+from typing import Any
 
 from kvp2p.region import Region
 
@@ -117,6 +121,23 @@ class Sidecar:
         try:
             with open(self.log_path, encoding="utf-8", errors="replace") as f:
                 return f.read()[-4000:]
+        except OSError:
+            return ""
+
+    def status(self) -> dict[str, Any]:
+        """The sidecar's /status.json (its loads in flight, peers and their
+        ejections, counters): needs --metrics-addr among its flags (port 0
+        is fine: the address is read from its log)."""
+        found = re.findall(r'msg="metrics and status" addr=(\S+)', self.log_all())
+        if not found:
+            raise RuntimeError(f"sidecar {self.name} serves no status (start it with --metrics-addr)")
+        with urllib.request.urlopen(f"http://{found[-1]}/status.json", timeout=30) as r:
+            return json.loads(r.read())
+
+    def log_all(self) -> str:
+        try:
+            with open(self.log_path, encoding="utf-8", errors="replace") as f:
+                return f.read()
         except OSError:
             return ""
 
