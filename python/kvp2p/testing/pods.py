@@ -94,9 +94,8 @@ class Pod:
     extra: list[str] = field(default_factory=list)  # the sidecar's flags; none: kvp2p's defaults
     tier_opts: dict[str, Any] = field(default_factory=dict)  # Kvp2pTier's options; none: its defaults
     port: int = field(default_factory=free_port)  # the sidecar's peer port (what a consumer names)
-    sidecar: Sidecar | None = None
-
     dir: str | None = None  # the sidecar's socket and log; None: a temporary directory
+    sidecar: Sidecar | None = None
 
     def start_sidecar(self) -> Sidecar:
         """Starts the sidecar, again after a kill: the same port, directory
