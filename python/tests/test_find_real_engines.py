@@ -31,9 +31,7 @@ def pair(pods: Pods) -> Pair:
     find = ["--set", "find.enabled=true", "--set", "find.peers=" + ",".join(f"127.0.0.1:{p}" for p in ports),
             "--set", "find.interval=200ms"]
     pa, pb = pods.pod("A", extra=find, port=ports[0]), pods.pod("B", extra=find, port=ports[1])
-    a, b = pods.engine(pa), pods.engine(pb)
-    a.ready()
-    b.ready()
+    a, b = pods.engines(pa, pb)
     return Pair(a, b)
 
 

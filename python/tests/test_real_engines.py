@@ -45,7 +45,7 @@ from typing import Any
 
 import pytest
 
-from kvp2p.testing.pods import PREFIX, PROMPT, TOKENS, Pod, Pods, real_engines_mark, wait_until
+from kvp2p.testing.pods import PREFIX, PROMPT, READY_S, TOKENS, Pod, Pods, real_engines_mark, wait_until
 
 pytestmark = real_engines_mark()
 
@@ -101,9 +101,7 @@ def fleet(pods: Pods) -> Fleet:
     proxy = pods.closing(FlipProxy(real_port))
     pa = pods.pod("A", extra=["--listen", f"127.0.0.1:{real_port}"], port=proxy.port)
     pb = pods.pod("B")
-    a, b = pods.engine(pa), pods.engine(pb)
-    a.ready()
-    b.ready()
+    a, b = pods.engines(pa, pb)
     return Fleet(pods, pa, pb, proxy, a, b)
 
 
@@ -261,7 +259,7 @@ def test_openai_api_symmetric(fleet: Fleet) -> None:
     pc = fleet.pods.pod("C")
     srv = OpenAIServer(pc.config(), free_port(), os.path.join(fleet.pods.dir, "vllm-serve.log"))
     try:
-        srv.ready()
+        srv.ready(READY_S)
         p = ids(400)
         _, warm = on_a(fleet, p)
         before = srv.cached_by_source()

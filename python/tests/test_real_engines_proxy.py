@@ -33,10 +33,9 @@ import pytest
 from openai_server import OpenAIServer
 
 from kvp2p.testing import Sidecar, free_port, kvp2p_binary, tiny_model
-from kvp2p.testing.pods import PREFIX, PROMPT, TOKENS, Pods, real_engines_mark, wait_until
+from kvp2p.testing.pods import PREFIX, PROMPT, READY_S, TOKENS, Pods, real_engines_mark, wait_until
 
 pytestmark = real_engines_mark()
-READY_S = 1800.0
 BUSY_TOKENS = 1500  # A's stream while B loads from it: long enough to outlast the load
 
 
@@ -101,8 +100,6 @@ def fleet(pods: Pods) -> Fleet:
     pa, pb = pods.pod("A"), pods.pod("B")
     a = pods.closing(OpenAIServer(pa.config(), free_port(), os.path.join(pods.dir, "a.log")))
     b = pods.closing(OpenAIServer(pb.config(), free_port(), os.path.join(pods.dir, "b.log")))
-    # Two engines start at once at nice 10 (EngineConfig.nice) on a
-    # shared machine: one took over ten minutes under a load of 20.
     a.ready(READY_S)
     b.ready(READY_S)
     return Fleet(pods.model, pods.dir, pa.sc, pb.sc, a, b)

@@ -40,6 +40,10 @@ from kvp2p.testing.sidecar import Sidecar, free_port, kvp2p_binary
 PROMPT = 440
 PREFIX = 416
 TOKENS = 8
+# How long an engine may take to start: a ceiling for a broken start. Two
+# engines starting at once at nice 10 took over ten minutes at load 20-65
+# on the shared 2-core machine (vLLM's imports and its CPU kernels' warm-up).
+READY_S = 1800.0
 
 
 def real_engines_missing(nixl: bool = False) -> str:
@@ -158,6 +162,12 @@ class Pods:
     def engine(self, pod: Pod, **cfg: Any) -> RealEngine:
         """Spawns pod's engine (closed at close); ready() waits for it."""
         return self.closing(RealEngine.spawn(pod.config(**cfg)))
+
+    def engines(self, *pods: Pod) -> list[RealEngine]:
+        """Spawns the pods' engines together (their starts overlap) and
+        waits for each, up to READY_S."""
+        started = [self.engine(p) for p in pods]
+        return [e.ready(READY_S) for e in started]
 
     def closing(self, thing: T) -> T:
         """Closes thing (anything with close()) at close, before what was

@@ -108,6 +108,36 @@ class Sidecar:
         if os.path.exists(self.socket):
             os.unlink(self.socket)  # so a restart's readiness check waits for the new one
 
+    def freeze(self, timeout: float = 60.0) -> None:
+        """SIGSTOP, then waits until every thread of the process has stopped
+        (state T). A thread waiting for a CPU stops only once it runs: on a
+        loaded machine that took over 0.2 s, and meanwhile the process looks
+        starved (runnable), not frozen, to the engine's client."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+        deadline = time.monotonic() + timeout
+        while not self._stopped():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"sidecar {self.name} not stopped {timeout}s after SIGSTOP")
+            time.sleep(0.01)
+
+    def _stopped(self) -> bool:
+        assert self.proc is not None
+        task = f"/proc/{self.proc.pid}/task"
+        for tid in os.listdir(task):
+            try:
+                with open(f"{task}/{tid}/stat", "rb") as f:
+                    st = f.read()
+            except FileNotFoundError:  # the thread exited
+                continue
+            if st[st.rindex(b")") + 2:].split()[0] != b"T":
+                return False
+        return True
+
+    def thaw(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)
+
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
