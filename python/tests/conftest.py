@@ -11,6 +11,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from kvp2p.testing import Sidecar, kvp2p_binary  # noqa: E402
+from kvp2p.testing.pods import Pods  # noqa: E402
 
 # These tests run from a source checkout: kvp2p.testing takes the binary from
 # $KVP2P_BIN or PATH only, so point it at the checkout's `go build -o kvp2p
@@ -40,3 +41,15 @@ def sidecars() -> Iterator[Callable[..., Sidecar]]:
         for f in (sc.region_path, sc.socket):
             if os.path.exists(f):
                 os.unlink(f)
+
+
+@pytest.fixture(scope="module")
+def pods(request: pytest.FixtureRequest) -> Iterator[Pods]:
+    """A real-engine module's directory, tiny model, sidecars and engines
+    (kvp2p.testing.pods), all ended after the module's last test."""
+    try:
+        p = Pods(prefix=f"kvp2p-{request.module.__name__.removeprefix('test_')}-")
+    except FileNotFoundError as e:
+        pytest.fail(str(e))
+    with p:
+        yield p

@@ -7,60 +7,32 @@ test_real_engines does where vLLM is not the CPU build."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
 
-# The same skip (not the CPU build), prompt and timers as the named-source
-# cases of test_real_engines.
-from test_real_engines import PREFIX, PROMPT, TIER_OPTS, TOKENS, pytestmark  # noqa: F401
+from kvp2p.testing import free_port, tiny_model
+from kvp2p.testing.pods import PREFIX, PROMPT, TOKENS, Pods, real_engines_mark
+from kvp2p.testing.real_engine import RealEngine
 
-from kvp2p.testing import Sidecar, free_port, kvp2p_binary, tiny_model
-from kvp2p.testing.real_engine import EngineConfig, RealEngine
-
-TIMERS = ["--set", "engine.serve_timeout=3s", "--set", "timers.lookup_timeout=5s",
-          "--set", "timers.stall_timeout=3s"]
+pytestmark = real_engines_mark()
 
 
 @dataclass
 class Pair:
     a: RealEngine
     b: RealEngine
-    sa: Sidecar
 
 
 @pytest.fixture(scope="module")
-def pair() -> Iterator[Pair]:
-    if not os.access(kvp2p_binary(), os.X_OK):
-        pytest.fail(f"no kvp2p binary at {kvp2p_binary()}: go build -o kvp2p ./cmd/kvp2p, or set KVP2P_BIN")
-    d = tempfile.mkdtemp(prefix="kvp2p-find-real-")
-    model = tiny_model.build(d)
-    tag = f"kvp2p-find-{os.getpid()}"
+def pair(pods: Pods) -> Pair:
     ports = [free_port(), free_port()]
     find = ["--set", "find.enabled=true", "--set", "find.peers=" + ",".join(f"127.0.0.1:{p}" for p in ports),
             "--set", "find.interval=200ms"]
-    sa = Sidecar(f"{tag}-A", 1, 1, region_dir="/dev/shm", port=ports[0], extra=[*find, *TIMERS]).start()
-    sb = Sidecar(f"{tag}-B", 1, 1, region_dir="/dev/shm", port=ports[1], extra=[*find, *TIMERS]).start()
-    a = RealEngine.spawn(EngineConfig(sa.name, model, sa.socket, tier_opts=TIER_OPTS, threads=1))
-    b = RealEngine.spawn(EngineConfig(sb.name, model, sb.socket, tier_opts=TIER_OPTS, threads=1))
-    try:
-        a.ready()
-        b.ready()
-        yield Pair(a, b, sa)
-    finally:
-        for e in (a, b):
-            e.close()
-        for sc in (sa, sb):
-            sc.stop()
-        shutil.rmtree(d, ignore_errors=True)
-        for e in (a, b):
-            if os.path.exists(e.region_path):
-                os.unlink(e.region_path)
+    pa, pb = pods.pod("A", extra=find, port=ports[0]), pods.pod("B", extra=find, port=ports[1])
+    a, b = pods.engines(pa, pb)
+    return Pair(a, b)
 
 
 def test_b_finds_and_loads_as_prefix_with_no_source_named(pair: Pair) -> None:

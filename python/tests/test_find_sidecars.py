@@ -26,7 +26,7 @@ def fleet(sidecars: Make) -> Iterator[tuple[list[Sidecar], list[FakeEngine]]]:
     scs = [sidecars(n, port=p, extra=["--set", "find.enabled=true", "--set", f"find.peers={members}",
                                       "--set", "find.interval=100ms"])
            for n, p in zip("ABC", ports)]
-    engines = [FakeEngine(sc, client_opts={"dead_after": 3.0}) for sc in scs]
+    engines = [FakeEngine(sc) for sc in scs]
     try:
         for e in engines:
             e.wait_attached()

@@ -23,26 +23,19 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import shutil
 import socket
 import subprocess
-import tempfile
-import time
 import urllib.request
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from openai_server import OpenAIServer
-from test_real_engines import CONSUMER, PREFIX, PROMPT, SERVE_TIMEOUT, THREADS, TIER_OPTS, TOKENS, pytestmark  # noqa: F401
 
-from kvp2p.testing import Sidecar, free_port, kvp2p_binary
-from kvp2p.testing import tiny_model
-from kvp2p.testing.real_engine import EngineConfig
+from kvp2p.testing import Sidecar, free_port, kvp2p_binary, tiny_model
+from kvp2p.testing.pods import PREFIX, PROMPT, READY_S, TOKENS, Pods, real_engines_mark, wait_until
 
-SIDECAR = ["--set", f"engine.serve_timeout={SERVE_TIMEOUT}", *CONSUMER]
-READY_S = 1800.0
+pytestmark = real_engines_mark()
 BUSY_TOKENS = 1500  # A's stream while B loads from it: long enough to outlast the load
 
 
@@ -103,31 +96,13 @@ class Fleet:
 
 
 @pytest.fixture(scope="module")
-def fleet() -> Iterator[Fleet]:
-    if not os.access(kvp2p_binary(), os.X_OK):
-        pytest.fail(f"no kvp2p binary at {kvp2p_binary()}: go build -o kvp2p ./cmd/kvp2p, or set KVP2P_BIN")
-    d = tempfile.mkdtemp(prefix="kvp2p-proxy-real-")
-    model = tiny_model.build(d)
-    tag = f"kvp2p-proxy-{os.getpid()}"
-    sa = Sidecar(f"{tag}-A", 1, 1, region_dir="/dev/shm", extra=SIDECAR).start()
-    sb = Sidecar(f"{tag}-B", 1, 1, region_dir="/dev/shm", extra=SIDECAR).start()
-    cfg = {"tier_opts": TIER_OPTS, "threads": THREADS}
-    a = OpenAIServer(EngineConfig(sa.name, model, sa.socket, **cfg), free_port(), os.path.join(d, "a.log"))
-    b = OpenAIServer(EngineConfig(sb.name, model, sb.socket, **cfg), free_port(), os.path.join(d, "b.log"))
-    try:
-        # Two engines start at once at nice 10 (EngineConfig.nice) on a
-        # shared machine: one took over ten minutes under a load of 20.
-        a.ready(READY_S)
-        b.ready(READY_S)
-        yield Fleet(model, d, sa, sb, a, b)
-    finally:
-        for srv in (a, b):
-            srv.close()
-        for sc in (sa, sb):
-            sc.stop()
-            if os.path.exists(sc.region_path):
-                os.unlink(sc.region_path)
-        shutil.rmtree(d, ignore_errors=True)
+def fleet(pods: Pods) -> Fleet:
+    pa, pb = pods.pod("A"), pods.pod("B")
+    a = pods.closing(OpenAIServer(pa.config(), free_port(), os.path.join(pods.dir, "a.log")))
+    b = pods.closing(OpenAIServer(pb.config(), free_port(), os.path.join(pods.dir, "b.log")))
+    a.ready(READY_S)
+    b.ready(READY_S)
+    return Fleet(pods.model, pods.dir, pa.sc, pb.sc, a, b)
 
 
 def delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
@@ -142,14 +117,6 @@ def running(srv: OpenAIServer) -> float:
     with urllib.request.urlopen(srv.url("/metrics"), timeout=30) as r:
         text = r.read().decode()
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("vllm:num_requests_running"))
-
-
-def wait_until(what: str, cond: Any, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"not {what} within {timeout}s")
-        time.sleep(0.1)
 
 
 def test_proxy_symmetric_names_the_holder(fleet: Fleet) -> None:

@@ -26,10 +26,6 @@ def engines(sidecars: Make) -> Iterator[Callable[..., FakeEngine]]:
     made: list[FakeEngine] = []
 
     def make(sc: Sidecar, **opts: object) -> FakeEngine:
-        # The machine running these tests is shared and often oversubscribed;
-        # a sidecar starved of CPU for 0.75 s must not fail tests about
-        # something else. The tests of liveness itself use the default.
-        opts.setdefault("client_opts", {"dead_after": 3.0})
         e = FakeEngine(sc, **opts)
         made.append(e)
         e.wait_attached()
@@ -344,7 +340,6 @@ def test_hung_sidecar_noticed_within_a_second(sidecars: Make, engines: Callable[
     tick at a time, so what is checked is what the client decides, not how
     late a loaded machine runs this process (the ticker thread's lateness
     is test_own_stall_is_not_the_sidecars_silence's subject)."""
-    import signal
 
     clock = _Clock()
     sd = sidecars("D")
@@ -353,10 +348,9 @@ def test_hung_sidecar_noticed_within_a_second(sidecars: Make, engines: Callable[
     reg = c.registration
     assert sd.proc is not None and c.last_heard is not None
     dead_after = c.dead_after
-    sd.proc.send_signal(signal.SIGSTOP)  # alive, silent
+    sd.freeze()  # alive, silent
     try:
-        time.sleep(0.2)  # what the sidecar sent before it stopped is read meanwhile: heard at `frozen`
-        frozen = clock.now
+        frozen = clock.now  # what the sidecar sent before it stopped may be read later: last_word
         ticks = 0
         while c.silence_drop is None and ticks < 100:
             heard = c.last_heard  # the last word, as the client saw it
@@ -375,7 +369,7 @@ def test_hung_sidecar_noticed_within_a_second(sidecars: Make, engines: Callable[
             time.sleep(0.01)  # the dropped stream ends in the client's reader thread
         assert c.registration != reg, "the attachment outlived its drop"
     finally:
-        sd.proc.send_signal(signal.SIGCONT)
+        sd.thaw()
     d.wait_attached(5)  # the sidecar wakes, drops the old stream; the engine registers again
 
 
@@ -398,7 +392,6 @@ def test_frozen_sidecar_keeps_lent_chunks_past_grant_hold(sidecars: Make, engine
     chunk once it runs again: the chunk stays pinned until the sidecar has
     registered again (it refuses while an old chunk is in use), because the
     step socket named its process and that process is alive."""
-    import signal
 
     sd = sidecars("D")
     d = engines(sd, state=_lending(9, grant_hold=0.2), client_opts={"dead_after": 0.3})
@@ -406,7 +399,7 @@ def test_frozen_sidecar_keeps_lent_chunks_past_grant_hold(sidecars: Make, engine
     assert sd.proc is not None and c.sidecar is not None and c.sidecar.pid == sd.proc.pid
     assert d.core.lent() == 1
     reg = c.registration
-    sd.proc.send_signal(signal.SIGSTOP)
+    sd.freeze()
     try:
         deadline = time.monotonic() + 10
         while c.registration == reg and time.monotonic() < deadline:
@@ -418,7 +411,7 @@ def test_frozen_sidecar_keeps_lent_chunks_past_grant_hold(sidecars: Make, engine
             time.sleep(0.05)
         assert d.core.has_pending_work()
     finally:
-        sd.proc.send_signal(signal.SIGCONT)
+        sd.thaw()
     d.wait_attached(10)  # the sidecar wakes, drops the old stream; the engine registers again
     d.until(lambda: bool(_released(d)))
     assert _released(d) == [8]

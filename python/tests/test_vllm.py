@@ -44,16 +44,13 @@ Pair = tuple[Sidecar, EngineProc, Sidecar, EngineProc]
 def pair() -> Iterator[Pair]:
     """Engines A and B, each a vLLM scheduler process with its sidecar."""
     tag = f"kvp2p-pytest-{os.getpid()}"
-    # Generous serve timers: the machine running the tests is shared and slow.
-    scs = [Sidecar(f"{tag}-{n}", NUM_CHUNKS, ROW_STRIDE, region_dir="/dev/shm",
-                   extra=["--set", "engine.serve_timeout=10s"]) for n in "AB"]
+    scs = [Sidecar(f"{tag}-{n}", NUM_CHUNKS, ROW_STRIDE, region_dir="/dev/shm") for n in "AB"]
     engines: list[EngineProc] = []
     try:
         for sc in scs:
             sc.start()
         for sc in scs:
-            engines.append(EngineProc.start(sc.name, sc.socket, NUM_CHUNKS, ROW_STRIDE,
-                                            tier_opts={"serve_wait_s": 5.0, "dead_after_s": 3.0}))
+            engines.append(EngineProc.start(sc.name, sc.socket, NUM_CHUNKS, ROW_STRIDE))
         yield scs[0], engines[0], scs[1], engines[1]
     finally:
         for e in engines:

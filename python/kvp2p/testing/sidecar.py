@@ -4,14 +4,18 @@ directory."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import tempfile
 import time
+import urllib.request
 from dataclasses import dataclass, field
+from typing import Any
 
 from kvp2p.region import Region
 
@@ -104,6 +108,36 @@ class Sidecar:
         if os.path.exists(self.socket):
             os.unlink(self.socket)  # so a restart's readiness check waits for the new one
 
+    def freeze(self, timeout: float = 60.0) -> None:
+        """SIGSTOP, then waits until every thread of the process has stopped
+        (state T). A thread waiting for a CPU stops only once it runs: on a
+        loaded machine that took over 0.2 s, and meanwhile the process looks
+        starved (runnable), not frozen, to the engine's client."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+        deadline = time.monotonic() + timeout
+        while not self._stopped():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"sidecar {self.name} not stopped {timeout}s after SIGSTOP")
+            time.sleep(0.01)
+
+    def _stopped(self) -> bool:
+        assert self.proc is not None
+        task = f"/proc/{self.proc.pid}/task"
+        for tid in os.listdir(task):
+            try:
+                with open(f"{task}/{tid}/stat", "rb") as f:
+                    st = f.read()
+            except FileNotFoundError:  # the thread exited
+                continue
+            if st[st.rindex(b")") + 2:].split()[0] != b"T":
+                return False
+        return True
+
+    def thaw(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)
+
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
@@ -117,6 +151,23 @@ class Sidecar:
         try:
             with open(self.log_path, encoding="utf-8", errors="replace") as f:
                 return f.read()[-4000:]
+        except OSError:
+            return ""
+
+    def status(self) -> dict[str, Any]:
+        """The sidecar's /status.json (its loads in flight, peers and their
+        ejections, counters): needs --metrics-addr among its flags (port 0
+        is fine: the address is read from its log)."""
+        found = re.findall(r'msg="metrics and status" addr=(\S+)', self.log_all())
+        if not found:
+            raise RuntimeError(f"sidecar {self.name} serves no status (start it with --metrics-addr)")
+        with urllib.request.urlopen(f"http://{found[-1]}/status.json", timeout=30) as r:
+            return json.loads(r.read())
+
+    def log_all(self) -> str:
+        try:
+            with open(self.log_path, encoding="utf-8", errors="replace") as f:
+                return f.read()
         except OSError:
             return ""
 

@@ -378,7 +378,7 @@ class EngineProc:
 
     @classmethod
     def start(cls, engine_id: str, socket: str, num_chunks: int, row_stride: int,
-              timeout: float = 120.0, kind: str = "manager",
+              timeout: float = 600.0, kind: str = "manager",
               tier_opts: dict[str, Any] | None = None, idle: str = "poll") -> "EngineProc":
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe()
