@@ -79,12 +79,12 @@ def records(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[h2h_repo
     got = {}
     try:
         fleets.freeze(fs["vllm"])
-        for tier, f in fs.items():
-            fleets.thaw(f)
-            got[tier] = _run(f, CAPS[tier])
-            f.close()
+        for tier in ("kvp2p", "vllm"):
+            fleets.thaw(fs[tier])
+            got[tier] = _run(fs[tier], CAPS[tier])
+            fs.pop(tier).close()
     finally:
-        fleets.close(fs)
+        fleets.close(fs)  # those left by a failure
     table = io.StringIO()
     h2h_report.table(table, got["kvp2p"] + got["vllm"])
     print("\n" + table.getvalue())

@@ -44,9 +44,11 @@ class Spec:
     env: dict[str, str] | None = None
 
 
-def start(specs: Sequence[Spec], model: str, tag: str, opts: dict[str, Any] | None = None) -> dict[str, Fleet]:
+def start(specs: Sequence[Spec], model: str, tag: str, opts: dict[str, Any] | None = None,
+          ready_s: float = 1800.0) -> dict[str, Fleet]:
     """One fleet per spec, by name; every engine is spawned before any is
-    waited for. opts: EngineConfig fields for every engine."""
+    waited for (up to ready_s: on a busy 2-core machine four engines took
+    over 10 minutes to start). opts: EngineConfig fields for every engine."""
     fleets: dict[str, Fleet] = {}
     try:
         for s in specs:
@@ -57,8 +59,8 @@ def start(specs: Sequence[Spec], model: str, tag: str, opts: dict[str, Any] | No
             a.spawn()
             b.spawn()
         for f in fleets.values():
-            f.a.ready()
-            f.b.ready()
+            f.a.e.ready(ready_s)
+            f.b.e.ready(ready_s)
     except BaseException:
         close(fleets)
         raise
