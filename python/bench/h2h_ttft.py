@@ -79,16 +79,16 @@ VARIANTS = {s.name: s for s in (
 )}
 
 
-def engine_opts(shape: tiny_model.Shape, longest: int) -> dict[str, Any]:
+def engine_opts(shape: tiny_model.Shape, longest: int, prompts: int = 4) -> dict[str, Any]:
     """EngineConfig fields for prompts up to `longest` tokens, and a CPU
-    tier (where both tiers serve peers from) of four such prompts beside
+    tier (where both tiers serve peers from) of `prompts` such prompts beside
     A's other traffic (FILL). Four: kvp2p's producer lets one source pin at
     most a quarter of its CPU tier (internal/loads/pins.go), so a prompt
     larger than that loads its first quarter and is prefilled for the rest
     (a 2-prompt tier did that at 4,096 tokens: 75 of 128 blocks). No more,
     for four engines share the machine's memory with others."""
     per_token = shape.kv_bytes_per_token()
-    cpu = per_token * (4 * (longest + TOKENS) + len(FILL[0]) + FILL[1])
+    cpu = per_token * (prompts * (longest + TOKENS) + len(FILL[0]) + FILL[1])
     return {"max_model_len": shape.max_len, "cpu_bytes": max(64 << 20, cpu), "kv_cache_gb": 1}
 
 
@@ -244,7 +244,8 @@ def table(out: IO[str], recs: list[Record]) -> None:
                     f"{sum(r.tokens_equal for r in rs)}/{len(rs)}"]
         for v in variants[1:]:
             if ttft[v] and ttft[base]:
-                row.append(f"{pct(ttft[base], 50) / pct(ttft[v], 50):.2f}, {pct(ttft[base], 99) / pct(ttft[v], 99):.2f}")
+                b, o = ttft[base], ttft[v]
+                row.append(f"{pct(b, 50) / pct(o, 50):.2f}, {pct(b, 99) / pct(o, 99):.2f}")
             else:
                 row.append("-")
         for v in variants:
@@ -271,6 +272,9 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--lengths", default="512,4096")
     ap.add_argument("--modes", default="sym,pd")
+    ap.add_argument("--tier-prompts", type=int, default=4,
+                    help="each engine's CPU tier holds this many of the longest prompts (below 4, kvp2p loads only the "
+                         "first quarter of the tier's chunks of a symmetric prompt)")
     ap.add_argument("--out", default="h2h_ttft.jsonl")
     ap.add_argument("--model-dir", default=os.path.expanduser("~/.cache/kvp2p-models"))
     ap.add_argument("--table", metavar="JSONL", help="print the table of an earlier run and exit")
@@ -294,7 +298,8 @@ def main() -> int:
           f"({SHAPE.params() / 1e6:.0f}M parameters, {SHAPE.kv_bytes_per_token() >> 10} KiB of KV a token), "
           f"load {os.getloadavg()[0]:.1f}", flush=True)
     t0 = time.monotonic()
-    fs = fleets.start([VARIANTS[v] for v in variants], model, f"ttft{os.getpid()}", engine_opts(SHAPE, max(lengths)))
+    opts = engine_opts(SHAPE, max(lengths), args.tier_prompts)
+    fs = fleets.start([VARIANTS[v] for v in variants], model, f"ttft{os.getpid()}", opts)
     print(f"fleets up in {time.monotonic() - t0:.0f}s", flush=True)
     try:
         for f in list(fs.values()):
