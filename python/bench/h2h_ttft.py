@@ -7,7 +7,7 @@ a test.
 
     go build -o kvp2p ./cmd/kvp2p && export KVP2P_BIN=$PWD/kvp2p
     (cd python && ../.venv-cpu/bin/python bench/h2h_ttft.py [--variants kvp2p,vllm] [--reps 10] \\
-        [--lengths 512,4096] [--out h2h_ttft.jsonl])
+        [--lengths 512,4096] [--tier-prompts 4] [--out h2h_ttft.jsonl])
     (cd python && ../.venv-cpu/bin/python bench/h2h_ttft.py --table h2h_ttft.jsonl)   # the table again
 
 Variants: kvp2p, vllm (UCX_TLS=tcp, as between hosts) and vllm-ucx-default
@@ -15,9 +15,10 @@ Variants: kvp2p, vllm (UCX_TLS=tcp, as between hosts) and vllm-ucx-default
 have).
 
 The model is a random-weight bf16 Llama of 6 layers, 768 wide (SHAPE), with
-room for 4,096-token prompts: recomputing a prompt costs several times
-loading it (the table puts A's own prefill of each prompt, "recompute",
-beside the loads).
+room for 4,096-token prompts: recomputing 4,096 tokens costs several times
+loading them; 512 about as much as a load (the table puts A's own prefill
+of each prompt, "recompute", beside the loads). Each engine's CPU tier
+holds --tier-prompts of the longest prompts (engine_opts says why four).
 
 Every variant's fleet is up at once, and all but the measured one are
 frozen (SIGSTOP of its engines and sidecars): an idle engine with vLLM's
