@@ -26,8 +26,8 @@ def main() -> None:
     ap.add_argument("--gap", type=float, default=1.5,
                     help="seconds between a request's end and the next one's send (a fresh summary needs up to find.interval, 1 s)")
     ap.add_argument("--docs", type=int, default=12)
-    ap.add_argument("--doc-uses", type=int, default=40)
-    ap.add_argument("--sessions", type=int, default=6)
+    ap.add_argument("--doc-uses", type=int, default=50)
+    ap.add_argument("--sessions", type=int, default=8)
     ap.add_argument("--turns", type=int, default=5)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--set", action="append", default=[], help="a sidecar setting (key=value) beyond find's")
