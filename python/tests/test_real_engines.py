@@ -69,7 +69,7 @@ if _WHY and REQUIRE:
 pytestmark = pytest.mark.skipif(bool(_WHY), reason=_WHY)
 
 from flipproxy import FlipProxy  # noqa: E402
-from openai_server import OpenAIServer  # noqa: E402
+from kvp2p.testing.openai_server import OpenAIServer  # noqa: E402
 
 from kvp2p.testing import tiny_model  # noqa: E402
 from kvp2p.testing.real_engine import EngineConfig, RealEngine, Result  # noqa: E402

@@ -34,11 +34,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from openai_server import OpenAIServer
 from test_real_engines import CONSUMER, PREFIX, PROMPT, SERVE_TIMEOUT, THREADS, TIER_OPTS, TOKENS, pytestmark  # noqa: F401
 
 from kvp2p.testing import Sidecar, free_port, kvp2p_binary
 from kvp2p.testing import tiny_model
+from kvp2p.testing.openai_server import OpenAIServer
 from kvp2p.testing.real_engine import EngineConfig
 
 SIDECAR = ["--set", f"engine.serve_timeout={SERVE_TIMEOUT}", *CONSUMER]

@@ -44,7 +44,6 @@ import re
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -55,7 +54,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kvp2p.testing import tiny_model
-from kvp2p.testing.real_engine import EngineConfig, kv_transfer_config, own_group_below
+from kvp2p.testing.openai_server import OpenAIServer
+from kvp2p.testing.real_engine import EngineConfig
 from kvp2p.testing.sidecar import Sidecar, free_port, kvp2p_binary
 from kvp2p.tierstate import MIN_RUN
 
@@ -153,49 +153,23 @@ class Oracle:
 
 
 class Engine:
-    """One `vllm serve` with its sidecar."""
+    """One `vllm serve` (kvp2p.testing.openai_server) with its sidecar."""
 
-    def __init__(self, name: str, model: str, sidecar: Sidecar, cfg: EngineConfig, log_path: str) -> None:
-        self.name, self.model, self.sidecar, self.cfg = name, model, sidecar, cfg
-        self.port = free_port()
-        self.log_path = log_path
-        ktc = kv_transfer_config(cfg)
-        env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE=str(cfg.kv_cache_gb), PYTHONHASHSEED="0",
-                   OMP_NUM_THREADS=str(cfg.threads), VLLM_CPU_OMP_THREADS_BIND="nobind")
-        args = [sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-                "--model", model, "--host", "127.0.0.1", "--port", str(self.port), "--dtype", cfg.dtype,
-                "--block-size", str(cfg.block_size), "--enforce-eager", "--enable-prefix-caching",
-                "--max-model-len", str(cfg.max_model_len), "--seed", "0",
-                "--kv-transfer-config", json.dumps({
-                    "kv_connector": ktc.kv_connector, "kv_role": ktc.kv_role, "engine_id": ktc.engine_id,
-                    "kv_connector_extra_config": ktc.kv_connector_extra_config})]
-        nice = cfg.nice
-        with open(log_path, "ab") as logf:
-            self.proc = subprocess.Popen(args, stdout=logf, stderr=subprocess.STDOUT, env=env,
-                                         preexec_fn=lambda: own_group_below(nice))
+    def __init__(self, name: str, sidecar: Sidecar, cfg: EngineConfig, log_path: str) -> None:
+        self.name, self.model, self.sidecar = name, cfg.model_dir, sidecar
+        self.server = OpenAIServer(cfg, free_port(), log_path)
+        self.port = self.server.port
+        self.metrics_port = 0  # the sidecar's metrics_addr port
         self._filler: threading.Thread | None = None
         self._stop = threading.Event()
         self._conn: http.client.HTTPConnection | None = None
 
     def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
+        return self.server.url(path)
 
     def spec(self) -> str:
-        return f"http://127.0.0.1:{self.port},kv=127.0.0.1:{self.sidecar.port},domain={self.sidecar.name}"
-
-    def ready(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"vllm serve {self.name} exited {self.proc.returncode}: {tail(self.log_path)}")
-            try:
-                with urllib.request.urlopen(self.url("/health"), timeout=2) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                pass
-            time.sleep(0.5)
-        raise TimeoutError(f"vllm serve {self.name} not healthy in {timeout}s: {tail(self.log_path)}")
+        """The engine as `kvp2p proxy --engine` takes it."""
+        return f"{self.url('')},kv=127.0.0.1:{self.sidecar.port},domain={self.sidecar.name}"
 
     def vllm_counters(self) -> dict[str, float]:
         """prompt tokens cached by source (device, host, p2p) and prompt
@@ -215,8 +189,6 @@ class Engine:
         for m in re.finditer(r'^(kvp2p_[a-z_]+_total)(?:\{[^}]*\})? (\S+)$', text, re.M):
             out[m.group(1)] = out.get(m.group(1), 0.0) + float(m.group(2))
         return out
-
-    metrics_port: int = 0
 
     def start_filler(self) -> None:
         """A stream sent to the engine directly, again each time it ends,
@@ -259,13 +231,7 @@ class Engine:
 
     def close(self) -> None:
         self.stop_filler()
-        for sig in (15, 9):
-            try:
-                os.killpg(self.proc.pid, sig)
-                self.proc.wait(20)
-                break
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                pass
+        self.server.close()
 
 
 def _get(url: str) -> str:
@@ -315,11 +281,11 @@ def fleet(n: int, *, sidecar_sets: tuple[str, ...] = (), cpu_bytes: int = 256 <<
                          extra=[a for s in sets for a in ("--set", s)]).start()
             sidecars.append(sc)
             cfg = EngineConfig(sc.name, model, sc.socket, cpu_bytes=cpu_bytes, tier_opts=dict(tier_opts or {}), threads=1)
-            e = Engine(f"e{i}", model, sc, cfg, os.path.join(d, f"engine{i}.log"))
+            e = Engine(f"e{i}", sc, cfg, os.path.join(d, f"engine{i}.log"))
             e.metrics_port = mport
             engines.append(e)
         for e in engines:
-            e.ready(ready_s)
+            e.server.ready(ready_s)
         for e in engines:
             e.start_filler()
         logf = open(os.path.join(d, "proxy.log"), "ab")
