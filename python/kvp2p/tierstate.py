@@ -548,7 +548,8 @@ class TierState:
 
     def step_failed(self, step: Step, why: str, kind: str) -> None:
         """`step` got no answer (`kind`: unavailable, refused or error): its
-        new requests and lookups fall back, its jobs fail."""
+        new requests and lookups fall back, its jobs fail, and what it
+        reported stored is reported again (unless it was refused)."""
         self._count(f"step_failures_{kind}")
         for nr in step.request.new_requests:
             r = self._reqs.get(nr.req_id)
@@ -559,6 +560,18 @@ class TierState:
             self._fall_back(b.req_id)
         for j in (*step.request.loads, *step.request.stores):
             self._fail_job(j.job_id, why)
+        st = step.request.stored
+        if kind != "refused" and self._report and st.chunk_ids:
+            # What the CPU tier holds is still held: reported again, ahead
+            # of what was stored since (a chunk stored again since must end
+            # with its newer key). Lost, it stayed out of this engine's
+            # summary for good, and peers recomputed what they could have
+            # loaded from here (seen behind a round-robin proxy when a
+            # starved engine's Steps failed). Reporting a chunk twice is
+            # harmless; a refused Step's report is not sent again.
+            ks = st.keys_packed
+            self._stored_keys[:0] = [ks[i * 16:(i + 1) * 16] for i in range(len(st.chunk_ids))]
+            self._stored_chunks[:0] = list(st.chunk_ids)
 
     # -- helpers --------------------------------------------------------------
 

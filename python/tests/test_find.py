@@ -252,6 +252,24 @@ def test_stores_and_loads_are_reported_stored() -> None:
     assert st.next_step(None) is None
 
 
+def test_stored_report_of_a_failed_step_is_sent_again() -> None:
+    st = TierState()
+    k = keys_of(1, 3)
+    st.submit_store(0, "s", k[:2], [5, 6])
+    step = st.next_step(None)
+    assert step is not None
+    st.submit_store(1, "s", k[2:], [5])  # chunk 5 stored again, with another key, after the Step left
+    st.step_failed(step, "sidecar unavailable: test", "unavailable")
+    again = st.next_step(None)
+    assert again is not None
+    # The failed report first, then the newer store: chunk 5 ends with k[2].
+    assert again.request.stored.keys_packed == b"".join([k[0], k[1], k[2]])
+    assert list(again.request.stored.chunk_ids) == [5, 6, 5]
+    # A refused Step's report is not sent again.
+    st.step_failed(again, "refused: test", "refused")
+    assert st.next_step(None) is None
+
+
 def test_stored_reports_keep_within_the_step_limit() -> None:
     st = TierState()
     k = keys_of(1, 10)

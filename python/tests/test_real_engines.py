@@ -50,7 +50,7 @@ from kvp2p.testing.pods import PREFIX, PROMPT, READY_S, TOKENS, Pod, Pods, real_
 pytestmark = real_engines_mark()
 
 from flipproxy import FlipProxy  # noqa: E402
-from openai_server import OpenAIServer  # noqa: E402
+from kvp2p.testing.openai_server import OpenAIServer  # noqa: E402
 
 from kvp2p.testing import free_port, tiny_model  # noqa: E402
 from kvp2p.testing.real_engine import RealEngine, Result  # noqa: E402

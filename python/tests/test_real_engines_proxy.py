@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from openai_server import OpenAIServer
 
 from kvp2p.testing import Sidecar, free_port, kvp2p_binary, tiny_model
+from kvp2p.testing.openai_server import OpenAIServer
 from kvp2p.testing.pods import PREFIX, PROMPT, READY_S, TOKENS, Pods, real_engines_mark, wait_until
 
 pytestmark = real_engines_mark()

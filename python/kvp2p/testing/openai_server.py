@@ -1,5 +1,6 @@
-"""`vllm serve` as users run it, for the end-to-end test of the OpenAI API:
-a process with its own process group, /v1/completions, /metrics."""
+"""`vllm serve` as users run it, for the end-to-end tests of the OpenAI API
+and of `kvp2p proxy` (and kvp2p.testing.find_proxy): a process with its
+own process group, /v1/completions, /metrics."""
 
 from __future__ import annotations
 
