@@ -220,9 +220,9 @@ class Run:
 #
 # - net-healthy: B loads from A0 and from A1 (and so holds a session to each);
 # - pod-blackhole (vLLM #56828's shape): A1 prefills a prompt for B (PD);
-#   then A0's pod rank is killed (SIGKILL: engine and sidecar) and A1's
-#   sockets are blackholed by nftables (dropped both ways, its process
-#   lives and keeps stepping); 0.2 s later B asks A0 (symmetric), A1
+#   then A1's sockets are blackholed by nftables (dropped both ways, its
+#   process lives and keeps stepping) and at once A0's rank is killed
+#   (SIGKILL: engine and sidecar); 0.2 s later B asks A0 (symmetric), A1
 #   (symmetric) and A1 (PD: the prefill made before the fault). Healed by
 #   lifting the blackhole and restarting A0 on its port;
 # - slow-link: tbf at --slow-bps on host A's link (everything A sends); B
@@ -322,8 +322,11 @@ class NetRun(Run):
         with self.busy(a0, a1):
             pre = a1.e.add(p2, 1, {"remote_decoder": {"kv_request_id": kv_pd}})
             a1.e.result(pre, timeout=self.cap)  # A1 holds the prefill; B's fetch is what the fault meets
-            a0.crash()
+            # The pod fails as one: A1's blackhole first, so that it is in
+            # place when A0's end reaches B (an nft call under load can take
+            # longer than B's reaction to A0's reset).
             f.lab.blackhole("a", a1.cgroup)
+            a0.crash()
             time.sleep(DELAY_S)
             asked = [(self.ask_at(a0, "f", p0), time.monotonic()), (self.ask_at(a1, "f", p1), time.monotonic()),
                      (f.b.e.add(p2, TOKENS, f.source("remote_prefiller", kv_pd, a1)), time.monotonic())]
