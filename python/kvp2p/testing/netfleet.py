@@ -30,6 +30,10 @@ from kvp2p.testing.netns import Host, Lab, enter
 from kvp2p.testing.real_engine import EngineConfig
 from kvp2p.testing.sidecar import Sidecar
 
+# Three engines starting at once beside other jobs on two cores took over
+# the single engine's 600 s at load average 50.
+START_TIMEOUT_S = 1500.0
+
 
 @dataclass
 class NetPeer(Peer):
@@ -56,8 +60,8 @@ class NetPeer(Peer):
         self.run_nice, cfg.nice = cfg.nice, 0
         return cfg
 
-    def ready(self) -> "NetPeer":
-        super().ready()
+    def ready(self, timeout: float = START_TIMEOUT_S) -> "NetPeer":
+        self.e.ready(timeout)
         os.setpriority(os.PRIO_PGRP, self.e.proc.pid, self.run_nice)  # the engine's whole process group
         return self
 
