@@ -287,31 +287,28 @@ class NetRun(Run):
             out.append(None if r is None else time.monotonic() - t_heal)
         return out
 
+    def ask_once(self, peer: NetPeer, rep: int, scen: str, kind: str) -> Record:
+        """B loads a fresh prompt from a healthy peer (symmetric); a request
+        stuck at the cap is waited for again, so the next starts clean."""
+        p = self.prompt()
+        cold, warm = self.refs_at(peer, p)
+        load = load1()
+        with self.busy(peer):
+            t0 = time.monotonic()
+            rid = self.ask_at(peer, kind, p)
+            r, secs = self.wait(rid, t0, self.cap)
+        if r is None:
+            self.wait(rid, time.monotonic(), self.cap)
+        return self.record(scen, rep, kind, "sym", r, secs, load, cold, warm)
+
     def probes_at(self, peer: NetPeer, rep: int, scen: str) -> None:
         for _ in range(PROBES):
-            p = self.prompt()
-            cold, warm = self.refs_at(peer, p)
-            load = load1()
-            with self.busy(peer):
-                t0 = time.monotonic()
-                rid = self.ask_at(peer, "probe", p)
-                r, secs = self.wait(rid, t0, self.cap)
-            rec = self.record(scen, rep, "probe", "sym", r, secs, load, cold, warm)
-            if rec.outcome == "hit":
+            if self.ask_once(peer, rep, scen, "probe").outcome == "hit":
                 return
-            if r is None:
-                self.wait(rid, time.monotonic(), self.cap)
 
     def net_healthy(self, rep: int) -> None:
         for peer in (self.nf.a, self.nf.a1):
-            p = self.prompt()
-            cold, warm = self.refs_at(peer, p)
-            load = load1()
-            with self.busy(peer):
-                t0 = time.monotonic()
-                rid = self.ask_at(peer, "h", p)
-                r, secs = self.wait(rid, t0, self.cap)
-            self.record("net-healthy", rep, "healthy", "sym", r, secs, load, cold, warm)
+            self.ask_once(peer, rep, "net-healthy", "healthy")
 
     def pod_blackhole(self, rep: int) -> None:
         f, a0, a1 = self.nf, self.nf.a, self.nf.a1
