@@ -130,6 +130,12 @@ def _remove_cgroup(path: str) -> None:
     """Removes a cgroup tree (its processes are dead by now)."""
     if not os.path.isdir(path):
         return
+    # A process just killed may leave its cgroup a moment later.
+    for _ in range(100):
+        procs = [os.path.join(r, "cgroup.procs") for r, _, files in os.walk(path) if "cgroup.procs" in files]
+        if not any(open(f).read().strip() for f in procs if os.path.exists(f)):
+            break
+        time.sleep(0.05)
     for d in sorted((os.path.join(root, x) for root, dirs, _ in os.walk(path) for x in dirs), key=len, reverse=True):
         with contextlib.suppress(OSError):
             os.rmdir(d)
