@@ -42,8 +42,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench import h2h_report  # noqa: E402
 from bench.h2h_report import Record  # noqa: E402
-from kvp2p.testing import tiny_model  # noqa: E402
+from kvp2p.testing import netns, tiny_model  # noqa: E402
 from kvp2p.testing.fleet import TIERS, Fleet, Tier, nixl_missing  # noqa: E402
+from kvp2p.testing.netfleet import NetFleet, NetPeer  # noqa: E402
 from kvp2p.testing.real_engine import Result  # noqa: E402
 
 PROMPT = 440
@@ -212,6 +213,188 @@ class Run:
             raise ValueError(f"unknown scenario {scen}")
 
 
+# --- Network faults: pods as network namespaces (kvp2p.testing.netfleet) ---
+#
+# Pod A has two ranks, A0 and A1 (one host, one failure domain), pod B one;
+# three engines at one thread. Each rep of these scenarios:
+#
+# - net-healthy: B loads from A0 and from A1 (and so holds a session to each);
+# - pod-blackhole (vLLM #56828's shape): A1 prefills a prompt for B (PD);
+#   then A1's sockets are blackholed by nftables (dropped both ways, its
+#   process lives and keeps stepping) and at once A0's rank is killed
+#   (SIGKILL: engine and sidecar); 0.2 s later B asks A0 (symmetric), A1
+#   (symmetric) and A1 (PD: the prefill made before the fault). Healed by
+#   lifting the blackhole and restarting A0 on its port;
+# - slow-link: tbf at --slow-bps on host A's link (everything A sends); B
+#   asks A0; a fallback is false (A0 is alive and reachable);
+# - partition-heals: every packet between hosts A and B dropped at the
+#   bridge for --partition-s; B asks A0 0.2 s in and A1 halfway; healed.
+#
+# Probes after each fault, per rank, show whether B's sessions recovered.
+
+NET_SCENARIOS = ("net-healthy", "pod-blackhole", "slow-link", "partition-heals")
+SLOW_BPS = 4_000_000
+PARTITION_S = 8.0
+
+
+class NetRun(Run):
+    """Run's scenarios plus the network's, on a NetFleet."""
+
+    def __init__(self, f: NetFleet, out: IO[str], cap: float, seed: int, label: str = "",
+                 slow_bps: int = SLOW_BPS, partition_s: float = PARTITION_S) -> None:
+        super().__init__(f, out, cap, seed, label)  # type: ignore[arg-type]
+        self.nf = f
+        self.slow_bps = slow_bps
+        self.partition_s = partition_s
+
+    def refs_at(self, peer: NetPeer, p: list[int]) -> tuple[Result, Result]:
+        cold = peer.e.run(p, TOKENS)
+        return cold, peer.e.run(p, TOKENS)
+
+    @contextlib.contextmanager
+    def busy(self, *peers: NetPeer) -> Iterator[None]:
+        """The ranks serve other traffic (vLLM 0.32 steps only with work);
+        a rank killed meanwhile is left alone."""
+        for p in peers:
+            p.e.fill(*FILL)
+        try:
+            yield
+        finally:
+            for p in peers:
+                if p.e.proc.is_alive():
+                    p.e.unfill()
+
+    def ask_at(self, peer: NetPeer, kv: str, p: list[int]) -> str:
+        return self.nf.b.e.add(p, TOKENS, self.nf.source("remote_kv_source", self.nf.kv_id(kv), peer))
+
+    def collect(self, asked: list[tuple[str, float]]) -> list[tuple[Result | None, float]]:
+        """B's answers to requests added at t0 each, each by t0 + cap (or
+        None: stuck). Seconds are the engine's own, from add to the end."""
+        out = []
+        for rid, t0 in asked:
+            r, _ = self.wait(rid, t0, self.cap)
+            out.append((r, self.cap if r is None else r.seconds))
+        return out
+
+    def late(self, rids: list[str], stuck: list[bool], t_heal: float) -> list[float | None]:
+        """Seconds from the heal to each stuck request's answer (None: none)."""
+        out: list[float | None] = []
+        for rid, s in zip(rids, stuck):
+            if not s:
+                out.append(None)
+                continue
+            r, _ = self.wait(rid, time.monotonic(), self.cap)
+            out.append(None if r is None else time.monotonic() - t_heal)
+        return out
+
+    def ask_once(self, peer: NetPeer, rep: int, scen: str, kind: str) -> Record:
+        """B loads a fresh prompt from a healthy peer (symmetric); a request
+        stuck at the cap is waited for again, so the next starts clean."""
+        p = self.prompt()
+        cold, warm = self.refs_at(peer, p)
+        load = load1()
+        with self.busy(peer):
+            t0 = time.monotonic()
+            rid = self.ask_at(peer, kind, p)
+            r, secs = self.wait(rid, t0, self.cap)
+        if r is None:
+            self.wait(rid, time.monotonic(), self.cap)
+        return self.record(scen, rep, kind, "sym", r, secs, load, cold, warm)
+
+    def probes_at(self, peer: NetPeer, rep: int, scen: str) -> None:
+        for _ in range(PROBES):
+            if self.ask_once(peer, rep, scen, "probe").outcome == "hit":
+                return
+
+    def net_healthy(self, rep: int) -> None:
+        for peer in (self.nf.a, self.nf.a1):
+            self.ask_once(peer, rep, "net-healthy", "healthy")
+
+    def pod_blackhole(self, rep: int) -> None:
+        f, a0, a1 = self.nf, self.nf.a, self.nf.a1
+        p0, p1, p2 = self.prompt(), self.prompt(), self.prompt()
+        refs = [self.refs_at(a0, p0), self.refs_at(a1, p1), self.refs_at(a1, p2)]
+        load = load1()
+        kv_pd = f.kv_id("pd")
+        with self.busy(a0, a1):
+            pre = a1.e.add(p2, 1, {"remote_decoder": {"kv_request_id": kv_pd}})
+            a1.e.result(pre, timeout=self.cap)  # A1 holds the prefill; B's fetch is what the fault meets
+            # The pod fails as one: A1's blackhole first, so that it is in
+            # place when A0's end reaches B (an nft call under load can take
+            # longer than B's reaction to A0's reset).
+            f.lab.blackhole("a", a1.cgroup)
+            a0.crash()
+            time.sleep(DELAY_S)
+            asked = [(self.ask_at(a0, "f", p0), time.monotonic()), (self.ask_at(a1, "f", p1), time.monotonic()),
+                     (f.b.e.add(p2, TOKENS, f.source("remote_prefiller", kv_pd, a1)), time.monotonic())]
+            got = self.collect(asked)
+            t_heal = time.monotonic()
+            dropped = f.lab.dropped("a")
+            f.lab.unblackhole("a")
+        print(f"  pod-blackhole: nftables dropped {dropped} packets of A1's", flush=True)
+        f.restart(a0)
+        after = self.late([rid for rid, _ in asked], [r is None for r, _ in got], t_heal)
+        names = (("pod-blackhole/A0-crashed", "sym"), ("pod-blackhole/A1-holed", "sym"),
+                 ("pod-blackhole/A1-holed-pd", "pd"))
+        for (scen, mode), (r, secs), (cold, warm), aft in zip(names, got, refs, after):
+            self.record(scen, rep, "fault", mode, r, secs, load, cold, warm, aft)
+        self.probes_at(a0, rep, names[0][0])
+        self.probes_at(a1, rep, names[1][0])
+
+    def slow_link(self, rep: int) -> None:
+        f, a0 = self.nf, self.nf.a
+        p = self.prompt()
+        cold, warm = self.refs_at(a0, p)
+        load = load1()
+        with self.busy(a0):
+            f.lab.slow("a", self.slow_bps)
+            try:
+                time.sleep(DELAY_S)
+                t0 = time.monotonic()
+                rid = self.ask_at(a0, "slow", p)
+                r, secs = self.wait(rid, t0, self.cap)
+            finally:
+                f.lab.unslow("a")
+        after = self.late([rid], [r is None], time.monotonic())[0]
+        self.record("slow-link", rep, "slow", "sym", r, secs, load, cold, warm, after)
+        self.probes_at(a0, rep, "slow-link")
+
+    def partition_heals(self, rep: int) -> None:
+        f, a0, a1 = self.nf, self.nf.a, self.nf.a1
+        p0, p1 = self.prompt(), self.prompt()
+        refs = [self.refs_at(a0, p0), self.refs_at(a1, p1)]
+        load = load1()
+        with self.busy(a0, a1):
+            f.lab.partition("a", "b")
+            t_cut = time.monotonic()
+            try:
+                time.sleep(DELAY_S)
+                asked = [(self.ask_at(a0, "f", p0), time.monotonic())]
+                time.sleep(max(t_cut + self.partition_s / 2 - time.monotonic(), 0))
+                asked.append((self.ask_at(a1, "f", p1), time.monotonic()))
+                time.sleep(max(t_cut + self.partition_s - time.monotonic(), 0))
+            finally:
+                f.lab.heal()
+            got = self.collect(asked)
+        names = ("partition-heals/A0", "partition-heals/A1")
+        for scen, (r, secs), (cold, warm) in zip(names, got, refs):
+            self.record(scen, rep, "fault", "sym", r, secs, load, cold, warm)
+        self.probes_at(a0, rep, names[0])
+        self.probes_at(a1, rep, names[1])
+
+    def scenario(self, rep: int, scen: str) -> None:
+        if scen == "net-healthy":
+            self.net_healthy(rep)
+        elif scen == "pod-blackhole":
+            self.pod_blackhole(rep)
+        elif scen == "slow-link":
+            self.slow_link(rep)
+        elif scen == "partition-heals":
+            self.partition_heals(rep)
+        else:
+            super().scenario(rep, scen)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tiers", default=",".join(TIERS))
@@ -224,6 +407,8 @@ def main() -> int:
     ap.add_argument("--ucx-default", action="store_true",
                     help="vLLM's tier with UCX's own transports (cross-memory attach on one machine) instead of "
                          "UCX_TLS=tcp; its records say tier vllm-ucx-default")
+    ap.add_argument("--slow-bps", type=int, default=SLOW_BPS, help="slow-link: host A's link rate, bytes/s")
+    ap.add_argument("--partition-s", type=float, default=PARTITION_S, help="partition-heals: seconds cut")
     ap.add_argument("--out", default="h2h.jsonl")
     ap.add_argument("--table", metavar="JSONL", help="print the table of an earlier run and exit")
     ap.add_argument("--rep", type=int, help="with --table: that repetition's records only")
@@ -237,6 +422,10 @@ def main() -> int:
     if "vllm" in tiers and (why := nixl_missing()):
         print(f"h2h: {why}", file=sys.stderr)
         return 2
+    net_run = any(s in NET_SCENARIOS for s in args.scenarios.split(","))
+    if net_run and (why := netns.missing()):
+        print(f"h2h: network scenarios: {why}", file=sys.stderr)
+        return 2
     os.environ.setdefault("PYTHONHASHSEED", "0")
     d = tempfile.mkdtemp(prefix="kvp2p-h2h-")
     shape = tiny_model.MEDIUM if args.model == "medium" else tiny_model.SMALL
@@ -245,16 +434,22 @@ def main() -> int:
         for tier in tiers:
             print(f"{tier}: starting A and B (load {load1()})", flush=True)
             default_ucx = tier == "vllm" and args.ucx_default
-            f = Fleet.start(tier, model, f"h2h{os.getpid()}", env={} if default_ucx else None)
+            label, seed = "vllm-ucx-default" if default_ucx else tier, 1000 * (1 + TIERS.index(tier))
+            f: Fleet | NetFleet
+            if net_run:  # pods in network namespaces (NetRun's scenarios need them)
+                f = NetFleet.start(tier, model, f"h2h{os.getpid()}", env={} if default_ucx else None)
+                run: Run = NetRun(f, out, args.cap, seed, label, args.slow_bps, args.partition_s)
+            else:
+                f = Fleet.start(tier, model, f"h2h{os.getpid()}", env={} if default_ucx else None)
+                run = Run(f, out, args.cap, seed, label)
             try:
-                run = Run(f, out, args.cap, seed=1000 * (1 + TIERS.index(tier)), label="vllm-ucx-default" if default_ucx else tier)
                 run.recompute(0)
                 for rep in range(args.reps):
                     for scen in args.scenarios.split(","):
                         run.scenario(rep, scen)
                     run.recompute(rep + 1)
             finally:
-                for p in (f.a, f.b):
+                for p in f.peers if isinstance(f, NetFleet) else (f.a, f.b):
                     if p.sidecar is not None:
                         with open(os.path.join(d, f"{p.name}.sidecar.log"), "w") as lf:
                             lf.write(p.sidecar.log())

@@ -22,7 +22,8 @@ class Record:
     tier: str
     scenario: str
     rep: int
-    kind: str  # "fault": the request the fault met; "probe": after the heal; "healthy"; "recompute"
+    kind: str  # "fault": the request the fault met; "probe": after the heal; "healthy"; "recompute";
+    # "slow": the source is alive and reachable, only slow (a fallback is false)
     mode: str  # "sym" (remote_kv_source) or "pd" (remote_prefiller)
     outcome: str  # "hit" (loaded from A), "fallback" (computed at B), "stuck" (no answer by the cap)
     seconds: float  # from B's add to its answer (to the cap when stuck: a lower bound)
@@ -71,7 +72,7 @@ def rows(recs: list[Record]) -> list[tuple[str, ...]]:
     keys = list(dict.fromkeys((r.tier, r.scenario) for r in recs if r.kind != "recompute"))
     for tier, scen in keys:
         mine = [r for r in recs if r.tier == tier and r.scenario == scen]
-        main = [r for r in mine if r.kind in ("fault", "healthy")]
+        main = [r for r in mine if r.kind in ("fault", "healthy", "slow")]
         probes = [r for r in mine if r.kind == "probe"]
         judged = [r for r in main if r.tokens_equal is not None]
         reps = sorted({r.rep for r in mine})
@@ -90,7 +91,7 @@ def rows(recs: list[Record]) -> list[tuple[str, ...]]:
             tier, scen, str(len(main)),
             str(sum(r.outcome == "hit" for r in main)),
             str(sum(r.outcome == "fallback" for r in main)),
-            str(sum(r.outcome == "fallback" and r.kind == "healthy" for r in main)),
+            str(sum(r.outcome == "fallback" and r.kind in ("healthy", "slow") for r in main)),
             str(sum(r.outcome == "stuck" for r in main)),
             str(sum(r.outcome == "stuck" and r.answered_after_heal is None for r in main)),
             str(sum(r.corrupt for r in mine)),

@@ -52,6 +52,11 @@ class EngineConfig:
     # given (e.g. vLLM's own {"type": "p2p", ...}); None: from `socket`.
     secondary_tiers: list[dict[str, Any]] | None = None
     env: dict[str, str] = field(default_factory=dict)  # set in the child before vLLM starts
+    # Where the engine's processes run (kvp2p.testing.netns): a network
+    # namespace (/run/netns/NAME) and a cgroup directory, joined before
+    # vLLM opens a socket. Empty: the parent's.
+    netns: str = ""
+    cgroup: str = ""
 
 
 @dataclass
@@ -117,6 +122,10 @@ def own_group_below(nice: int) -> None:
 
 
 def _serve(conn: Connection, cfg: EngineConfig) -> None:
+    if cfg.netns or cfg.cgroup:
+        from kvp2p.testing.netns import enter
+
+        enter(cfg.netns, cfg.cgroup)
     own_group_below(cfg.nice)  # inherited by vLLM's engine core and worker processes
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(cfg.kv_cache_gb))
     os.environ.update(cfg.env)

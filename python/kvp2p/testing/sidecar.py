@@ -14,6 +14,7 @@ import subprocess
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,6 +64,11 @@ class Sidecar:
     # Register. On, a Register of another geometry is refused.
     configure_geometry: bool = False
     proc: subprocess.Popen[bytes] | None = None
+    # The address peers reach it at (its peer id's host, where it listens).
+    host: str = "127.0.0.1"
+    # Run in the child before exec (e.g. kvp2p.testing.netns: a network
+    # namespace and cgroup of its own). None: the parent's.
+    preexec: Callable[[], None] | None = None
 
     def __post_init__(self) -> None:
         own = self.region_dir is None
@@ -75,10 +81,10 @@ class Sidecar:
 
     @property
     def peer(self) -> tuple[str, int]:
-        return "127.0.0.1", self.port
+        return self.host, self.port
 
     def start(self, wait: float = 10.0) -> "Sidecar":
-        args = [kvp2p_binary(), "serve", "--peer-id", f"127.0.0.1:{self.port}",
+        args = [kvp2p_binary(), "serve", "--peer-id", f"{self.host}:{self.port}",
                 "--engine-socket", self.socket, "--region-dir", self.region_dir, *self.extra]
         # No chunk_bytes: the node sends min(chunk_bytes, block_bytes) per
         # frame. Setting it from row_stride set 1-byte frames whenever the
@@ -89,7 +95,7 @@ class Sidecar:
         if os.environ.get("KVP2P_TEST_LOG_LEVEL"):  # e.g. debug, to see why a test failed
             args += ["--log-level", os.environ["KVP2P_TEST_LOG_LEVEL"]]
         logf = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(args, stdout=logf, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(args, stdout=logf, stderr=subprocess.STDOUT, preexec_fn=self.preexec)
         logf.close()
         deadline = time.monotonic() + wait
         while not os.path.exists(self.socket):
