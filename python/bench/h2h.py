@@ -19,6 +19,12 @@ repetition, each on fresh 440-token prompts (13 blocks of 32 from outside):
 - process-frozen-{sym,pd}: SIGSTOP of all of A's engine processes;
 - crash-restart: SIGKILL of A's pod (engine and sidecar), B asks while A
   is down; A restarted on the same port.
+- cpu-quota-<q>-{sym,pd} (e.g. cpu-quota-100m-pd), busy-cores-{sym,pd}:
+  healthy-sym/-pd with A's tier under a CPU quota of q (a cgroup, as a
+  Kubernetes CPU limit: kvp2p's A sidecar; vLLM's tier lives in A's
+  engine processes, which all go in) or a busy loop per core at nice 0,
+  from after the references to B's answer (kvp2p.testing.starve; undone
+  on every way out). Not in the default list.
 
 B's request comes 0.2 s after the fault; A serves another request all the
 while (vLLM 0.32's engine steps only with work). A request with no answer
@@ -32,17 +38,19 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
+import signal
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from typing import IO
+from typing import IO, ContextManager
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench import h2h_report  # noqa: E402
 from bench.h2h_report import Record  # noqa: E402
-from kvp2p.testing import tiny_model  # noqa: E402
+from kvp2p.testing import starve, tiny_model  # noqa: E402
 from kvp2p.testing.fleet import TIERS, Fleet, Tier, nixl_missing  # noqa: E402
 from kvp2p.testing.real_engine import Result  # noqa: E402
 
@@ -55,6 +63,9 @@ FILL = (tiny_model.prompt_ids(16, 999), 1500)  # A's other traffic
 
 SCENARIOS = ("healthy-sym", "healthy-pd", "worker-frozen-sym", "worker-frozen-pd", "process-frozen-sym",
              "process-frozen-pd", "crash-restart")
+# Starvation (Run.starved): cpu-quota-<quantity>-{sym,pd}, e.g.
+# cpu-quota-100m-sym (A's tier under that CPU limit), busy-cores-{sym,pd}.
+STARVE_SCENARIOS = ("cpu-quota-", "busy-cores-")
 
 
 def load1() -> float:
@@ -122,18 +133,26 @@ class Run:
             if a.proc.is_alive():
                 a.unfill()
 
-    def healthy(self, rep: int, mode: str) -> None:
+    def healthy(self, rep: int, mode: str, scen: str = "", during: Callable[[], ContextManager[object]] | None = None) -> None:
+        """B loads A's prefix. during: a condition held from after the
+        references to B's answer (A's PD prefill included), e.g. starvation."""
         p = self.prompt()
-        scen = f"healthy-{mode}"
+        scen = scen or f"healthy-{mode}"
         load = load1()
-        with self.a_busy():
+        with self.a_busy(), contextlib.ExitStack() as held:
             if mode == "sym":
                 cold, warm = self.refs(p)
+                if during is not None:
+                    held.enter_context(during())
+                    load = load1()
                 t0 = time.monotonic()
                 rid = self.ask("sym", "h", p)
             else:
                 kv = self.f.kv_id("pd")
                 cold = None  # no full prefill anywhere first: A's prefill must be its first sight of the prompt
+                if during is not None:
+                    held.enter_context(during())
+                    load = load1()
                 pre = self.f.a.e.add(p, 1, {"remote_decoder": {"kv_request_id": kv}})
                 self.f.a.e.result(pre, timeout=self.cap)
                 t0 = time.monotonic()
@@ -208,8 +227,50 @@ class Run:
             self.fault(rep, scen, scen.rsplit("-", 1)[1], a.freeze_all, a.thaw)
         elif scen == "crash-restart":
             self.fault(rep, scen, "sym", a.crash, self.f.restart_a)
+        elif scen.startswith(STARVE_SCENARIOS):
+            self.starved(rep, scen)
         else:
             raise ValueError(f"unknown scenario {scen}")
+
+    # Starvation, slow not dead (kvp2p.testing.starve): B loads A's prefix
+    # as in healthy-*, with A's tier under a CPU quota or every core busy,
+    # from after the references to B's answer. A fallback is a false one.
+
+    def starved(self, rep: int, scen: str) -> None:
+        kind, mode = scen.rsplit("-", 1)
+        if kind.startswith("cpu-quota-"):
+            m = starve.millicores(kind[len("cpu-quota-"):])
+            self.healthy(rep, mode, scen, lambda: self.quota(scen, m))
+        elif kind == "busy-cores":
+            self.healthy(rep, mode, scen, self.busy)
+        else:
+            raise ValueError(f"unknown scenario {scen}")
+
+    @contextlib.contextmanager
+    def quota(self, scen: str, m: int) -> Iterator[None]:
+        """A's tier under a quota of m millicores: kvp2p's is A's sidecar (a
+        container of its own, as a Kubernetes pod gives it; A's engine keeps
+        its own CPU), vLLM's lives in A's engine processes, which all go in."""
+        a = self.f.a
+        if self.f.tier == "kvp2p":
+            assert a.sidecar is not None and a.sidecar.proc is not None
+            what, pids = "sidecar", [a.sidecar.proc.pid]
+        else:
+            what, pids = "engine processes", list(a.procs())
+        with starve.CpuQuota(m, self.label) as q:
+            q.add(pids)
+            try:
+                yield
+            finally:
+                print(f"    {scen}: A's {what} under {m}m: {q.stat()}", flush=True)
+
+    @contextlib.contextmanager
+    def busy(self) -> Iterator[None]:
+        """A busy loop per core at nice 0 (the engines run at nice 10, the
+        sidecars at 0)."""
+        with starve.BusyCores():
+            time.sleep(DELAY_S)  # every core taken before B asks
+            yield
 
 
 def main() -> int:
@@ -238,6 +299,12 @@ def main() -> int:
         print(f"h2h: {why}", file=sys.stderr)
         return 2
     os.environ.setdefault("PYTHONHASHSEED", "0")
+    # SIGTERM unwinds as an exception does: engines, sidecars, quotas and
+    # busy loops are undone by their finally blocks; a killed run's cgroups
+    # are removed by the next.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    for gone in starve.sweep():
+        print(f"h2h: removed a killed run's cgroup {gone}", file=sys.stderr)
     d = tempfile.mkdtemp(prefix="kvp2p-h2h-")
     shape = tiny_model.MEDIUM if args.model == "medium" else tiny_model.SMALL
     model = tiny_model.build(os.path.expanduser("~/.cache/kvp2p-models"), shape)
@@ -256,8 +323,8 @@ def main() -> int:
             finally:
                 for p in (f.a, f.b):
                     if p.sidecar is not None:
-                        with open(os.path.join(d, f"{p.name}.sidecar.log"), "w") as lf:
-                            lf.write(p.sidecar.log())
+                        with contextlib.suppress(OSError):  # the whole log (log() is its tail)
+                            shutil.copy(p.sidecar.log_path, os.path.join(d, f"{p.name}.sidecar.log"))
                 f.close()
     with open(args.out) as f:
         h2h_report.table(sys.stdout, h2h_report.read(f))
