@@ -19,10 +19,11 @@ repetition, each on fresh 440-token prompts (13 blocks of 32 from outside):
 - process-frozen-{sym,pd}: SIGSTOP of all of A's engine processes;
 - crash-restart: SIGKILL of A's pod (engine and sidecar), B asks while A
   is down; A restarted on the same port.
-- cpu-quota-<q>-{sym,pd} (e.g. cpu-quota-100m-pd), busy-cores-{sym,pd}:
+- cpu-quota-<q>-{sym,pd} (e.g. cpu-quota-100m-pd), busy-cores[-n<nice>]-{sym,pd}:
   healthy-sym/-pd with A's tier under a CPU quota of q (a cgroup, as a
   Kubernetes CPU limit: kvp2p's A sidecar; vLLM's tier lives in A's
-  engine processes, which all go in) or a busy loop per core at nice 0,
+  engine processes, which all go in) or a busy loop per core at nice 0
+  (or <nice>; busy-cores-n10: the engines' own nice),
   from after the references to B's answer (kvp2p.testing.starve; undone
   on every way out). Not in the default list.
 
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import os
 import shutil
 import signal
@@ -64,7 +66,8 @@ FILL = (tiny_model.prompt_ids(16, 999), 1500)  # A's other traffic
 SCENARIOS = ("healthy-sym", "healthy-pd", "worker-frozen-sym", "worker-frozen-pd", "process-frozen-sym",
              "process-frozen-pd", "crash-restart")
 # Starvation (Run.starved): cpu-quota-<quantity>-{sym,pd}, e.g.
-# cpu-quota-100m-sym (A's tier under that CPU limit), busy-cores-{sym,pd}.
+# cpu-quota-100m-sym (A's tier under that CPU limit), busy-cores-{sym,pd}
+# (a busy loop per core at nice 0), busy-cores-n<nice>-{sym,pd} (at that nice).
 STARVE_SCENARIOS = ("cpu-quota-", "busy-cores-")
 
 
@@ -94,7 +97,8 @@ class Run:
         return cold, self.f.a.e.run(p, TOKENS)
 
     def record(self, scen: str, rep: int, kind: str, mode: str, r: Result | None, secs: float, load: float,
-               cold: Result | None, warm: Result | None, after_heal: float | None = None) -> Record:
+               cold: Result | None, warm: Result | None, after_heal: float | None = None,
+               fallback_s: float | None = None) -> Record:
         if r is None:
             outcome, loaded, equal, corrupt, ttft = "stuck", 0, None, False, None
         else:
@@ -105,11 +109,28 @@ class Run:
             corrupt = outcome == "hit" and equal is False
             ttft = r.ttft
         rec = Record(self.label, scen, rep, kind, mode, outcome, round(secs, 3), ttft, loaded, equal, corrupt,
-                     after_heal, load)
+                     after_heal, load, fallback_s)
         h2h_report.write(self.out, rec)
-        print(f"  {scen} {kind} {mode}: {outcome} after {secs:.2f}s (ttft {ttft}) equal={equal} load={load}",
+        decided = "" if fallback_s is None else f" (decided {fallback_s:.3f}s)"
+        print(f"  {scen} {kind} {mode}: {outcome} after {secs:.2f}s (ttft {ttft}){decided} equal={equal} load={load}",
               flush=True)
         return rec
+
+    def decided(self, kv: str, wall0: float) -> float | None:
+        """kvp2p: seconds from wall0 (B's add) to B's sidecar's "request
+        falls back" line for kv, or None."""
+        sc = self.f.b.sidecar
+        if sc is None:
+            return None
+        try:
+            with open(sc.log_path, encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    if "request falls back" in line and f" kv_req={kv} " in line and line.startswith("time="):
+                        at = datetime.datetime.fromisoformat(line[5:line.index(" ")]).timestamp()
+                        return round(at - wall0, 3)
+        except (OSError, ValueError):
+            pass
+        return None
 
     def ask(self, mode: str, kv: str, p: list[int]) -> str:
         role = "remote_kv_source" if mode == "sym" else "remote_prefiller"
@@ -179,7 +200,7 @@ class Run:
             if mode == "pd":  # the router sent A the prefill: A, faulted, cannot do it
                 with contextlib.suppress(OSError):
                     self.f.a.e.add(p, 1, {"remote_decoder": {"kv_request_id": kv}})
-            t0 = time.monotonic()
+            t0, wall0 = time.monotonic(), time.time()
             role = "remote_kv_source" if mode == "sym" else "remote_prefiller"
             rid = self.f.b.e.add(p, TOKENS, self.f.source(role, kv))
             r, secs = self.wait(rid, t0, self.cap)
@@ -189,7 +210,7 @@ class Run:
         if r is None:  # stuck at the cap: does the heal free it?
             late, _ = self.wait(rid, time.monotonic(), self.cap)
             after = None if late is None else time.monotonic() - t_heal
-        self.record(scen, rep, "fault", mode, r, secs, load, cold, warm, after)
+        self.record(scen, rep, "fault", mode, r, secs, load, cold, warm, after, self.decided(kv, wall0))
         self.drain_a()
         self.probes(rep, scen)
 
@@ -241,8 +262,9 @@ class Run:
         if kind.startswith("cpu-quota-"):
             m = starve.millicores(kind[len("cpu-quota-"):])
             self.healthy(rep, mode, scen, lambda: self.quota(scen, m))
-        elif kind == "busy-cores":
-            self.healthy(rep, mode, scen, self.busy)
+        elif kind == "busy-cores" or kind.startswith("busy-cores-n"):
+            nice = 0 if kind == "busy-cores" else int(kind[len("busy-cores-n"):])
+            self.healthy(rep, mode, scen, lambda: self.busy(nice))
         else:
             raise ValueError(f"unknown scenario {scen}")
 
@@ -265,10 +287,10 @@ class Run:
                 print(f"    {scen}: A's {what} under {m}m: {q.stat()}", flush=True)
 
     @contextlib.contextmanager
-    def busy(self) -> Iterator[None]:
-        """A busy loop per core at nice 0 (the engines run at nice 10, the
+    def busy(self, nice: int) -> Iterator[None]:
+        """A busy loop per core at nice (0; the engines run at nice 10, the
         sidecars at 0)."""
-        with starve.BusyCores():
+        with starve.BusyCores(nice=nice):
             time.sleep(DELAY_S)  # every core taken before B asks
             yield
 

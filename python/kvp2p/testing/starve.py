@@ -7,8 +7,8 @@
   mechanism, and what the kubelet writes on a v1 node). Millicores m give
   m/1000 of a CPU per 100 ms period: 100m is 10 ms of CPU every 100 ms,
   used at up to all cores' speed and then throttled to the period's end.
-- BusyCores: a busy loop per core at normal priority (nice 0), every core
-  of the machine busy.
+- BusyCores: a busy loop per core at normal priority (nice 0, or another
+  nice), every core of the machine busy.
 
 Both undo themselves on every way out: as context managers; at the
 interpreter's exit (atexit) for a caller that never left the block; the
@@ -26,7 +26,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 PERIOD_US = 100_000  # the kernel's and the kubelet's default CFS period
@@ -235,18 +235,21 @@ def cores() -> int:
 _PR_SET_PDEATHSIG = 1
 
 
-def _busy_child() -> None:
-    """In a busy loop's child before exec: it dies with its parent, at nice 0."""
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    os.setpriority(os.PRIO_PROCESS, 0, 0)
+def _busy_child(nice: int) -> Callable[[], None]:
+    def child() -> None:
+        """In a busy loop's child before exec: it dies with its parent, at its nice."""
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        os.setpriority(os.PRIO_PROCESS, 0, nice)
+    return child
 
 
 @dataclass
 class BusyCores:
-    """`n` processes (default: one per core) each spinning at nice 0, the
-    machine's normal priority, until close()."""
+    """`n` processes (default: one per core) each spinning at `nice` (0:
+    the machine's normal priority) until close()."""
 
     n: int = 0
+    nice: int = 0
     procs: list[subprocess.Popen[bytes]] = field(init=False, default_factory=list)
 
     def __post_init__(self) -> None:
@@ -254,7 +257,7 @@ class BusyCores:
         try:
             for _ in range(self.n or cores()):
                 self.procs.append(subprocess.Popen(
-                    [sys.executable, "-S", "-c", "while True: pass"], preexec_fn=_busy_child, stdin=subprocess.DEVNULL))
+                    [sys.executable, "-S", "-c", "while True: pass"], preexec_fn=_busy_child(self.nice), stdin=subprocess.DEVNULL))
         except BaseException:
             self.close()
             raise
