@@ -55,12 +55,18 @@ def _v2_cpu_root() -> str | None:
     return None
 
 
+def cgroup_root() -> str:
+    """Where CpuQuota makes its cgroups: the v2 root if it has the cpu
+    controller, else v1's cpu hierarchy."""
+    return _v2_cpu_root() or V1_ROOT
+
+
 def available() -> str:
     """Why a CPU quota cannot be set here, or ''."""
     if _v2_cpu_root() is None and not os.path.exists(os.path.join(V1_ROOT, "cpu.cfs_quota_us")):
         return "no cgroup cpu controller (neither v2 cpu.max nor v1 cpu.cfs_quota_us)"
-    if not os.access(_v2_cpu_root() or V1_ROOT, os.W_OK):
-        return f"cannot create a cgroup under {_v2_cpu_root() or V1_ROOT} (needs root)"
+    if not os.access(cgroup_root(), os.W_OK):
+        return f"cannot create a cgroup under {cgroup_root()} (needs root)"
     return ""
 
 
@@ -163,9 +169,8 @@ class CpuQuota:
     cpu0: dict[int, float] = field(init=False, default_factory=dict)  # pid -> its CPU seconds when added
 
     def __post_init__(self) -> None:
-        v2root = _v2_cpu_root()
-        self.v2 = v2root is not None
-        self.root = v2root or V1_ROOT
+        self.v2 = _v2_cpu_root() is not None
+        self.root = cgroup_root()
         self.path = os.path.join(self.root, f"{PREFIX}{os.getpid()}-{self.name or 'q'}-{id(self):x}")
         os.mkdir(self.path)
         atexit.register(self.close)
