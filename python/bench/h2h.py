@@ -154,7 +154,8 @@ class Run:
             if a.proc.is_alive():
                 a.unfill()
 
-    def healthy(self, rep: int, mode: str, scen: str = "", during: Callable[[], ContextManager[object]] | None = None) -> None:
+    def healthy(self, rep: int, mode: str, scen: str = "",
+                during: Callable[[], ContextManager[object]] | None = None) -> None:
         """B loads A's prefix. during: a condition held from after the
         references to B's answer (A's PD prefill included), e.g. starvation."""
         p = self.prompt()

@@ -262,7 +262,8 @@ class BusyCores:
         try:
             for _ in range(self.n or cores()):
                 self.procs.append(subprocess.Popen(
-                    [sys.executable, "-S", "-c", "while True: pass"], preexec_fn=_busy_child(self.nice), stdin=subprocess.DEVNULL))
+                    [sys.executable, "-S", "-c", "while True: pass"], preexec_fn=_busy_child(self.nice),
+                    stdin=subprocess.DEVNULL))
         except BaseException:
             self.close()
             raise
