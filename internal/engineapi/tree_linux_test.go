@@ -5,7 +5,6 @@ package engineapi
 import (
 	"os"
 	"os/exec"
-	"sync"
 	"syscall"
 	"testing"
 )
@@ -36,22 +35,9 @@ func TestTreeState(t *testing.T) {
 		t.Errorf("a stopped child: runnable %v, stopped %v; want stopped only", r, s)
 	}
 
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-		}
-	}()
+	stop := spin()
 	r, s := TreeState(os.Getpid())
-	close(stop)
-	wg.Wait()
+	stop()
 	if !r || !s {
 		t.Errorf("this process (spinning) with its stopped child: runnable %v, stopped %v; want both", r, s)
 	}
