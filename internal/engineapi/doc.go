@@ -18,7 +18,9 @@
 //     or when its outbox overflows; time in which the sidecar itself did
 //     not run (its loop idle for more than two ping intervals: SIGSTOP, a
 //     paused VM) does not count as the engine's (pause.go). Detach is
-//     called exactly once per accepted registration.
+//     called exactly once per accepted registration. On a Unix socket the
+//     Outbox knows the engine's process (PeerPID), whose tree TreeState
+//     reads: starved of CPU (runnable) or stopped.
 //   - Step: checked for shape first (CheckStep: key lengths, counts against
 //     Limits, duplicate job ids and chunks, matching lengths); a bad request
 //     is answered INVALID_ARGUMENT or RESOURCE_EXHAUSTED without reaching

@@ -49,3 +49,19 @@ func (l pidListener) SetUnlinkOnClose(unlink bool) {
 		ul.SetUnlinkOnClose(unlink)
 	}
 }
+
+// PeerPID is the process id of the engine whose outbox out is (the
+// process at the other end of its Attach stream on a Unix socket), or 0
+// when unknown (TCP, another platform).
+func PeerPID(out Outbox) int {
+	if p, ok := out.(pidOutbox); ok {
+		return p.pid
+	}
+	return 0
+}
+
+// pidOutbox is an engine's outbox that knows the engine's process.
+type pidOutbox struct {
+	Outbox
+	pid int
+}

@@ -54,3 +54,59 @@ func processRunnable(pid int) bool {
 	}
 	return false
 }
+
+// maxTree bounds the processes TreeState reads (an engine and its workers).
+const maxTree = 64
+
+// TreeState reports, for pid and its descendants (an engine process and
+// the workers it started), whether a thread of one is running or waiting
+// for a CPU (state R: starved, not stuck) and whether one of them is
+// stopped (every thread in state T or t: SIGSTOP, a debugger). Both false
+// when pid is 0 or gone.
+func TreeState(pid int) (runnable, stopped bool) {
+	todo, seen := []int{pid}, 0
+	for len(todo) > 0 && seen < maxTree {
+		p := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		if p <= 0 {
+			continue
+		}
+		seen++
+		dir := "/proc/" + strconv.Itoa(p) + "/task"
+		tasks, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		all := len(tasks) > 0
+		for _, t := range tasks {
+			b, err := os.ReadFile(dir + "/" + t.Name() + "/stat")
+			if err != nil {
+				all = false
+				continue
+			}
+			s := string(b)
+			i := strings.LastIndexByte(s, ')')
+			if i < 0 || len(s) < i+3 {
+				all = false
+				continue
+			}
+			switch s[i+2] {
+			case 'R':
+				runnable = true
+				all = false
+			case 'T', 't':
+			default:
+				all = false
+			}
+			if kids, err := os.ReadFile(dir + "/" + t.Name() + "/children"); err == nil {
+				for _, f := range strings.Fields(string(kids)) {
+					if c, err := strconv.Atoi(f); err == nil {
+						todo = append(todo, c)
+					}
+				}
+			}
+		}
+		stopped = stopped || all
+	}
+	return runnable, stopped
+}

@@ -182,6 +182,9 @@ func (s *Server) Attach(st pb.Engine_AttachServer) (end error) {
 	if path := s.stepPathFor(st.Context()); path != "" {
 		out = stampStepSocket{q, path}
 	}
+	if p, ok := peer.FromContext(st.Context()); ok && pidOf(p.Addr) > 0 {
+		out = pidOutbox{out, pidOf(p.Addr)}
+	}
 	ok, err := s.b.Attach(reg, out)
 	if err != nil {
 		return err

@@ -71,24 +71,30 @@ func TestProcessRunnable(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("reads /proc")
 	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-		}
-	}()
-	defer func() { close(stop); wg.Wait() }()
+	defer spin()()
 	if !processRunnable(os.Getpid()) {
 		t.Error("this process, with a spinning goroutine, is not runnable")
 	}
 	if processRunnable(0) || processRunnable(1<<30) {
 		t.Error("no such process, yet runnable")
 	}
+}
+
+// spin keeps a goroutine busy, so that this process is runnable, until
+// the function it returns is called.
+func spin() (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
 }

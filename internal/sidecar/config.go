@@ -30,7 +30,9 @@ type EngineConfig struct {
 	// scheduler step) unanswered while peers' PD fetches wait on it: past
 	// it the engine's steps are taken for stopped (a hung worker, its
 	// process frozen) and those fetches fail, so their decoders fall back
-	// instead of waiting for their PD load timeout; default 1 s.
+	// instead of waiting for their PD load timeout; default 1 s. An engine
+	// whose processes wait for a CPU (starved, none stopped) is given up to
+	// three more before it is taken for stopped (stall.go).
 	StepTimeout time.Duration `yaml:"step_timeout"`
 	// MaxJobs bounds the engine's loads and stores in flight; default 4096.
 	MaxJobs int `yaml:"max_jobs"`

@@ -74,6 +74,10 @@ type engine struct {
 	lookOut  []session.Verdict
 
 	probe stallProbe // of the engine's steps, while peers' PD fetches wait (stall.go)
+	// pid is the attached engine's process (0: unknown); tree reads the
+	// state of it and its workers (engineapi.TreeState; tests replace it).
+	pid  int
+	tree func(pid int) (runnable, stopped bool)
 }
 
 type jobKey struct{ reg, id uint64 }
@@ -113,6 +117,7 @@ func newEngine(cfg EngineConfig, slots, blockBytes int) *engine {
 		jobs:    map[jobKey]*engJob{}, byCore: map[uint64]*engJob{}, reqs: map[string]bool{},
 		asked: map[wire.Key]uint64{}, askedBy: map[uint64]int{}, asks: map[uint64]*ask{}, missed: map[wire.Key]time.Time{},
 		grants: map[uint64]*grant{}, grantPins: map[store.Slot]int{},
+		tree: engineapi.TreeState,
 	}
 }
 
@@ -195,6 +200,7 @@ func (e *engine) attach(n *node.Node, r *region.Region, out engineapi.Outbox) (*
 	}
 	out.Post(&pb.SidecarMessage{Msg: &pb.SidecarMessage_Registered{Registered: ok}})
 	e.out = out // from here on asks may follow
+	e.pid = engineapi.PeerPID(out)
 	return ok, old, nil
 }
 

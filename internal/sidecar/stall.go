@@ -24,12 +24,44 @@ import (
 // at all (its core waits for work), and a decoder-first fetch waits for a
 // prefill the router has yet to send it; that wait is the PD load
 // timeout's. An engine frozen while idle looks the same and is not caught.
+//
+// Slow is not stopped: an engine whose processes wait for a CPU (a thread
+// in state R, none stopped: every core busy, its steps taking seconds)
+// answers the probe late, and failing its peers' fetches then is a false
+// fallback (seen with real engines under busy cores: a probe answered
+// 2.9 s after it was sent). Such an engine is given up to starvedGrace
+// more step_timeouts, as the engine stream gives a starved engine more
+// EngineTimeouts (engineapi); a stopped process (SIGSTOP of the engine or
+// of its worker) or one not runnable (hung) gets none.
+
+// starvedGrace is how many more step_timeouts a starved engine's probe
+// may go unanswered: four in all, as the engine stream allows.
+const starvedGrace = 3
 
 // stallProbe is the sidecar's probe of its engine's steps.
 type stallProbe struct {
 	id      uint64    // the probe's ask id; 0: none out
 	at      time.Time // when it was sent, or when the engine last had no request in flight
 	stalled bool      // the last probe went unanswered past step_timeout
+	grace   int       // step_timeouts added because the engine was starved, not stopped
+}
+
+// probeVerdict judges a probe unanswered for waited: still within its
+// step_timeouts (timeout, plus one per grace already given), it waits
+// (false, grace); past them, an engine whose processes are runnable and
+// none stopped (tree: starved of CPU) gets one more while grace is below
+// starvedGrace (false, grace+1); otherwise its steps are taken for
+// stopped (true, grace). tree is read only when a timeout has run out.
+func probeVerdict(waited, timeout time.Duration, grace int, tree func() (runnable, stopped bool)) (bool, int) {
+	if waited < timeout*time.Duration(1+grace) {
+		return false, grace
+	}
+	if grace < starvedGrace {
+		if runnable, stopped := tree(); runnable && !stopped {
+			return false, grace + 1
+		}
+	}
+	return true, grace
 }
 
 // watchSteps runs at every tick: it sends a probe while peers' PD fetches
@@ -53,15 +85,25 @@ func (e *engine) watchSteps(n *node.Node, now time.Time) {
 		// (a probe out since the engine was idle would otherwise expire at
 		// the tick after the step that registered its first request,
 		// before that step's answer to it arrives).
-		e.probe.at = now
+		e.probe.at, e.probe.grace = now, 0
 		return
 	}
-	if waits == 0 || now.Sub(e.probe.at) < e.cfg.StepTimeout {
+	if waits == 0 {
 		return
 	}
 	if !e.probe.stalled {
+		stop, grace := probeVerdict(now.Sub(e.probe.at), e.cfg.StepTimeout, e.probe.grace,
+			func() (bool, bool) { return e.tree(e.pid) })
+		if grace > e.probe.grace && e.probe.grace == 0 {
+			n.Log().Info("the engine has not stepped within engine.step_timeout but its processes wait for a CPU (starved, not stopped): waiting on",
+				"waited", now.Sub(e.probe.at), "requests", len(e.reqs), "up_to", e.cfg.StepTimeout*(1+starvedGrace))
+		}
+		e.probe.grace = grace
+		if !stop {
+			return
+		}
 		n.Log().Warn("the engine has not stepped within engine.step_timeout with requests in flight: failing peers' PD fetches",
-			"waited", now.Sub(e.probe.at), "requests", len(e.reqs))
+			"waited", now.Sub(e.probe.at), "requests", len(e.reqs), "starved_grace", e.probe.grace)
 		e.probe.stalled = true
 	}
 	n.Table().ProducerStalled(now) // and each fetch that comes while it stays stopped

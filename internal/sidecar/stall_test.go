@@ -110,3 +110,43 @@ func TestWaitingFetchSurvivesSteppingOrIdleEngine(t *testing.T) {
 		})
 	}
 }
+
+// A probe unanswered past step_timeout: an engine whose processes wait
+// for a CPU, none stopped, is slow, not stopped, and gets up to
+// starvedGrace more step_timeouts; a stopped one (SIGSTOP of the engine or
+// of its worker) or one not runnable (hung) gets none, and neither does a
+// starved one past its grace. No clock: waited is given.
+func TestProbeVerdictStarvedIsNotStopped(t *testing.T) {
+	const to = time.Second
+	starved := func() (bool, bool) { return true, false }
+	stopped := func() (bool, bool) { return true, true } // the core runs, its worker is stopped
+	frozen := func() (bool, bool) { return false, true }
+	hung := func() (bool, bool) { return false, false }
+	unread := func() (bool, bool) { t.Fatal("process state read within step_timeout"); return false, false }
+	for _, tc := range []struct {
+		name   string
+		waited time.Duration
+		grace  int
+		tree   func() (bool, bool)
+		stall  bool
+		after  int
+	}{
+		{"within step_timeout", to - time.Millisecond, 0, unread, false, 0},
+		{"starved at step_timeout", to, 0, starved, false, 1},
+		{"starved within its grace", 2*to - time.Millisecond, 1, unread, false, 1},
+		{"starved again", 2 * to, 1, starved, false, 2},
+		{"starved at the last grace", 3 * to, 2, starved, false, 3},
+		{"starved past its grace", 4 * to, 3, starved, true, 3},
+		{"worker stopped", to, 0, stopped, true, 0},
+		{"process frozen", to, 0, frozen, true, 0},
+		{"hung, not runnable", to, 0, hung, true, 0},
+		{"stopped after a grace", 2 * to, 1, frozen, true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stall, after := probeVerdict(tc.waited, to, tc.grace, tc.tree)
+			if stall != tc.stall || after != tc.after {
+				t.Fatalf("probeVerdict(%v, grace %d) = %v, %d; want %v, %d", tc.waited, tc.grace, stall, after, tc.stall, tc.after)
+			}
+		})
+	}
+}

@@ -19,6 +19,13 @@ repetition, each on fresh 440-token prompts (13 blocks of 32 from outside):
 - process-frozen-{sym,pd}: SIGSTOP of all of A's engine processes;
 - crash-restart: SIGKILL of A's pod (engine and sidecar), B asks while A
   is down; A restarted on the same port.
+- cpu-quota-<q>-{sym,pd} (e.g. cpu-quota-100m-pd), busy-cores[-n<nice>]-{sym,pd}:
+  healthy-sym/-pd with A's tier under a CPU quota of q (a cgroup, as a
+  Kubernetes CPU limit: kvp2p's A sidecar; vLLM's tier lives in A's
+  engine processes, which all go in) or a busy loop per core at nice 0
+  (or <nice>; busy-cores-n10: the engines' own nice),
+  from after the references to B's answer (kvp2p.testing.starve; undone
+  on every way out). Not in the default list.
 
 B's request comes 0.2 s after the fault; A serves another request all the
 while (vLLM 0.32's engine steps only with work). A request with no answer
@@ -31,18 +38,21 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import os
+import shutil
+import signal
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from typing import IO
+from typing import IO, ContextManager
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench import h2h_report  # noqa: E402
 from bench.h2h_report import Record  # noqa: E402
-from kvp2p.testing import netns, tiny_model  # noqa: E402
+from kvp2p.testing import netns, starve, tiny_model  # noqa: E402
 from kvp2p.testing.fleet import TIERS, Fleet, Tier, nixl_missing  # noqa: E402
 from kvp2p.testing.netfleet import NetFleet, NetPeer  # noqa: E402
 from kvp2p.testing.real_engine import Result  # noqa: E402
@@ -56,6 +66,10 @@ FILL = (tiny_model.prompt_ids(16, 999), 1500)  # A's other traffic
 
 SCENARIOS = ("healthy-sym", "healthy-pd", "worker-frozen-sym", "worker-frozen-pd", "process-frozen-sym",
              "process-frozen-pd", "crash-restart")
+# Starvation (Run.starved): cpu-quota-<quantity>-{sym,pd}, e.g.
+# cpu-quota-100m-sym (A's tier under that CPU limit), busy-cores-{sym,pd}
+# (a busy loop per core at nice 0), busy-cores-n<nice>-{sym,pd} (at that nice).
+STARVE_SCENARIOS = ("cpu-quota-", "busy-cores-")
 
 
 def load1() -> float:
@@ -84,7 +98,8 @@ class Run:
         return cold, self.f.a.e.run(p, TOKENS)
 
     def record(self, scen: str, rep: int, kind: str, mode: str, r: Result | None, secs: float, load: float,
-               cold: Result | None, warm: Result | None, after_heal: float | None = None) -> Record:
+               cold: Result | None, warm: Result | None, after_heal: float | None = None,
+               fallback_s: float | None = None) -> Record:
         if r is None:
             outcome, loaded, equal, corrupt, ttft = "stuck", 0, None, False, None
         else:
@@ -95,11 +110,28 @@ class Run:
             corrupt = outcome == "hit" and equal is False
             ttft = r.ttft
         rec = Record(self.label, scen, rep, kind, mode, outcome, round(secs, 3), ttft, loaded, equal, corrupt,
-                     after_heal, load)
+                     after_heal, load, fallback_s)
         h2h_report.write(self.out, rec)
-        print(f"  {scen} {kind} {mode}: {outcome} after {secs:.2f}s (ttft {ttft}) equal={equal} load={load}",
+        decided = "" if fallback_s is None else f" (decided {fallback_s:.3f}s)"
+        print(f"  {scen} {kind} {mode}: {outcome} after {secs:.2f}s (ttft {ttft}){decided} equal={equal} load={load}",
               flush=True)
         return rec
+
+    def decided(self, kv: str, wall0: float) -> float | None:
+        """kvp2p: seconds from wall0 (B's add) to B's sidecar's "request
+        falls back" line for kv, or None."""
+        sc = self.f.b.sidecar
+        if sc is None:
+            return None
+        try:
+            with open(sc.log_path, encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    if "request falls back" in line and f" kv_req={kv} " in line and line.startswith("time="):
+                        at = datetime.datetime.fromisoformat(line[5:line.index(" ")]).timestamp()
+                        return round(at - wall0, 3)
+        except (OSError, ValueError):
+            pass
+        return None
 
     def ask(self, mode: str, kv: str, p: list[int]) -> str:
         role = "remote_kv_source" if mode == "sym" else "remote_prefiller"
@@ -123,18 +155,27 @@ class Run:
             if a.proc.is_alive():
                 a.unfill()
 
-    def healthy(self, rep: int, mode: str) -> None:
+    def healthy(self, rep: int, mode: str, scen: str = "",
+                during: Callable[[], ContextManager[object]] | None = None) -> None:
+        """B loads A's prefix. during: a condition held from after the
+        references to B's answer (A's PD prefill included), e.g. starvation."""
         p = self.prompt()
-        scen = f"healthy-{mode}"
+        scen = scen or f"healthy-{mode}"
         load = load1()
-        with self.a_busy():
+        with self.a_busy(), contextlib.ExitStack() as held:
             if mode == "sym":
                 cold, warm = self.refs(p)
+                if during is not None:
+                    held.enter_context(during())
+                    load = load1()
                 t0 = time.monotonic()
                 rid = self.ask("sym", "h", p)
             else:
                 kv = self.f.kv_id("pd")
                 cold = None  # no full prefill anywhere first: A's prefill must be its first sight of the prompt
+                if during is not None:
+                    held.enter_context(during())
+                    load = load1()
                 pre = self.f.a.e.add(p, 1, {"remote_decoder": {"kv_request_id": kv}})
                 self.f.a.e.result(pre, timeout=self.cap)
                 t0 = time.monotonic()
@@ -161,7 +202,7 @@ class Run:
             if mode == "pd":  # the router sent A the prefill: A, faulted, cannot do it
                 with contextlib.suppress(OSError):
                     self.f.a.e.add(p, 1, {"remote_decoder": {"kv_request_id": kv}})
-            t0 = time.monotonic()
+            t0, wall0 = time.monotonic(), time.time()
             role = "remote_kv_source" if mode == "sym" else "remote_prefiller"
             rid = self.f.b.e.add(p, TOKENS, self.f.source(role, kv))
             r, secs = self.wait(rid, t0, self.cap)
@@ -171,7 +212,7 @@ class Run:
         if r is None:  # stuck at the cap: does the heal free it?
             late, _ = self.wait(rid, time.monotonic(), self.cap)
             after = None if late is None else time.monotonic() - t_heal
-        self.record(scen, rep, "fault", mode, r, secs, load, cold, warm, after)
+        self.record(scen, rep, "fault", mode, r, secs, load, cold, warm, after, self.decided(kv, wall0))
         self.drain_a()
         self.probes(rep, scen)
 
@@ -209,8 +250,51 @@ class Run:
             self.fault(rep, scen, scen.rsplit("-", 1)[1], a.freeze_all, a.thaw)
         elif scen == "crash-restart":
             self.fault(rep, scen, "sym", a.crash, self.f.restart_a)
+        elif scen.startswith(STARVE_SCENARIOS):
+            self.starved(rep, scen)
         else:
             raise ValueError(f"unknown scenario {scen}")
+
+    # Starvation, slow not dead (kvp2p.testing.starve): B loads A's prefix
+    # as in healthy-*, with A's tier under a CPU quota or every core busy,
+    # from after the references to B's answer. A fallback is a false one.
+
+    def starved(self, rep: int, scen: str) -> None:
+        kind, mode = scen.rsplit("-", 1)
+        if kind.startswith("cpu-quota-"):
+            m = starve.millicores(kind[len("cpu-quota-"):])
+            self.healthy(rep, mode, scen, lambda: self.quota(scen, m))
+        elif kind == "busy-cores" or kind.startswith("busy-cores-n"):
+            nice = 0 if kind == "busy-cores" else int(kind[len("busy-cores-n"):])
+            self.healthy(rep, mode, scen, lambda: self.busy(nice))
+        else:
+            raise ValueError(f"unknown scenario {scen}")
+
+    @contextlib.contextmanager
+    def quota(self, scen: str, m: int) -> Iterator[None]:
+        """A's tier under a quota of m millicores: kvp2p's is A's sidecar (a
+        container of its own, as a Kubernetes pod gives it; A's engine keeps
+        its own CPU), vLLM's lives in A's engine processes, which all go in."""
+        a = self.f.a
+        if self.f.tier == "kvp2p":
+            assert a.sidecar is not None and a.sidecar.proc is not None
+            what, pids = "sidecar", [a.sidecar.proc.pid]
+        else:
+            what, pids = "engine processes", list(a.procs())
+        with starve.CpuQuota(m, self.label) as q:
+            q.add(pids)
+            try:
+                yield
+            finally:
+                print(f"    {scen}: A's {what} under {m}m: {q.stat()}", flush=True)
+
+    @contextlib.contextmanager
+    def busy(self, nice: int) -> Iterator[None]:
+        """A busy loop per core at nice (0; the engines run at nice 10, the
+        sidecars at 0)."""
+        with starve.BusyCores(nice=nice):
+            time.sleep(DELAY_S)  # every core taken before B asks
+            yield
 
 
 # --- Network faults: pods as network namespaces (kvp2p.testing.netfleet) ---
@@ -427,6 +511,12 @@ def main() -> int:
         print(f"h2h: network scenarios: {why}", file=sys.stderr)
         return 2
     os.environ.setdefault("PYTHONHASHSEED", "0")
+    # SIGTERM unwinds as an exception does: engines, sidecars, quotas and
+    # busy loops are undone by their finally blocks; a killed run's cgroups
+    # are removed by the next.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    for gone in starve.sweep():
+        print(f"h2h: removed a killed run's cgroup {gone}", file=sys.stderr)
     d = tempfile.mkdtemp(prefix="kvp2p-h2h-")
     shape = tiny_model.MEDIUM if args.model == "medium" else tiny_model.SMALL
     model = tiny_model.build(os.path.expanduser("~/.cache/kvp2p-models"), shape)
@@ -451,8 +541,8 @@ def main() -> int:
             finally:
                 for p in f.peers if isinstance(f, NetFleet) else (f.a, f.b):
                     if p.sidecar is not None:
-                        with open(os.path.join(d, f"{p.name}.sidecar.log"), "w") as lf:
-                            lf.write(p.sidecar.log())
+                        with contextlib.suppress(OSError):  # the whole log (log() is its tail)
+                            shutil.copy(p.sidecar.log_path, os.path.join(d, f"{p.name}.sidecar.log"))
                 f.close()
     with open(args.out) as f:
         h2h_report.table(sys.stdout, h2h_report.read(f))

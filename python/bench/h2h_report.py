@@ -6,7 +6,9 @@ with censored samples counted) measured on real engines.
 Time to fallback is not visible from outside vLLM: a fallback shows as the
 request's time to first token (TTFT, from B's add), which includes B's own
 prefill of the prompt. The table gives that time and, under it, B's
-recompute TTFT of the same prompt length measured in the same run."""
+recompute TTFT of the same prompt length measured in the same run; for
+kvp2p also when B's sidecar decided the fallback (its log), which is the
+time to fallback without B's prefill."""
 
 from __future__ import annotations
 
@@ -33,6 +35,10 @@ class Record:
     corrupt: bool  # loaded, but the tokens differ from A's cached-prefix tokens
     answered_after_heal: float | None  # a stuck request's answer, seconds after the heal; None: never
     load1: float  # the machine's 1-minute load average when the request was added
+    # kvp2p: from B's request to B's sidecar deciding the fallback (its log's
+    # "request falls back" line for the request's kv id), so without B's own
+    # prefill; None where not seen (a load, or vLLM's tier).
+    fallback_s: float | None = None
 
 
 def write(out: IO[str], r: Record) -> None:
@@ -63,8 +69,15 @@ def _secs(rs: list[Record]) -> str:
     return f"{fmt(pct(xs, 50))} / {fmt(pct(xs, 99))}" + (f" ({len(cens)} censored)" if cens else "")
 
 
+def _decided(rs: list[Record]) -> str:
+    """Fallback decided p50 / p99 (kvp2p's sidecar log), where seen."""
+    xs = [r.fallback_s for r in rs if r.fallback_s is not None]
+    return f"{pct(xs, 50):.2f} / {pct(xs, 99):.2f}" if xs else "-"
+
+
 COLUMNS = ("tier", "scenario", "requests", "loads", "fallbacks", "false fb", "stuck", "left stuck", "corrupt",
-           "tokens equal", "TTFT p50 / p99 s", "probes to recover", "never recovered", "load avg")
+           "tokens equal", "TTFT p50 / p99 s", "fallback decided p50 / p99 s", "probes to recover", "never recovered",
+           "load avg")
 
 
 def rows(recs: list[Record]) -> list[tuple[str, ...]]:
@@ -97,6 +110,7 @@ def rows(recs: list[Record]) -> list[tuple[str, ...]]:
             str(sum(r.corrupt for r in mine)),
             f"{sum(bool(r.tokens_equal) for r in judged)}/{len(judged)}",
             _secs(main),
+            _decided(main),
             (",".join(needed) or "none loaded") if probes else "-",
             str(never) if probes else "-",
             f"{min(loads):.1f}-{max(loads):.1f}",
