@@ -32,10 +32,7 @@ type peerSummary struct {
 	updated    time.Time
 }
 
-func (s *peerSummary) has(k wire.Key) bool {
-	w, m := Position(k, uint32(len(s.words)))
-	return s.words[w]&m == m
-}
+func (s *peerSummary) has(k wire.Key) bool { return Has(s.words, k) }
 
 // Index holds the summaries of a node's peers.
 type Index struct {
@@ -221,10 +218,10 @@ func (x *Index) usable(s *peerSummary, q Query) bool {
 }
 
 // MinRun is how many keys in a row past Query.From a peer's summary must
-// hold for Find to name it (fewer where the request ends sooner): with
-// about 0.4% false positives a key, a peer with none of them is named for
-// a request with the odds of 0.4% cubed, so that among 1,000 peers a
-// request nobody can serve is almost never sent to ask (6e-5).
+// hold for Find to name it (fewer where the request ends sooner): one
+// key's false positive (about 1.6e-5 a full filter) must not send a
+// request to ask, and a peer holding fewer than three blocks of a prefix
+// is not worth a round trip anyway.
 const MinRun = 3
 
 // runOf reports whether s probably holds keys[from:from+n].

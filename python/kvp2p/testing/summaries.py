@@ -10,14 +10,15 @@ import numpy.typing as npt
 
 from kvp2p._pb import engine_pb2 as pb
 from kvp2p.bloom import position
+from kvp2p.summaries import FORMAT
 
 
 def filter_of(keys: Iterable[bytes], size: int) -> npt.NDArray[np.uint64]:
     """A filter of `size` words holding `keys`."""
     w = np.zeros(size, np.uint64)
     for k in keys:
-        word, mask = position(k, size)
-        w[word] |= np.uint64(mask)
+        for word, mask in position(k, size):
+            w[word] |= np.uint64(mask)
     return w
 
 
@@ -37,6 +38,6 @@ def snapshot(peer: str, words: npt.NDArray[np.uint64], *, epoch: int = 1, seq: i
     last, at most per_part words each, all of update `seq`)."""
     idx = np.flatnonzero(words)
     chunks = [idx[i:i + per_part] for i in range(0, len(idx), per_part)] or [idx]
-    return [pb.SummaryUpdate(peer=peer, format=1, reset=i == 0, last=i == len(chunks) - 1, epoch=epoch,
+    return [pb.SummaryUpdate(peer=peer, format=FORMAT, reset=i == 0, last=i == len(chunks) - 1, epoch=epoch,
                              seq=seq, size=len(words), words_packed=pack(words, c))
             for i, c in enumerate(chunks)]
