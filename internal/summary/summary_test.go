@@ -268,7 +268,9 @@ func fleet(t *testing.T, keys []wire.Key, held []int, now time.Time) *Index {
 	t.Helper()
 	x := NewIndex(0)
 	for i, n := range held {
-		p, _ := NewProducer(4096, uint64(i))
+		// Tiers of three sizes, so that filters of several sizes are
+		// probed in one Find (its positions are cached per size).
+		p, _ := NewProducer(4096>>(i%3), uint64(i))
 		for c := range n {
 			_ = p.Store(c, keys[c])
 		}
@@ -342,7 +344,7 @@ func TestFindMatchesNaive(t *testing.T) {
 		want := from
 		for _, s := range x.peers {
 			n := 0
-			for n < len(keys) && s.has(keys[n]) {
+			for n < len(keys) && Has(s.words, keys[n]) {
 				n++
 			}
 			if n-from >= min(MinRun, len(keys)-from) {
