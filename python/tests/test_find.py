@@ -10,7 +10,7 @@ import numpy as np
 from kvp2p._pb import engine_pb2 as pb
 from kvp2p.bloom import position
 from kvp2p.summaries import FORMAT, SummaryMirror
-from kvp2p.testing.summaries import filter_of, pack, snapshot
+from kvp2p.testing.summaries import filter_of, pack, random_filter, size_words, snapshot
 from kvp2p.tierstate import MIN_RUN, TierState, Verdict, peer_id, source_of
 
 SIZE = 1024
@@ -33,6 +33,18 @@ def test_position_matches_gos_vectors() -> None:
     assert position(bytes(16), 1024) == ((431, 0x0610080000000820), (57, 0x0040002802110000))
     assert position(bytes(range(16)), 1024) == ((259, 0x8000800A00220000), (592, 0x0000410000200230))
     assert position(bytes(range(16)), 1 << 20) == ((592131, 0x8000800A00220000), (547408, 0x0000410000200230))
+
+
+def test_filters_for_benchmarks() -> None:
+    # Go's summary.SizeWords: 32 bits a chunk, a power of two words.
+    assert [size_words(c) for c in (1, 2, 3, 8192, 10000)] == [1, 1, 2, 4096, 8192]
+    # random_filter is filter_of(random keys) in distribution: about as
+    # many bits set (8,192 keys in 4,096 words: 79,500 of 262,144).
+    rng = np.random.default_rng(3)
+    keys = [bytes(k) for k in rng.integers(0, 256, (8192, 16), dtype=np.uint8)]
+    hashed, drawn = filter_of(keys, 4096), random_filter(8192, 4096, rng)
+    ones = [sum(bin(int(x)).count("1") for x in w) for w in (hashed, drawn)]
+    assert abs(ones[0] - ones[1]) < 1000, ones
 
 
 def test_mirror_applies_snapshots_and_deltas_in_order() -> None:
