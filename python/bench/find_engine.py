@@ -11,6 +11,8 @@ each), one per variant, started the same way:
   --peers made-up summaries of full 8,192-chunk tiers
   (kvp2p.testing.synthetic_peers: the production tier, only the mirror's
   source is fake);
+- zero: the same tier with no peers' summaries (what the tier and its
+  sidecar cost without summaries);
 - overfull (the control): the same with filters holding 4 times as many
   keys, so that nearly every request's first key tests present somewhere
   and waits a step: what the added step costs, and that this measurement
@@ -54,6 +56,7 @@ def main() -> None:
     ap.add_argument("--peers", type=int, default=1000)
     ap.add_argument("--chunks", type=int, default=8192, help="each made-up peer's tier")
     ap.add_argument("--prompt", type=int, default=256, help="tokens of each timed request")
+    ap.add_argument("--variants", default="none,zero,full,overfull", help="which engines, of the four above")
     ap.add_argument("--model-dir", default=os.path.join(os.path.expanduser("~"), ".cache", "kvp2p-models"))
     args = ap.parse_args()
     os.makedirs(args.model_dir, exist_ok=True)
@@ -61,14 +64,18 @@ def main() -> None:
     model = tiny_model.build(args.model_dir)
     tag = f"kvp2p-bench-find-{os.getpid()}"
     find_on = ["--set", "find.enabled=true"]
-    sidecars = {v: Sidecar(f"{tag}-{v}", 1, 1, region_dir="/dev/shm", extra=find_on).start() for v in ("full", "overfull")}
+    chosen = args.variants.split(",")
+    variants = {v: pf for v, pf in (("zero", (0, 0)), ("full", (args.peers, args.chunks)),
+                                    ("overfull", (args.peers, 4 * args.chunks))) if v in chosen}
+    sidecars = {v: Sidecar(f"{tag}-{v}", 1, 1, region_dir="/dev/shm", extra=find_on).start() for v in variants}
     engines: dict[str, RealEngine] = {}
     try:
-        engines["none"] = RealEngine.spawn(EngineConfig(f"{tag}-none", model, None, threads=1))
-        for v, fill in (("full", args.chunks), ("overfull", 4 * args.chunks)):
+        if "none" in chosen:
+            engines["none"] = RealEngine.spawn(EngineConfig(f"{tag}-none", model, None, threads=1))
+        for v, (peers, fill) in variants.items():
             sc = sidecars[v]
             tier = {"type": "SyntheticPeersTier", "module_path": "kvp2p.testing.synthetic_peers",
-                    "socket": sc.socket, "peers": args.peers, "fill": fill, "chunks": args.chunks}
+                    "socket": sc.socket, "peers": peers, "fill": fill, "chunks": args.chunks}
             engines[v] = RealEngine.spawn(EngineConfig(sc.name, model, sc.socket, threads=1, secondary_tiers=[tier]))
         for e in engines.values():
             e.ready(1800)
@@ -105,11 +112,12 @@ def main() -> None:
             t = ttft[v]
             say(f"| {v} | {pct(t, 50) * 1e3:.1f} | {pct(t, 90) * 1e3:.1f} | {pct(t, 99) * 1e3:.1f} | "
                 f"{statistics.fmean(t) * 1e3:.1f} | {statistics.median(step[v]) * 1e3:.1f} |")
-        # Noise: the spread of 'none' against itself, halves of its rounds.
-        half = len(ttft["none"]) // 2
-        a, b = sorted(ttft["none"][:half]), sorted(ttft["none"][half:])
-        say(f"noise: 'none' first half against second half, p50 {pct(a, 50) * 1e3:.1f} vs {pct(b, 50) * 1e3:.1f} ms, "
-            f"p99 {pct(a, 99) * 1e3:.1f} vs {pct(b, 99) * 1e3:.1f} ms")
+        # Noise: the spread of each engine against itself, halves of its rounds.
+        for v in names:
+            half = len(ttft[v]) // 2
+            a, b = ttft[v][:half], ttft[v][half:]
+            say(f"noise: '{v}' first half against second half, p50 {pct(a, 50) * 1e3:.1f} vs "
+                f"{pct(b, 50) * 1e3:.1f} ms, p99 {pct(a, 99) * 1e3:.1f} vs {pct(b, 99) * 1e3:.1f} ms")
         say("(the tiers' count of requests whose first lookup answered RETRY is on stderr, every 10 s)")
     finally:
         for e in engines.values():
