@@ -85,7 +85,7 @@ func TestEngineFindStored(t *testing.T) {
 
 // TestEngineWatchSummaries: an engine that watches gets a snapshot of its
 // peers' summaries, then their updates, in which the keys a peer stored
-// test present (summary.Position, as the plugin computes it); a stream
+// test present (summary.Has, as the plugin computes it); a stream
 // for another registration is refused, and detaching ends it.
 func TestEngineWatchSummaries(t *testing.T) {
 	a := startSidecar(t, findOn(""))
@@ -130,10 +130,7 @@ func TestEngineWatchSummaries(t *testing.T) {
 			words[binary.LittleEndian.Uint32(p)] = binary.LittleEndian.Uint64(p[4:])
 		}
 	}
-	has := func(k wire.Key) bool {
-		w, m := summary.Position(k, uint32(len(words)))
-		return words[w]&m == m
-	}
+	has := func(k wire.Key) bool { return summary.Has(words, k) }
 	first, err := st.Recv()
 	if err != nil || !first.Reset_ {
 		t.Fatalf("first update %+v, %v: want a snapshot", first, err)

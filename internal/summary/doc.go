@@ -3,9 +3,9 @@
 // probably holds the longest prefix of a request's keys (docs/find.md).
 //
 // A summary is a blocked Bloom filter over block keys: each key sets Hashes
-// bits of one 64-bit word (Position), so a membership test reads one word
-// and a filter is a power-of-two number of words sized from the producer's
-// chunk count (SizeWords). A Producer keeps the exact chunk → key table of
+// bits in each of Probes 64-bit words (Position), so a membership test
+// reads two words, and a filter is a power-of-two number of words sized
+// from the producer's chunk count (SizeWords). A Producer keeps the exact chunk → key table of
 // its engine's CPU tier (a store into a chunk replaces whatever the chunk
 // held, which is how removals are learnt) and turns changes into updates:
 // a snapshot (Reset, then the non-zero words) for a new receiver, and

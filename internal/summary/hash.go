@@ -9,15 +9,25 @@ import (
 
 const (
 	// Format is the summary layout this package writes and reads
-	// (wire.Summary.Format): the hash below, Hashes bits in one word.
-	Format uint8 = 1
-	// Hashes is the number of bits a key sets in its word.
+	// (wire.Summary.Format): the hash below, Hashes bits in each of a
+	// key's Probes words. Format 1 (one word, 16 bits a chunk) is no
+	// longer read.
+	Format uint8 = 2
+	// Probes is the number of words a key sets bits in. Two independent
+	// words, not one: a word's load varies from key to key (Poisson), and
+	// a key whose one word is crowded is a likely false positive; two
+	// words are both crowded far more rarely (docs/find.md, "Why this
+	// filter").
+	Probes = 2
+	// Hashes is the number of bits a key sets in each of its words.
 	Hashes = 6
 	// BitsPerKey is the filter's size per chunk of the producer's tier:
-	// with one-word blocks and 6 bits a key, false positives
-	// when every chunk holds a key: 0.4% (TestFalsePositiveRate measures it).
-	BitsPerKey = 16
-	// MaxWords bounds one peer's filter (8 MiB: a tier of 4M chunks).
+	// with two words of 6 bits a key, false positives when every chunk
+	// holds a key: 0.0016% (TestFalsePositiveRate measures it), so that
+	// among 1,000 full peers' filters a key nobody holds tests present in
+	// one at all 1.6% of the time.
+	BitsPerKey = 32
+	// MaxWords bounds one peer's filter (8 MiB: a tier of 2M chunks).
 	MaxWords = 1 << 20
 	// MaxEntries bounds the words in one wire.Summary part, so that a part
 	// stays well within a control frame (12 bytes a word).
@@ -43,21 +53,50 @@ func Mix(x uint64) uint64 {
 	return x
 }
 
+// Probe is where a key lives in a filter: Probes words, and the bits it
+// sets in each.
+type Probe struct {
+	Word [Probes]uint32
+	Mask [Probes]uint64
+}
+
+// In reports whether filter (of the size the probe was computed for)
+// probably holds the key.
+func (p Probe) In(filter []uint64) bool {
+	for i := range Probes {
+		if filter[p.Word[i]]&p.Mask[i] != p.Mask[i] {
+			return false
+		}
+	}
+	return true
+}
+
 // Position is where key k lives in a filter of words words (a power of
-// two): the word's index and the Hashes bits it sets there. The Python
-// side computes the same (docs/find.md gives the same steps and test
-// vectors from TestPositionVectors):
+// two, at most 2^32). The Python side computes the same (docs/find.md
+// gives the same steps and test vectors from TestPositionVectors):
 //
-//	a = mix(LE64(k[0:8]) ^ seedA), b = mix(LE64(k[8:16]) ^ a ^ seedB)
-//	word = a & (words-1)
-//	bit i (i = 0..5) = (b >> (6*i)) & 63
-func Position(k wire.Key, words uint32) (word uint32, mask uint64) {
+//	a = mix(LE64(k[0:8]) ^ seedA), b = mix(LE64(k[8:16]) ^ a ^ seedB), c = mix(b ^ seedA)
+//	word 0 = a & (words-1), word 1 = (a >> 32) & (words-1)
+//	bits of word 0: (b >> (6*i)) & 63, of word 1: (c >> (6*i)) & 63, i = 0..5
+//
+// The two words may coincide (a chance of 1/words): the key is then
+// tested on one word, as in Format 1.
+func Position(k wire.Key, words uint32) (p Probe) {
 	a := Mix(binary.LittleEndian.Uint64(k[0:8]) ^ seedA)
 	b := Mix(binary.LittleEndian.Uint64(k[8:16]) ^ a ^ seedB)
+	c := Mix(b ^ seedA)
+	p.Word[0] = uint32(a & uint64(words-1))
+	p.Word[1] = uint32((a >> 32) & uint64(words-1))
 	for i := range Hashes {
-		mask |= 1 << ((b >> (6 * i)) & 63)
+		p.Mask[0] |= 1 << ((b >> (6 * i)) & 63)
+		p.Mask[1] |= 1 << ((c >> (6 * i)) & 63)
 	}
-	return uint32(a & uint64(words-1)), mask
+	return p
+}
+
+// Has reports whether filter (a power of two words) probably holds k.
+func Has(filter []uint64, k wire.Key) bool {
+	return Position(k, uint32(len(filter))).In(filter)
 }
 
 // SizeWords is the filter size for a tier of chunks chunks: BitsPerKey

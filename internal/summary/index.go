@@ -32,13 +32,42 @@ type peerSummary struct {
 	updated    time.Time
 }
 
-func (s *peerSummary) has(k wire.Key) bool {
-	w, m := Position(k, uint32(len(s.words)))
-	return s.words[w]&m == m
+// probes is a query's keys and their positions, each computed once per
+// filter size rather than once per peer: the peers of a deployment share
+// a size, so that a request nobody holds costs one hash, not one a peer.
+type probes struct {
+	keys []wire.Key
+	at   []sizedProbe // per key; size 0: not computed
+}
+
+type sizedProbe struct {
+	size uint32
+	p    Probe
+}
+
+// reset makes ps the probes of keys, reusing its memory.
+func (ps *probes) reset(keys []wire.Key) {
+	ps.keys = keys
+	if cap(ps.at) < len(keys) {
+		ps.at = make([]sizedProbe, len(keys))
+	}
+	ps.at = ps.at[:len(keys)]
+	clear(ps.at)
+}
+
+// has reports whether s probably holds key i.
+func (ps *probes) has(s *peerSummary, i int) bool {
+	n := uint32(len(s.words))
+	a := &ps.at[i]
+	if a.size != n {
+		a.size, a.p = n, Position(ps.keys[i], n)
+	}
+	return a.p.In(s.words)
 }
 
 // Index holds the summaries of a node's peers.
 type Index struct {
+	probes   probes // Find's and Prefixes' scratch
 	maxWords uint32
 	peers    []*peerSummary // in arrival order; Find scans them from Query.Start
 	byID     map[string]int
@@ -164,6 +193,8 @@ func (x *Index) Find(q Query) (best Candidate, ok bool) {
 		return Candidate{}, false
 	}
 	bestLen, bestLoad := q.From, 0
+	ps := &x.probes
+	ps.reset(q.Keys)
 	start := int(q.Start % uint64(len(x.peers)))
 	for j := range x.peers {
 		s := x.peers[(start+j)%len(x.peers)]
@@ -172,16 +203,16 @@ func (x *Index) Find(q Query) (best Candidate, ok bool) {
 		}
 		var l int
 		switch {
-		case bestLen < n && s.has(q.Keys[bestLen]):
+		case bestLen < n && ps.has(s, bestLen):
 			// It may beat the best: check the prefix below and the next
 			// few keys (one key's false positive must not make a peer
 			// worth asking), then gallop.
 			need := min(max(q.From+MinRun-bestLen, 1), n-bestLen)
-			if !checkpoints(s, q.Keys, bestLen) || !runOf(s, q.Keys, bestLen, need) {
+			if !ps.checkpoints(s, bestLen) || !ps.runOf(s, bestLen, need) {
 				continue
 			}
-			l = gallop(s, q.Keys, bestLen)
-		case ok && s.has(q.Keys[bestLen-1]) && checkpoints(s, q.Keys, bestLen-1):
+			l = ps.gallop(s, bestLen)
+		case ok && ps.has(s, bestLen-1) && ps.checkpoints(s, bestLen-1):
 			l = bestLen // a tie with the best
 		default:
 			continue
@@ -204,14 +235,16 @@ func (x *Index) Find(q Query) (best Candidate, ok bool) {
 // of keys, the prefix it probably holds: what a router asks.
 func (x *Index) Prefixes(q Query) []Candidate {
 	var out []Candidate
+	ps := &x.probes
+	ps.reset(q.Keys)
 	for _, s := range x.peers {
-		if !x.usable(s, q) || len(q.Keys) == 0 || !s.has(q.Keys[0]) {
+		if !x.usable(s, q) || len(q.Keys) == 0 || !ps.has(s, 0) {
 			continue
 		}
 		if q.Eligible != nil && !q.Eligible(s.id) {
 			continue
 		}
-		out = append(out, Candidate{Peer: s.id, Blocks: gallop(s, q.Keys, 0)})
+		out = append(out, Candidate{Peer: s.id, Blocks: ps.gallop(s, 0)})
 	}
 	return out
 }
@@ -221,16 +254,16 @@ func (x *Index) usable(s *peerSummary, q Query) bool {
 }
 
 // MinRun is how many keys in a row past Query.From a peer's summary must
-// hold for Find to name it (fewer where the request ends sooner): with
-// about 0.4% false positives a key, a peer with none of them is named for
-// a request with the odds of 0.4% cubed, so that among 1,000 peers a
-// request nobody can serve is almost never sent to ask (6e-5).
+// hold for Find to name it (fewer where the request ends sooner): one
+// key's false positive (about 1.6e-5 a full filter) must not send a
+// request to ask, and a peer holding fewer than three blocks of a prefix
+// is not worth a round trip anyway.
 const MinRun = 3
 
 // runOf reports whether s probably holds keys[from:from+n].
-func runOf(s *peerSummary, keys []wire.Key, from, n int) bool {
+func (ps *probes) runOf(s *peerSummary, from, n int) bool {
 	for i := from; i < from+n; i++ {
-		if !s.has(keys[i]) {
+		if !ps.has(s, i) {
 			return false
 		}
 	}
@@ -241,9 +274,9 @@ func runOf(s *peerSummary, keys []wire.Key, from, n int) bool {
 // m-1, (m-1)/2, ... 0, not all m. Caches hold prefixes (a block is stored
 // after the blocks before it and, chained, is useless without them), so a
 // hole is rare; the peer's lookup answer finds it if there is one.
-func checkpoints(s *peerSummary, keys []wire.Key, m int) bool {
+func (ps *probes) checkpoints(s *peerSummary, m int) bool {
 	for i := m - 1; i >= 0; i = (i+1)/2 - 1 {
-		if !s.has(keys[i]) {
+		if !ps.has(s, i) {
 			return false
 		}
 	}
@@ -253,14 +286,14 @@ func checkpoints(s *peerSummary, keys []wire.Key, m int) bool {
 // gallop returns the probable prefix length of keys in s, given that s
 // holds keys[0:from+1) (or from is 0): exponential steps, then a binary
 // search, assuming held keys form a prefix.
-func gallop(s *peerSummary, keys []wire.Key, from int) int {
+func (ps *probes) gallop(s *peerSummary, from int) int {
 	lo := from // keys[lo] held (or lo == 0 and unknown)
-	if !s.has(keys[lo]) {
+	if !ps.has(s, lo) {
 		return lo
 	}
-	hi := len(keys) // first index known (or assumed) not held
-	for step := 1; lo+step < len(keys); step *= 2 {
-		if !s.has(keys[lo+step]) {
+	hi := len(ps.keys) // first index known (or assumed) not held
+	for step := 1; lo+step < len(ps.keys); step *= 2 {
+		if !ps.has(s, lo+step) {
 			hi = lo + step
 			break
 		}
@@ -268,7 +301,7 @@ func gallop(s *peerSummary, keys []wire.Key, from int) int {
 	}
 	for hi-lo > 1 {
 		mid := (lo + hi) / 2
-		if s.has(keys[mid]) {
+		if ps.has(s, mid) {
 			lo = mid
 		} else {
 			hi = mid

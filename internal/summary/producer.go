@@ -9,16 +9,21 @@ import (
 
 // Producer keeps the summary of one node's tier: which key each chunk
 // holds, the filter built from them, and the filter as last published
-// (what receivers hold), from which it makes updates. Memory: 16 bytes a
-// word (the filter twice) plus 16 bytes a chunk.
+// (what receivers hold), from which it makes updates. Memory: 21 bytes a
+// word (the filter twice, a list head, a dirty flag) plus 16 bytes a
+// probe (Probes a chunk).
+//
+// A probe is one of a chunk's key's words and the bits it sets there:
+// probe c*Probes+i is chunk c's i-th. Each word lists the probes that set
+// bits in it, so that a removal recomputes the word from the others.
 type Producer struct {
 	epoch, seq uint64
 	words      []uint64 // the filter now
 	sent       []uint64 // the filter as of seq: what receivers hold
-	head       []int32  // per word: first chunk whose key lives in it, -1 if none
-	next       []int32  // per chunk: next chunk in its word's list
-	word       []uint32 // per chunk: its key's word
-	mask       []uint64 // per chunk: its key's bits; 0: the chunk holds no key
+	head       []int32  // per word: its first probe, -1 if none
+	next       []int32  // per probe: the next probe in its word's list
+	word       []uint32 // per probe: its word
+	mask       []uint64 // per probe: its bits; 0: the chunk holds no key
 	dirty      []uint32 // words changed since the last Flush
 	isDirty    []bool
 	stores     uint64 // keys stored, for the status page
@@ -37,8 +42,8 @@ func NewProducer(chunks int, epoch uint64) (*Producer, error) {
 	p := &Producer{
 		epoch: epoch,
 		words: make([]uint64, n), sent: make([]uint64, n),
-		head: make([]int32, n), next: make([]int32, chunks),
-		word: make([]uint32, chunks), mask: make([]uint64, chunks),
+		head: make([]int32, n), next: make([]int32, chunks*Probes),
+		word: make([]uint32, chunks*Probes), mask: make([]uint64, chunks*Probes),
 		isDirty: make([]bool, n),
 	}
 	for i := range p.head {
@@ -48,7 +53,7 @@ func NewProducer(chunks int, epoch uint64) (*Producer, error) {
 }
 
 // Chunks is the tier's size in chunks.
-func (p *Producer) Chunks() int { return len(p.mask) }
+func (p *Producer) Chunks() int { return len(p.mask) / Probes }
 
 // Size is the filter's size in words.
 func (p *Producer) Size() uint32 { return uint32(len(p.words)) }
@@ -57,55 +62,72 @@ func (p *Producer) Size() uint32 { return uint32(len(p.words)) }
 // is gone (the engine reuses a chunk only for a new key, so a store is also
 // how an eviction is learnt).
 func (p *Producer) Store(chunk int, k wire.Key) error {
-	if chunk < 0 || chunk >= len(p.mask) {
-		return fmt.Errorf("summary: chunk %d of %d", chunk, len(p.mask))
+	if chunk < 0 || chunk >= p.Chunks() {
+		return fmt.Errorf("summary: chunk %d of %d", chunk, p.Chunks())
 	}
-	w, m := Position(k, uint32(len(p.words)))
-	if p.mask[chunk] != 0 {
-		if p.word[chunk] == w && p.mask[chunk] == m {
+	pos := Position(k, uint32(len(p.words)))
+	first := chunk * Probes
+	if p.mask[first] != 0 {
+		if p.holds(first, pos) {
 			return nil // the same key again (its bits are all this side knows of it)
 		}
 		p.unlink(chunk)
 		p.removals++
 	}
-	p.word[chunk], p.mask[chunk] = w, m
-	p.next[chunk] = p.head[w]
-	p.head[w] = int32(chunk)
-	p.words[w] |= m
-	p.touch(w)
+	for i := range Probes {
+		w, pr := pos.Word[i], first+i
+		p.word[pr], p.mask[pr] = w, pos.Mask[i]
+		p.next[pr] = p.head[w]
+		p.head[w] = int32(pr)
+		p.words[w] |= pos.Mask[i]
+		p.touch(w)
+	}
 	p.stores++
 	return nil
 }
 
+// holds reports whether the probes from first are pos's.
+func (p *Producer) holds(first int, pos Probe) bool {
+	for i := range Probes {
+		if p.word[first+i] != pos.Word[i] || p.mask[first+i] != pos.Mask[i] {
+			return false
+		}
+	}
+	return true
+}
+
 // Remove records that chunk holds no key any more.
 func (p *Producer) Remove(chunk int) {
-	if chunk < 0 || chunk >= len(p.mask) || p.mask[chunk] == 0 {
+	if chunk < 0 || chunk >= p.Chunks() || p.mask[chunk*Probes] == 0 {
 		return
 	}
 	p.unlink(chunk)
 	p.removals++
 }
 
-// unlink takes chunk out of its word's list and recomputes the word from
-// the keys left in it (a few: BitsPerKey/64 of a word per key on average).
+// unlink takes chunk's probes out of their words' lists and recomputes
+// each word from the probes left in it (a few: 64*Probes/BitsPerKey a
+// word on average).
 func (p *Producer) unlink(chunk int) {
-	w := p.word[chunk]
-	var v uint64
-	for c, prev := p.head[w], int32(-1); c >= 0; c = p.next[c] {
-		if int(c) == chunk {
-			if prev < 0 {
-				p.head[w] = p.next[c]
-			} else {
-				p.next[prev] = p.next[c]
+	for pr := chunk * Probes; pr < (chunk+1)*Probes; pr++ {
+		w := p.word[pr]
+		var v uint64
+		for c, prev := p.head[w], int32(-1); c >= 0; c = p.next[c] {
+			if int(c) == pr {
+				if prev < 0 {
+					p.head[w] = p.next[c]
+				} else {
+					p.next[prev] = p.next[c]
+				}
+				continue
 			}
-			continue
+			v |= p.mask[c] // a probe of chunk not unlinked yet (same word) still counts: the next pass drops it
+			prev = c
 		}
-		v |= p.mask[c]
-		prev = c
+		p.mask[pr] = 0
+		p.words[w] = v
+		p.touch(w)
 	}
-	p.mask[chunk] = 0
-	p.words[w] = v
-	p.touch(w)
 }
 
 func (p *Producer) touch(w uint32) {
@@ -169,10 +191,7 @@ func splitParts(epoch, seq uint64, size uint32, reset bool, words []uint32, valu
 
 // Has reports whether the tier probably holds k (the filter now, not the
 // published one).
-func (p *Producer) Has(k wire.Key) bool {
-	w, m := Position(k, uint32(len(p.words)))
-	return p.words[w]&m == m
-}
+func (p *Producer) Has(k wire.Key) bool { return Has(p.words, k) }
 
 // ProducerStats are a producer's counts, for the status page.
 type ProducerStats struct {

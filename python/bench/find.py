@@ -6,8 +6,8 @@ and the keys after it while candidates remain).
 
     (cd python && ../.venv/bin/python bench/find.py [--peers 1000] [--fill 8192] [--n 2000])
 
-Each peer's filter is the size a CPU tier of --chunks chunks gets (16 bits
-a chunk: 8,192 chunks, 2,048 words) holding --fill random keys (8,192:
+Each peer's filter is the size a CPU tier of --chunks chunks gets (32 bits
+a chunk: 8,192 chunks, 4,096 words) holding --fill random keys (8,192:
 full, the worst case for false positives). Also: what reporting a store in
 Step.stored adds to submit_store (16 keys), against not reporting it.
 """
@@ -27,21 +27,14 @@ import numpy as np  # noqa: E402
 from _stats import summary  # noqa: E402
 
 from kvp2p.summaries import SummaryMirror  # noqa: E402
-from kvp2p.testing.summaries import filter_of, snapshot  # noqa: E402
+from kvp2p.testing.summaries import random_filter, snapshot, size_words  # noqa: E402
 from kvp2p.tierstate import TierState, Verdict  # noqa: E402
-
-
-def words_for(chunks: int) -> int:
-    """16 bits a chunk, a power of two words (Go's summary.WordsFor)."""
-    w = max(1, (16 * chunks + 63) // 64)
-    return 1 << (w - 1).bit_length()
 
 
 def mirror(peers: int, fill: int, size: int, rng: np.random.Generator) -> SummaryMirror:
     m = SummaryMirror()
     for p in range(peers):
-        keys = [bytes(k) for k in rng.integers(0, 256, (fill, 16), dtype=np.uint8)]
-        for u in snapshot(f"10.0.{p // 256}.{p % 256}:7777", filter_of(keys, size)):
+        for u in snapshot(f"10.0.{p // 256}.{p % 256}:7777", random_filter(fill, size, rng)):
             m.apply(u, 0.0)
     return m
 
@@ -80,7 +73,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=2000)
     args = ap.parse_args()
     rng = np.random.default_rng(1)
-    size = words_for(args.chunks)
+    size = size_words(args.chunks)
     for peers in (0, args.peers):
         t0 = time.perf_counter()
         st = TierState(mirror=mirror(peers, args.fill, size, rng))

@@ -16,8 +16,9 @@ that key, and the peer's own answer (the symmetric lookup) decides
 anyway.
 
 Peers whose filters have one size are stacked (one row each) so that a key
-is tested against all of them at once: `(W[word] & mask) == mask`, W
-holding word i of every peer in row i. A
+is tested against all of them at once: `(W[w0] & m0) == m0` and the same
+for its second word (kvp2p.bloom), W holding word i of every peer in row
+i. A
 bitwise OR of the filters would not do: at 1,000 full filters nearly every
 bit is set.
 """
@@ -32,7 +33,7 @@ import numpy.typing as npt
 from kvp2p._pb import engine_pb2 as pb
 from kvp2p.bloom import position
 
-FORMAT = 1  # the only summary format (SummaryUpdate.format)
+FORMAT = 2  # the only summary format read (SummaryUpdate.format; Go's summary.Format)
 MAX_WORDS = 1 << 24  # a filter bigger than this (128 MiB) is refused
 _PAIR = np.dtype([("i", "<u4"), ("v", "<u8")])  # SummaryUpdate.words_packed
 
@@ -142,9 +143,9 @@ class SummaryMirror:
         out: list[str] = []
         cutoff = self._cutoff
         for g in list(self._groups.values()):
-            word, mask = position(key, g.size)
-            m = np.uint64(mask)
-            hit = ((g.words[word] & m) == m) & g.ready & (g.updated >= cutoff)
+            (w0, m0), (w1, m1) = position(key, g.size)
+            a, b = np.uint64(m0), np.uint64(m1)
+            hit = ((g.words[w0] & a) == a) & ((g.words[w1] & b) == b) & g.ready & (g.updated >= cutoff)
             names = g.names
             out.extend(n for n in (names[int(r)] for r in np.flatnonzero(hit)) if n is not None)
         return out
@@ -159,8 +160,8 @@ class SummaryMirror:
             return False
         if not g.ready[p.row] or g.updated[p.row] < self._cutoff:
             return False
-        word, mask = position(key, g.size)
-        return int(g.words[word, p.row]) & mask == mask
+        (w0, m0), (w1, m1) = position(key, g.size)
+        return int(g.words[w0, p.row]) & m0 == m0 and int(g.words[w1, p.row]) & m1 == m1
 
     def fill(self, peer: str) -> int:
         """How many words of peer's filter are non-zero (0: unknown peer)."""

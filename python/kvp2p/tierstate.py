@@ -41,12 +41,18 @@ the request's next keys up in the same pass, and each next key narrows the
 candidates to the peers that probably hold it too; the request is then
 registered with the winner as remote_kv_source and its keys seen so far
 are asked, as a named source's are. The winner: a peer that holds at least
-MIN_RUN keys in a row (fewer when the request has fewer), the longest run,
-then the fewest of this engine's requests loading from it. A run shorter
-than MIN_RUN answers MISS, and the request answers MISS at once from then
-on. vLLM's tier API shows a tier one key per lookup, so the run is learnt
-while vLLM scans: a request whose first key tests present in some summary
-(a false positive) waits one step for nothing.
+MIN_RUN keys in a row, the longest run, then the fewest of this engine's
+requests loading from it. A run shorter than MIN_RUN answers MISS, and the
+request answers MISS at once from then on. That holds also when the pass
+ends (schedule_end) before MIN_RUN keys were seen: the tier cannot tell a
+request's last key from a pass vLLM cut short (its token budget), a
+candidate seen on one or two keys is most likely a false positive, and
+fewer than MIN_RUN blocks are cheaper to compute than a round trip to a
+peer (which, wrong, costs a step or more). vLLM's tier API shows a tier
+one key per lookup, so the run is learnt while vLLM scans: a request whose
+first key tests present in some summary (a false positive, about 1.6% of
+requests against 1,000 full peers' summaries: docs/find.md) waits one
+step for nothing.
 
 What the engine holds. Every submit_store's keys and chunks, and every
 load that succeeded, are reported in the next Step's `stored` (unless the
@@ -112,8 +118,8 @@ COUNTS = ("steps", "step_failures_unavailable", "step_failures_refused", "step_f
           "sidecar_lost", "served_chunks", "found_sources")
 
 # A peer is found for a request only when its summary holds this many keys
-# in a row (fewer if the request ends sooner): with 1,000 peers one key's
-# false positive is near certain, three in a row are rare (docs/find.md).
+# in a row: one key's false positive among 1,000 peers is a few percent,
+# three in a row in one peer's summary never seen (docs/find.md).
 MIN_RUN = 3
 
 _PREEMPTED = -2  # registered before, forgotten by the sidecar: register again on use
@@ -335,10 +341,16 @@ class TierState:
                 self._out.preempted.append(req_id)
                 r.gen = _PREEMPTED
                 self._drop_answers(req_id)
-        # A pass that ended still finding: the request's keys ran out (or
-        # the run is long): its best candidate is its source.
+        # A pass that ended still finding: the request's keys ran out, or
+        # vLLM cut the pass short. With a run of MIN_RUN keys or more its
+        # best candidate is its source; with fewer, none is (see "Finding
+        # a source" above).
         for req_id, f in list(self._finding.items()):
-            self._found(req_id, f, None)
+            if len(f.keys) >= MIN_RUN:
+                self._found(req_id, f, None)
+            else:
+                del self._finding[req_id]
+                self._no_source.add(req_id)
         # Every lookup of the step is done: the answers filed meanwhile are
         # seen whole by the next step's passes.
         self._publish()

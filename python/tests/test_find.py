@@ -9,8 +9,8 @@ import numpy as np
 
 from kvp2p._pb import engine_pb2 as pb
 from kvp2p.bloom import position
-from kvp2p.summaries import SummaryMirror
-from kvp2p.testing.summaries import filter_of, pack, snapshot
+from kvp2p.summaries import FORMAT, SummaryMirror
+from kvp2p.testing.summaries import filter_of, pack, random_filter, size_words, snapshot
 from kvp2p.tierstate import MIN_RUN, TierState, Verdict, peer_id, source_of
 
 SIZE = 1024
@@ -30,9 +30,21 @@ def mirror_with(held: dict[str, list[bytes]]) -> SummaryMirror:
 
 def test_position_matches_gos_vectors() -> None:
     # docs/find.md, "The summary" (Go: TestPositionVectors).
-    assert position(bytes(16), 1024) == (431, 0x0610080000000820)
-    assert position(bytes(range(16)), 1024) == (259, 0x8000800A00220000)
-    assert position(bytes(range(16)), 1 << 20)[0] == 592131
+    assert position(bytes(16), 1024) == ((431, 0x0610080000000820), (57, 0x0040002802110000))
+    assert position(bytes(range(16)), 1024) == ((259, 0x8000800A00220000), (592, 0x0000410000200230))
+    assert position(bytes(range(16)), 1 << 20) == ((592131, 0x8000800A00220000), (547408, 0x0000410000200230))
+
+
+def test_filters_for_benchmarks() -> None:
+    # Go's summary.SizeWords: 32 bits a chunk, a power of two words.
+    assert [size_words(c) for c in (1, 2, 3, 8192, 10000)] == [1, 1, 2, 4096, 8192]
+    # random_filter is filter_of(random keys) in distribution: about as
+    # many bits set (8,192 keys in 4,096 words: 79,500 of 262,144).
+    rng = np.random.default_rng(3)
+    keys = [bytes(k) for k in rng.integers(0, 256, (8192, 16), dtype=np.uint8)]
+    hashed, drawn = filter_of(keys, 4096), random_filter(8192, 4096, rng)
+    ones = [sum(bin(int(x)).count("1") for x in w) for w in (hashed, drawn)]
+    assert abs(ones[0] - ones[1]) < 1000, ones
 
 
 def test_mirror_applies_snapshots_and_deltas_in_order() -> None:
@@ -48,15 +60,15 @@ def test_mirror_applies_snapshots_and_deltas_in_order() -> None:
     assert m.holders(a[0]) == ["a:1"]
     # A delta: b's words, as values, on top of seq 7.
     w = filter_of(a + b, SIZE)
-    delta = pb.SummaryUpdate(peer="a:1", format=1, last=True, epoch=1, seq=8, size=SIZE,
+    delta = pb.SummaryUpdate(peer="a:1", format=FORMAT, last=True, epoch=1, seq=8, size=SIZE,
                              words_packed=pack(w, np.flatnonzero(w != filter_of(a, SIZE))))
     assert m.apply(delta, 2.0)
     assert all(m.holds("a:1", k) for k in a + b)
     # A gap (seq 10 after 8) leaves the peer out until a snapshot.
-    gap = pb.SummaryUpdate(peer="a:1", format=1, last=True, epoch=1, seq=10, size=SIZE)
+    gap = pb.SummaryUpdate(peer="a:1", format=FORMAT, last=True, epoch=1, seq=10, size=SIZE)
     assert not m.apply(gap, 3.0)
     assert not m.usable("a:1") and m.holders(a[0]) == []
-    later = pb.SummaryUpdate(peer="a:1", format=1, last=True, epoch=1, seq=11, size=SIZE)
+    later = pb.SummaryUpdate(peer="a:1", format=FORMAT, last=True, epoch=1, seq=11, size=SIZE)
     assert not m.apply(later, 3.0)
     for u in snapshot("a:1", filter_of(a, SIZE), epoch=2, seq=1):
         assert m.apply(u, 3.0)
@@ -67,11 +79,11 @@ def test_mirror_applies_snapshots_and_deltas_in_order() -> None:
 def test_mirror_refuses_bad_parts_and_forgets_gone_peers() -> None:
     m = mirror_with({"a:1": keys_of(1, 3)})
     bad = [
-        pb.SummaryUpdate(peer="x:1", format=2, reset=True, last=True, size=SIZE),
-        pb.SummaryUpdate(peer="x:1", format=1, reset=True, last=True, size=1000),  # not a power of two
-        pb.SummaryUpdate(peer="x:1", format=1, reset=True, last=True, size=1 << 30),
-        pb.SummaryUpdate(peer="x:1", format=1, reset=True, last=True, size=SIZE, words_packed=b"\x00" * 11),
-        pb.SummaryUpdate(peer="x:1", format=1, reset=True, last=True, size=8,
+        pb.SummaryUpdate(peer="x:1", format=1, reset=True, last=True, size=SIZE),  # one word a key: not read
+        pb.SummaryUpdate(peer="x:1", format=FORMAT, reset=True, last=True, size=1000),  # not a power of two
+        pb.SummaryUpdate(peer="x:1", format=FORMAT, reset=True, last=True, size=1 << 30),
+        pb.SummaryUpdate(peer="x:1", format=FORMAT, reset=True, last=True, size=SIZE, words_packed=b"\x00" * 11),
+        pb.SummaryUpdate(peer="x:1", format=FORMAT, reset=True, last=True, size=8,
                          words_packed=pack(np.ones(16, np.uint64), np.array([9]))),  # word 9 of 8
     ]
     assert [m.apply(u, 0.0) for u in bad] == [False] * len(bad)
@@ -90,7 +102,7 @@ def test_mirror_stops_using_a_summary_not_updated_for_max_age() -> None:
     m.advance(13.5)
     assert m.holders(a[0]) == [] and not m.holds("a:1", a[0])
     # An empty delta proves it fresh again.
-    m.apply(pb.SummaryUpdate(peer="a:1", format=1, last=True, epoch=1, seq=2, size=SIZE), 13.5)
+    m.apply(pb.SummaryUpdate(peer="a:1", format=FORMAT, last=True, epoch=1, seq=2, size=SIZE), 13.5)
     assert m.holders(a[0]) == ["a:1"]
 
 
@@ -178,12 +190,29 @@ def test_a_short_run_is_no_source_and_misses_from_then_on() -> None:
     assert not st.holds("r")
 
 
-def test_a_request_shorter_than_the_run_finds_its_holder() -> None:
-    k = keys_of(1, 2)
+def test_a_pass_that_ends_short_of_the_run_finds_no_source() -> None:
+    """The pass ends (the request's keys ran out, or vLLM cut it short)
+    after fewer than MIN_RUN keys: no source is chosen, even if a summary
+    holds them all, and the request answers MISS from then on."""
+    k = keys_of(1, MIN_RUN - 1)
     st = TierState(mirror=mirror_with({"a:1": k}))
     st.new_request("r", None)
-    assert [st.lookup("r", x) for x in k] == [Verdict.RETRY] * 2
-    st.schedule_end()  # the request's keys ran out: a holds them all
+    assert [st.lookup("r", x) for x in k] == [Verdict.RETRY] * len(k)
+    st.schedule_end()
+    assert [st.lookup("r", x) for x in k] == [Verdict.MISS] * len(k)
+    st.schedule_end()
+    step = st.next_step(None)
+    assert step is not None and not step.asked
+    assert [n.params.HasField("remote_kv_source") for n in step.request.new_requests] == [False]
+    assert st.take_counts() == {}
+
+
+def test_a_pass_that_ends_on_the_run_finds_its_holder() -> None:
+    k = keys_of(1, MIN_RUN)
+    st = TierState(mirror=mirror_with({"a:1": k, "b:1": k}))  # two candidates to the end
+    st.new_request("r", None)
+    assert [st.lookup("r", x) for x in k] == [Verdict.RETRY] * MIN_RUN
+    st.schedule_end()  # the request's keys ran out: a and b hold them all
     step = st.next_step(None)
     assert step is not None and step.asked == {"r": k}
     assert step.request.new_requests[-1].params.remote_kv_source.host == "a"
