@@ -36,6 +36,8 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from kvp2p.testing.procs import alive
+
 PREFIX = "kvp2ph2h"
 SUBNET = "10.201.0"  # /16 on each eth0; hosts are .1, .2, ...
 TABLE = "kvp2ph2h"
@@ -96,16 +98,6 @@ def enter(ns_path: str, cgroup: str = "") -> None:
             raise OSError(e, f"setns {ns_path}: {os.strerror(e)}")
     finally:
         os.close(fd)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _kill_ns(ns: str) -> None:
@@ -174,7 +166,7 @@ def clean_stale() -> list[str]:
     gone = []
     for tag in sorted(tags):
         pid = tag[len(PREFIX):]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not alive(int(pid)):
             _remove(tag)
             gone.append(tag)
     return gone

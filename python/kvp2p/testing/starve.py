@@ -29,6 +29,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from kvp2p.testing.procs import alive
+
 PERIOD_US = 100_000  # the kernel's and the kubelet's default CFS period
 V2_ROOT = "/sys/fs/cgroup"
 V1_ROOT = "/sys/fs/cgroup/cpu"
@@ -75,16 +77,6 @@ def _write(path: str, value: str) -> None:
         f.write(value)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def sweep() -> list[str]:
     """Removes the cgroups of runs whose process is gone (moving any
     process still in one back to the root); returns their paths."""
@@ -101,7 +93,7 @@ def sweep() -> list[str]:
                 owner = int(n[len(PREFIX):].split("-")[0])
             except ValueError:
                 continue
-            if _alive(owner):
+            if alive(owner):
                 continue
             path = os.path.join(root, n)
             _empty(path, root)
