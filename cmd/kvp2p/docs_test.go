@@ -157,9 +157,10 @@ var commandRE = regexp.MustCompile(`^\s*(?:\$\s+)?(?:[A-Z_][A-Z0-9_]*=\S*\s+)*(?
 // that subcommand has, as its -h lists them.
 func TestDocCommands(t *testing.T) {
 	flagsOf := map[string][]string{}
-	for _, sub := range []string{"bench", "demo", "lab", "proxy", "serve", "sim", "status", "version"} {
+	// "sim find" is a command of its own, with flags of its own.
+	for _, sub := range []string{"bench", "demo", "lab", "proxy", "serve", "sim", "sim find", "status", "version"} {
 		var fl []string
-		for _, line := range strings.Split(helpOf(t, sub, "-h"), "\n") {
+		for _, line := range strings.Split(helpOf(t, append(strings.Fields(sub), "-h")...), "\n") {
 			if f, ok := strings.CutPrefix(line, "  -"); ok {
 				fl = append(fl, strings.Fields(f)[0])
 			}
@@ -175,6 +176,9 @@ func TestDocCommands(t *testing.T) {
 		for _, code := range parseMD(t, doc).code {
 			for _, m := range commandRE.FindAllStringSubmatch(code, -1) {
 				sub, rest := m[1], m[2]
+				if after, ok := strings.CutPrefix(rest, " find"); sub == "sim" && ok && (after == "" || after[0] == ' ') {
+					sub, rest = "sim find", after
+				}
 				// The command ends at a comment, a pipe or another command.
 				for _, stop := range []string{" #", " | ", "&&", ";", " >", "`"} {
 					rest, _, _ = strings.Cut(rest, stop)
