@@ -95,7 +95,8 @@ type k8sFleet struct {
 	files []string
 	cm    *corev1.ConfigMap
 	dep   *appsv1.Deployment
-	svc   *corev1.Service
+	svc   *corev1.Service // the engines' API, for a router
+	peers *corev1.Service // headless: the sidecars' find membership
 	pm    *k8sPodMonitor
 	kust  *k8sKustomization
 }
@@ -120,7 +121,11 @@ func decodeFleet(dir string) (k8sFleet, error) {
 			case *appsv1.Deployment:
 				f.dep = v
 			case *corev1.Service:
-				f.svc = v
+				if v.Spec.ClusterIP == corev1.ClusterIPNone {
+					f.peers = v
+				} else {
+					f.svc = v
+				}
 			case *k8sPodMonitor:
 				f.pm = v
 			case *k8sKustomization:
@@ -128,8 +133,8 @@ func decodeFleet(dir string) (k8sFleet, error) {
 			}
 		}
 	}
-	if f.cm == nil || f.dep == nil || f.svc == nil || f.pm == nil || f.kust == nil {
-		return f, fmt.Errorf("want a ConfigMap, a Deployment, a Service, a PodMonitor and a Kustomization in %s", dir)
+	if f.cm == nil || f.dep == nil || f.svc == nil || f.peers == nil || f.pm == nil || f.kust == nil {
+		return f, fmt.Errorf("want a ConfigMap, a Deployment, a Service, a headless Service, a PodMonitor and a Kustomization in %s", dir)
 	}
 	return f, nil
 }
@@ -330,6 +335,17 @@ func TestKubernetesManifests(t *testing.T) {
 			if got := portOf(sc, fmt.Sprintf("p2p-%d", rank)); got != p2p {
 				t.Errorf("containerPort p2p-%d = %d, want %d", rank, got, p2p)
 			}
+			// Find's members: every rank's port of the headless Service,
+			// and that port is this rank's.
+			entry := fmt.Sprintf("%s:%d", f.peers.Name, p2p)
+			if !cfg.Find.Enabled || !slices.Contains(strings.Split(strings.ReplaceAll(cfg.Find.DNS, " ", ""), ","), entry) {
+				t.Errorf("find (enabled %v, dns %q): want find on with member entry %s", cfg.Find.Enabled, cfg.Find.DNS, entry)
+			}
+			if !slices.ContainsFunc(f.peers.Spec.Ports, func(sp corev1.ServicePort) bool {
+				return int(sp.Port) == p2p && sp.TargetPort == intstr.FromString(fmt.Sprintf("p2p-%d", rank))
+			}) {
+				t.Errorf("headless Service %s has no port %d targeting p2p-%d", f.peers.Name, p2p, rank)
+			}
 			metricsName := fmt.Sprintf("metrics-%d", rank)
 			if got := portOf(sc, metricsName); got != metricsPort {
 				t.Errorf("containerPort %s = %d, want %d", metricsName, got, metricsPort)
@@ -427,6 +443,20 @@ func TestKubernetesManifests(t *testing.T) {
 	}
 	if limit := dshm.EmptyDir.SizeLimit; limit.Value() < int64(regionBytes) {
 		t.Errorf("dshm sizeLimit %s is below the ranks' regions (%d bytes)", limit, regionBytes)
+	}
+	for k, v := range f.peers.Spec.Selector {
+		if labels[k] != v {
+			t.Errorf("headless Service selector %s=%s does not match the pods", k, v)
+		}
+	}
+	if len(f.peers.Spec.Ports) != len(engines) {
+		t.Errorf("headless Service has %d ports for %d ranks", len(f.peers.Spec.Ports), len(engines))
+	}
+	// The plugin holds lent chunks until its sidecar's process exits, and a
+	// sidecar tells a starved engine from a stopped one, only if each sees
+	// the other's processes.
+	if pod.ShareProcessNamespace == nil || !*pod.ShareProcessNamespace {
+		t.Error("shareProcessNamespace must be true: the sidecars and engines read each other's processes")
 	}
 	for _, p := range f.svc.Spec.Ports {
 		found := false
