@@ -42,13 +42,17 @@ candidates to the peers that probably hold it too; the request is then
 registered with the winner as remote_kv_source and its keys seen so far
 are asked, as a named source's are. The winner: a peer that holds at least
 MIN_RUN keys in a row, the longest run, then the fewest of this engine's
-requests loading from it. A run shorter than MIN_RUN answers MISS, and the
-request answers MISS at once from then on. That holds also when the pass
-ends (schedule_end) before MIN_RUN keys were seen: the tier cannot tell a
-request's last key from a pass vLLM cut short (its token budget), a
-candidate seen on one or two keys is most likely a false positive, and
-fewer than MIN_RUN blocks are cheaper to compute than a round trip to a
-peer (which, wrong, costs a step or more). vLLM's tier API shows a tier
+requests loading from it. A run shorter than MIN_RUN that ends before the
+request does (its next key has no candidate) answers MISS, and the request
+answers MISS at once from then on. When the pass ends (schedule_end) still
+finding, the request's keys ran out or vLLM cut the pass short (its token
+budget): the tier cannot tell which, so a run of END_RUN keys is enough
+there (two keys in a row in some peer's summary are a false positive for
+about 3 requests in 10^7 against 1,000 full peers: docs/find.md), and a
+single key is no source: one key's false positive among 1,000 peers is
+about 1.6%, and one block costs less to compute than a wrong round trip to
+a peer (which, wrong, costs a step or more); in the middle of a request,
+MIN_RUN keys are asked for the same reason. vLLM's tier API shows a tier
 one key per lookup, so the run is learnt while vLLM scans: a request whose
 first key tests present in some summary (a false positive, about 1.6% of
 requests against 1,000 full peers' summaries: docs/find.md) waits one
@@ -121,6 +125,11 @@ COUNTS = ("steps", "step_failures_unavailable", "step_failures_refused", "step_f
 # in a row: one key's false positive among 1,000 peers is a few percent,
 # three in a row in one peer's summary never seen (docs/find.md).
 MIN_RUN = 3
+# ... or this many when the pass ends on them (the request's last keys, or
+# a pass vLLM cut short): two in a row in one peer's summary are a false
+# positive about (1.8e-5)^2 of the time, where a run that ends short of the
+# request has MIN_RUN to prove itself.
+END_RUN = 2
 
 _PREEMPTED = -2  # registered before, forgotten by the sidecar: register again on use
 _LOST = -1  # registered with a sidecar since lost: fall back for good
@@ -342,11 +351,11 @@ class TierState:
                 r.gen = _PREEMPTED
                 self._drop_answers(req_id)
         # A pass that ended still finding: the request's keys ran out, or
-        # vLLM cut the pass short. With a run of MIN_RUN keys or more its
+        # vLLM cut the pass short. With a run of END_RUN keys or more its
         # best candidate is its source; with fewer, none is (see "Finding
         # a source" above).
         for req_id, f in list(self._finding.items()):
-            if len(f.keys) >= MIN_RUN:
+            if len(f.keys) >= END_RUN:
                 self._found(req_id, f, None)
             else:
                 del self._finding[req_id]

@@ -6,12 +6,13 @@ the worker would (no threads, no sockets)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from kvp2p._pb import engine_pb2 as pb
 from kvp2p.bloom import position
 from kvp2p.summaries import FORMAT, SummaryMirror
 from kvp2p.testing.summaries import filter_of, pack, random_filter, size_words, snapshot
-from kvp2p.tierstate import MIN_RUN, TierState, Verdict, peer_id, source_of
+from kvp2p.tierstate import END_RUN, MIN_RUN, TierState, Verdict, peer_id, source_of
 
 SIZE = 1024
 
@@ -192,9 +193,9 @@ def test_a_short_run_is_no_source_and_misses_from_then_on() -> None:
 
 def test_a_pass_that_ends_short_of_the_run_finds_no_source() -> None:
     """The pass ends (the request's keys ran out, or vLLM cut it short)
-    after fewer than MIN_RUN keys: no source is chosen, even if a summary
+    after fewer than END_RUN keys: no source is chosen, even if a summary
     holds them all, and the request answers MISS from then on."""
-    k = keys_of(1, MIN_RUN - 1)
+    k = keys_of(1, END_RUN - 1)
     st = TierState(mirror=mirror_with({"a:1": k}))
     st.new_request("r", None)
     assert [st.lookup("r", x) for x in k] == [Verdict.RETRY] * len(k)
@@ -207,11 +208,14 @@ def test_a_pass_that_ends_short_of_the_run_finds_no_source() -> None:
     assert st.take_counts() == {}
 
 
-def test_a_pass_that_ends_on_the_run_finds_its_holder() -> None:
-    k = keys_of(1, MIN_RUN)
+@pytest.mark.parametrize("n", [END_RUN, MIN_RUN])
+def test_a_pass_that_ends_on_the_run_finds_its_holder(n: int) -> None:
+    """A pass that ends after END_RUN keys or more (the request's last keys)
+    chooses a source, though a run that short in the middle would not."""
+    k = keys_of(1, n)
     st = TierState(mirror=mirror_with({"a:1": k, "b:1": k}))  # two candidates to the end
     st.new_request("r", None)
-    assert [st.lookup("r", x) for x in k] == [Verdict.RETRY] * MIN_RUN
+    assert [st.lookup("r", x) for x in k] == [Verdict.RETRY] * n
     st.schedule_end()  # the request's keys ran out: a and b hold them all
     step = st.next_step(None)
     assert step is not None and step.asked == {"r": k}

@@ -57,7 +57,7 @@ from kvp2p.testing import tiny_model
 from kvp2p.testing.openai_server import OpenAIServer
 from kvp2p.testing.real_engine import EngineConfig
 from kvp2p.testing.sidecar import Sidecar, free_port, kvp2p_binary
-from kvp2p.tierstate import MIN_RUN
+from kvp2p.tierstate import END_RUN, MIN_RUN
 
 BLOCK = 32  # EngineConfig.block_size
 VOCAB = tiny_model.SMALL.vocab
@@ -496,11 +496,13 @@ def summary(rows: list[Row]) -> dict[str, Any]:
 
 def by_rule(r: Row) -> int:
     """The oracle's peer tokens for r that find's rule takes (tierstate's
-    MIN_RUN): a peer's run of fewer than MIN_RUN blocks is taken only when
-    it reaches the last block vLLM can take from outside; a shorter run
-    that ends before the request does is left to prefill, by design (one
-    false positive among many peers must rarely send a request to ask)."""
-    if r.oracle_peer >= MIN_RUN * BLOCK or r.oracle_local + r.oracle_peer == (r.length - 1) // BLOCK * BLOCK:
+    MIN_RUN and END_RUN): a peer's run of fewer than MIN_RUN blocks is
+    taken only when it reaches the last block vLLM can take from outside
+    and has END_RUN blocks; a shorter run, or one that ends before the
+    request does, is left to prefill, by design (one false positive among
+    many peers must rarely send a request to ask)."""
+    at_end = r.oracle_local + r.oracle_peer == (r.length - 1) // BLOCK * BLOCK
+    if r.oracle_peer >= MIN_RUN * BLOCK or (at_end and r.oracle_peer >= END_RUN * BLOCK):
         return r.oracle_peer
     return 0
 
