@@ -26,7 +26,7 @@ from kvp2p.vllm import OFF_THREAD_POLLING  # noqa: E402
 from kvp2p.testing.vllm_harness import EngineProc, block_bytes  # noqa: E402
 
 NUM_CHUNKS, ROW_STRIDE = 32, 16384
-SERVE_TIMEOUT = 1.0  # the producer sidecar's engine.serve_timeout, seconds
+SERVE_TIMEOUT = 0.5  # the producer sidecar's engine.serve_timeout, seconds: its shipped default
 
 Pair = tuple[Sidecar, EngineProc, Sidecar, EngineProc]
 
@@ -35,8 +35,7 @@ Pair = tuple[Sidecar, EngineProc, Sidecar, EngineProc]
 def pair() -> Iterator[Pair]:
     """A (the producer) idles as vLLM does; B steps while it has work."""
     tag = f"kvp2p-idle-{os.getpid()}"
-    scs = [Sidecar(f"{tag}-{n}", NUM_CHUNKS, ROW_STRIDE, region_dir="/dev/shm",
-                   extra=["--set", f"engine.serve_timeout={int(SERVE_TIMEOUT * 1000)}ms"]) for n in "AB"]
+    scs = [Sidecar(f"{tag}-{n}", NUM_CHUNKS, ROW_STRIDE, region_dir="/dev/shm") for n in "AB"]
     engines: list[EngineProc] = []
     try:
         for sc in scs:
@@ -112,8 +111,7 @@ def test_idle_serve_window_on_032() -> None:
     after its last request, serving peers; after it, it idles as before."""
     tag = f"kvp2p-idlewin-{os.getpid()}"
     window = 4.0
-    scs = [Sidecar(f"{tag}-{n}", NUM_CHUNKS, ROW_STRIDE, region_dir="/dev/shm",
-                   extra=["--set", f"engine.serve_timeout={int(SERVE_TIMEOUT * 1000)}ms"]) for n in "AB"]
+    scs = [Sidecar(f"{tag}-{n}", NUM_CHUNKS, ROW_STRIDE, region_dir="/dev/shm") for n in "AB"]
     engines: list[EngineProc] = []
     try:
         for sc in scs:
