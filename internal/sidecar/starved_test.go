@@ -28,9 +28,10 @@ const (
 )
 
 // starvedPair starts A (its engine's processes in the given state, a
-// request in flight unless idle, A's engine holding key k) and B (a
-// request whose KV source is A), with the timers above.
-func starvedPair(t *testing.T, runnable, stopped, idle bool) (a, b *sidecar, ea, eb *fakeEngine, k wire.Key) {
+// request in flight unless idle, A's engine holding key k and answering
+// asks answer late, or never if answer is 0) and B (a request whose KV
+// source is A), with the timers above.
+func starvedPair(t *testing.T, runnable, stopped, idle bool, answer time.Duration) (a, b *sidecar, ea, eb *fakeEngine, k wire.Key) {
 	t.Helper()
 	a = startSidecar(t, func(c *sidecarConfig) {
 		c.Engine.ServeTimeout = serve
@@ -45,9 +46,20 @@ func starvedPair(t *testing.T, runnable, stopped, idle bool) (a, b *sidecar, ea,
 	} else {
 		ea.mustStep(&pb.StepRequest{NewRequests: []*pb.NewRequest{{ReqId: "other"}}, EndStep: true})
 	}
+	ea.mu.Lock()
+	ea.askDelay, ea.holdAsks = answer, answer == 0
+	ea.mu.Unlock()
 	params := &pb.TransferParams{RemoteKvSource: remoteOf(t, a), KvRequestId: "kv-starved"}
 	eb.mustStep(&pb.StepRequest{NewRequests: []*pb.NewRequest{{ReqId: "cons", Params: params}}})
 	return a, b, ea, eb, k
+}
+
+// lookTimed looks k up at B until it is answered: the verdict, and how
+// long it took.
+func lookTimed(eb *fakeEngine, k wire.Key) (pb.Verdict, time.Duration) {
+	start := time.Now()
+	seen := eb.lookUntil("cons", k)
+	return seen[len(seen)-1], time.Since(start)
 }
 
 func counters(t *testing.T, s *sidecar) metrics.Counters {
@@ -64,14 +76,9 @@ func counters(t *testing.T, s *sidecar) metrics.Counters {
 // HIT when A's engine answers within the grace. Before, A answered MISS
 // at serve_timeout and B prefilled (a false fallback).
 func TestStarvedEngineKeepsLookupPending(t *testing.T) {
-	_, b, ea, eb, k := starvedPair(t, true, false, false)
-	ea.mu.Lock()
-	ea.askDelay = starvedAnswer
-	ea.mu.Unlock()
-	start := time.Now()
-	seen := eb.lookUntil("cons", k)
-	took := time.Since(start)
-	if v := seen[len(seen)-1]; v != pb.Verdict_VERDICT_HIT {
+	_, b, _, eb, k := starvedPair(t, true, false, false, starvedAnswer)
+	v, took := lookTimed(eb, k)
+	if v != pb.Verdict_VERDICT_HIT {
 		t.Fatalf("B's lookup at a starved engine: %v after %v, want HIT", v, took)
 	}
 	if took < starvedAnswer {
@@ -83,9 +90,26 @@ func TestStarvedEngineKeepsLookupPending(t *testing.T) {
 	}
 }
 
-// A stopped (frozen) engine or worker, and an idle engine however its
-// processes look, get no grace: the peer's lookup is answered MISS at
-// serve_timeout as before, with no "still pending" sent.
+// missAfter checks that B's lookup is answered MISS no sooner than least,
+// and that A said "pending" want times.
+func missAfter(t *testing.T, a *sidecar, eb *fakeEngine, k wire.Key, least time.Duration, want uint64) {
+	t.Helper()
+	v, took := lookTimed(eb, k)
+	if v != pb.Verdict_VERDICT_MISS {
+		t.Fatalf("B's lookup: %v after %v, want MISS", v, took)
+	}
+	if took < least {
+		t.Fatalf("MISS after %v, before %v", took, least)
+	}
+	if got := counters(t, a).LookupPending.Sent; got != want {
+		t.Fatalf("A said pending %d times, want %d", got, want)
+	}
+	t.Logf("B's lookup MISS %v after it started (serve_timeout %v)", took, serve)
+}
+
+// A stopped (frozen) engine or worker, a hung one (not runnable), and an
+// idle engine however its processes look, get no grace: the peer's lookup
+// is answered MISS at serve_timeout as before, with no "still pending".
 func TestFrozenOrIdleEngineAnswersMissAtServeTimeout(t *testing.T) {
 	for _, tc := range []struct {
 		name                    string
@@ -96,48 +120,19 @@ func TestFrozenOrIdleEngineAnswersMissAtServeTimeout(t *testing.T) {
 		{name: "idle", runnable: true, idle: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a, b, ea, eb, k := starvedPair(t, tc.runnable, tc.stopped, tc.idle)
-			ea.mu.Lock()
-			ea.holdAsks = true
-			ea.mu.Unlock()
-			start := time.Now()
-			seen := eb.lookUntil("cons", k)
-			took := time.Since(start)
-			if v := seen[len(seen)-1]; v != pb.Verdict_VERDICT_MISS {
-				t.Fatalf("B's lookup at a %s engine: %v, want MISS", tc.name, v)
-			}
-			if took < serve {
-				t.Fatalf("MISS after %v, before A's serve_timeout %v", took, serve)
-			}
-			if got := counters(t, a).LookupPending.Sent; got != 0 {
-				t.Fatalf("A said pending %d times for a %s engine", got, tc.name)
-			}
+			a, b, _, eb, k := starvedPair(t, tc.runnable, tc.stopped, tc.idle, 0)
+			missAfter(t, a, eb, k, serve, 0)
 			if got := counters(t, b).LookupPending.Received; got != 0 {
 				t.Fatalf("B heard pending %d times", got)
 			}
-			t.Logf("B's lookup MISS %v after it started (serve_timeout %v)", took, serve)
 		})
 	}
 }
 
 // A starved engine that never answers: the grace runs out and A answers
-// MISS after (1+starvedGrace) serve_timeouts, within B's cap.
+// MISS after (1+starvedGrace) serve_timeouts, within B's cap, having said
+// "pending" once per serve_timeout added.
 func TestStarvedEngineGraceRunsOut(t *testing.T) {
-	a, _, ea, eb, k := starvedPair(t, true, false, false)
-	ea.mu.Lock()
-	ea.holdAsks = true
-	ea.mu.Unlock()
-	start := time.Now()
-	seen := eb.lookUntil("cons", k)
-	took := time.Since(start)
-	if v := seen[len(seen)-1]; v != pb.Verdict_VERDICT_MISS {
-		t.Fatalf("B's lookup: %v, want MISS", v)
-	}
-	if grace := (1 + starvedGrace) * serve; took < grace {
-		t.Fatalf("MISS after %v, before the grace (%v) ran out", took, grace)
-	}
-	if got := counters(t, a).LookupPending.Sent; got != starvedGrace {
-		t.Fatalf("A said pending %d times, want once per grace period (%d)", got, starvedGrace)
-	}
-	t.Logf("B's lookup MISS %v after it started", took)
+	a, _, _, eb, k := starvedPair(t, true, false, false, 0)
+	missAfter(t, a, eb, k, (1+starvedGrace)*serve, starvedGrace)
 }
