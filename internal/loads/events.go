@@ -143,7 +143,15 @@ func (t *Table) receive(now time.Time, c *conn, m wire.Message) {
 		// belongs to never looks ready (racedial.go).
 		c.s.DeferAck()
 	}
-	c.s.Receive(now, m)
+	if _, ok := m.(*wire.LookupPending); ok && t.cfg.Observer != nil {
+		before := c.s.PendingIgnored()
+		c.s.Receive(now, m)
+		if c.s.PendingIgnored() > before {
+			t.cfg.Observer.LookupPendingIgnored()
+		}
+	} else {
+		c.s.Receive(now, m)
+	}
 	if !known && c.s.Identified() {
 		t.identified(now, c)
 	}

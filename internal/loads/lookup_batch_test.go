@@ -25,6 +25,8 @@ func (r *recorder) LookupFellBack(id string, waited time.Duration) {
 	fmt.Fprintf(&r.b, "fell back %s %v\n", id, waited)
 }
 
+func (r *recorder) LookupPendingIgnored() { r.b.WriteString("pending ignored\n") }
+
 // logLine is a log line's level, message and node: its wall-clock time
 // differs from run to run, and so, where the table logs one of several
 // jobs due at once, do its other attributes (even between two runs with

@@ -19,6 +19,10 @@ type Observer interface {
 	// failed: the engine prefills it locally from now on. waited is how
 	// long the request had been answered RETRY before; zero if never.
 	LookupFellBack(reqID string, waited time.Duration)
+	// LookupPendingIgnored: a peer's LookupPending named no lookup
+	// outstanding on its session (answered or abandoned meanwhile, or
+	// lookup_timeout off): it changed nothing.
+	LookupPendingIgnored()
 }
 
 // Lookup answers whether key can be loaded for request id: HIT, MISS, or

@@ -79,6 +79,26 @@ func (t *Table) ProducerGone(now time.Time) int {
 // It returns how many ids failed.
 func (t *Table) ProducerStalled(now time.Time) int { return t.finishProducers(now) }
 
+// SayLookupsPending tells the peers whose lookups are parked here waiting
+// on a key for which waiting is true that those lookups are still worked
+// on (wire.LookupPending; their lookup deadline re-arms, within its cap):
+// the sidecar's engine was asked for the key and is starved of CPU, not
+// stopped. It returns how many it told.
+func (t *Table) SayLookupsPending(now time.Time, waiting func(wire.Key) bool) int {
+	n := 0
+	for _, c := range t.list {
+		if c.st == connGone || c.s.Ended() != health.CauseNone {
+			continue
+		}
+		if m := c.s.SayPending(now, waiting); m > 0 {
+			n += m
+			t.touch(c)
+		}
+	}
+	t.settle(now)
+	return n
+}
+
 // ProducerWaits is how many PD request ids peers' sessions are fetching or
 // waiting on here (what ProducerStalled would fail).
 func (t *Table) ProducerWaits() int {

@@ -43,6 +43,14 @@ func Defs() []Def {
 			func(c *Counters) uint64 { return c.LookupHits }),
 		counter("kvp2p_lookup_misses_total", "lookup_misses", "Keys a peer answered a Lookup with as not held.",
 			func(c *Counters) uint64 { return c.LookupMisses }),
+		{Name: "kvp2p_lookup_pending_total", Type: "counter", Labels: []string{"direction"},
+			Help: "\"Still pending\" answers to lookups: out (sent as a producer whose engine is starved of CPU, not stopped: the peer's lookup kept waiting) or in (received as a consumer: the lookup's deadline re-armed, within its cap).",
+			emit: func(s *Snapshot, m *emitter) {
+				m.value(float64(s.Counters.LookupPending.Received), "in")
+				m.value(float64(s.Counters.LookupPending.Sent), "out")
+			}},
+		counter("kvp2p_lookup_pending_ignored_total", "", "\"Still pending\" answers received for no outstanding lookup (answered or abandoned meanwhile, or lookup_timeout off): they changed nothing.",
+			func(c *Counters) uint64 { return c.LookupPending.Ignored }),
 		hist("kvp2p_lookup_rtt_seconds", "lookup_rtt_seconds", "From a Lookup frame queued to its reply received.",
 			func(h *Histograms) Hist { return h.LookupRTT }),
 		hist("kvp2p_fetch_rtt_seconds", "fetch_rtt_seconds", "From a Fetch frame queued to the first bytes or Progress of its transfer.",

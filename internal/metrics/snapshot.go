@@ -122,6 +122,7 @@ type Counters struct {
 	LoadsOverBudget      uint64            `json:"loads_over_budget"`
 	LoadsTooSlow         uint64            `json:"loads_too_slow"`   // failed deliberately: too slow to finish in time (session.ReasonSlow)
 	LookupFallbacks      uint64            `json:"lookup_fallbacks"` // requests a lookup MISS sent to local prefill
+	LookupPending        PendingCounts     `json:"lookup_pending"`   // "still pending" answers (wire.LookupPending)
 	StoresOK             uint64            `json:"stores_ok"`
 	StoreFailures        uint64            `json:"store_failures"`
 	UnboundStoreTimeouts uint64            `json:"unbound_store_timeouts"`
@@ -140,6 +141,14 @@ type Counters struct {
 	BytesOut             uint64            `json:"bytes_out"`
 	FailedLoadBytes      uint64            `json:"failed_load_bytes"`
 	Summaries            SummaryCounts     `json:"summaries"`
+}
+
+// PendingCounts count the "still pending" answers to lookups
+// (wire.LookupPending) a node exchanged with its peers.
+type PendingCounts struct {
+	Sent     uint64 `json:"sent"`     // as a producer: its engine starved, a lookup kept waiting
+	Received uint64 `json:"received"` // as a consumer, ignored ones included
+	Ignored  uint64 `json:"ignored"`  // received for no outstanding lookup: changed nothing
 }
 
 // SummaryCounts count the summaries a node exchanged with its peers

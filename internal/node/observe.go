@@ -75,6 +75,8 @@ func (o *observer) action(now time.Time, a loads.Action, byPolicy bool) {
 			if len(o.lookups) < maxTimed {
 				o.lookups[lookupKey{a.Conn, m.ReqID, m.Round}] = now
 			}
+		case *wire.LookupPending:
+			o.c.LookupPending.Sent++
 		case *wire.Fetch:
 			if j := o.job(m.Job, a.Conn); j != nil {
 				j.fetchAt = now
@@ -121,6 +123,10 @@ func (o *observer) job(id uint64, conn loads.ConnID) *jobObs {
 
 // received sees a control message from a session.
 func (o *observer) received(now time.Time, conn loads.ConnID, m wire.Message) {
+	if _, ok := m.(*wire.LookupPending); ok {
+		o.c.LookupPending.Received++
+		return
+	}
 	r, ok := m.(*wire.LookupResp)
 	if !ok {
 		return
@@ -252,5 +258,8 @@ func (o *observer) LookupFellBack(_ string, waited time.Duration) {
 	o.c.LookupFallbacks++
 	o.h.LookupFallback.Observe(waited.Seconds())
 }
+
+// LookupPendingIgnored implements loads.Observer (called in the loop).
+func (o *observer) LookupPendingIgnored() { o.c.LookupPending.Ignored++ }
 
 var _ loads.Observer = (*observer)(nil)

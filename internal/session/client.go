@@ -77,10 +77,16 @@ type client struct {
 	// (it fetched, or the request finished: the producer drops it
 	// unanswered) neither holds the deadline armed nor eats the answer of
 	// a later one.
-	outstanding map[lookupID]int
+	outstanding map[lookupID]outLookup
 	waitSince   time.Time
-	reqs        map[string]*clientReq
-	nextRound   uint64 // symmetric rounds start at 1; PD is always round 0
+	// held counts the outstanding lookups the peer said it still works on
+	// (LookupPending, pending.go): each has a cap of its own.
+	held int
+	// pendingIgnored counts LookupPending for no outstanding lookup (one
+	// abandoned or answered meanwhile, or with LookupTimeout off).
+	pendingIgnored uint64
+	reqs           map[string]*clientReq
+	nextRound      uint64 // symmetric rounds start at 1; PD is always round 0
 	// dataAt is when the data connection last delivered anything for any
 	// load (bytes, Progress, a terminal frame). A load's progress watchdog
 	// reads the later of its own last data and this: a load queued behind
@@ -108,11 +114,29 @@ type lookupID struct {
 func (c *client) abandon(req string, keep uint64) {
 	for id := range c.outstanding {
 		if id.req == req && id.round != keep {
-			delete(c.outstanding, id)
+			c.forget(id)
 		}
 	}
 	dropEmpty(&c.outstanding)
 }
+
+// outLookup is one request and round's outstanding lookups.
+type outLookup struct {
+	n    int       // sent and not answered
+	at   time.Time // when the first of them was sent
+	held bool      // the peer said it still works on them (LookupPending)
+}
+
+// forget drops id's outstanding lookups.
+func (c *client) forget(id lookupID) {
+	if c.outstanding[id].held {
+		c.held--
+	}
+	delete(c.outstanding, id)
+}
+
+// forgetAll drops every outstanding lookup.
+func (c *client) forgetAll() { c.outstanding, c.held = nil, 0 }
 
 func (c *client) init() {
 	c.reqs = map[string]*clientReq{}
@@ -225,10 +249,13 @@ func (c *client) sendLookup(s *Session, now time.Time, id string, r *clientReq, 
 	if len(c.outstanding) == 0 {
 		c.waitSince = now
 	}
-	if c.outstanding == nil {
-		c.outstanding = map[lookupID]int{}
+	lid := lookupID{id, r.round}
+	o, ok := c.outstanding[lid]
+	if !ok {
+		o.at = now
 	}
-	c.outstanding[lookupID{id, r.round}]++
+	o.n++
+	put(&c.outstanding, lid, o)
 	s.send(now, &wire.Lookup{ReqID: id, Round: r.round, Keys: keys})
 }
 
@@ -237,10 +264,13 @@ func (c *client) onLookupResp(s *Session, now time.Time, m *wire.LookupResp) err
 		return fmt.Errorf("lookup-resp with %d keys and %d hits", len(m.Keys), len(m.Hits))
 	}
 	c.waitSince = now // the peer is answering: re-arm
-	if id := (lookupID{m.ReqID, m.Round}); c.outstanding[id] > 0 {
-		if c.outstanding[id]--; c.outstanding[id] == 0 {
-			delete(c.outstanding, id)
+	if id := (lookupID{m.ReqID, m.Round}); c.outstanding[id].n > 0 {
+		o := c.outstanding[id]
+		if o.n--; o.n == 0 {
+			c.forget(id)
 			dropEmpty(&c.outstanding)
+		} else {
+			c.outstanding[id] = o
 		}
 	}
 	r := c.reqs[m.ReqID]
@@ -507,7 +537,10 @@ func (c *client) tick(s *Session, now time.Time) {
 				}
 			}
 		}
-		c.outstanding = nil
+		c.forgetAll()
+	}
+	if c.held > 0 {
+		c.holdsExpired(s, now)
 	}
 	for _, l := range c.loads {
 		switch {
@@ -584,7 +617,7 @@ func (c *client) close(s *Session, now time.Time, cause health.Cause) {
 			}
 		}
 	}
-	c.outstanding = nil
+	c.forgetAll()
 }
 
 // lingers: the producer reported the load sent, its data has not ended.

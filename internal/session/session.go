@@ -200,8 +200,10 @@ func (s *Session) Receive(now time.Time, m wire.Message) {
 	}
 	s.lastRecv = now
 	switch m.(type) {
-	case *wire.Ping, *wire.Pong:
-		// Heartbeats prove life but are not activity: idle eviction ignores them.
+	case *wire.Ping, *wire.Pong, *wire.LookupPending:
+		// Heartbeats prove life but are not activity: idle eviction ignores
+		// them. A LookupPending is worth no more than a Pong here: it says
+		// the peer's node is alive, not that its engine serves (pending.go).
 	default:
 		s.lastActive = now
 	}
@@ -251,6 +253,8 @@ func (s *Session) dispatch(now time.Time, m wire.Message) error {
 		s.server.onAbort(s, now, m)
 	case *wire.AbortAck:
 		s.client.onAbortAck(s, now, m)
+	case *wire.LookupPending:
+		s.client.onLookupPending(s, now, m)
 	default:
 		return fmt.Errorf("unexpected %s on the control connection", m.Type())
 	}

@@ -24,6 +24,9 @@ type EngineConfig struct {
 	RegionDir string `yaml:"region_dir"`
 	// ServeTimeout bounds how long a peer's lookup waits for the engine to
 	// pin the keys it asked for (one scheduler step or a few); default 500 ms.
+	// An engine starved of CPU (its processes runnable, none stopped, a
+	// request in flight) is given up to three more, and the peer is told
+	// its lookup is still pending at each (asks.go).
 	ServeTimeout time.Duration `yaml:"serve_timeout"`
 	// StepTimeout bounds how long an engine with requests in flight may
 	// leave the sidecar's probe (an ask with no keys, answered at its next

@@ -94,8 +94,9 @@ type engJob struct {
 }
 
 type ask struct {
-	keys []wire.Key
-	at   time.Time
+	keys  []wire.Key
+	at    time.Time
+	grace int // serve_timeouts added because the engine was starved, not stopped (asks.go)
 }
 
 type grant struct {
@@ -403,19 +404,7 @@ func (e *engine) Tick(n *node.Node, now time.Time) {
 			n.Log().Info("engine gone: ended the sessions it dialed", "sessions", ended)
 		}
 	}
-	for id, a := range e.asks {
-		if now.Sub(a.at) >= e.cfg.ServeTimeout {
-			// A peer's request will prefill without these blocks: say why
-			// here, where it is decided (rate-limited per message).
-			n.Log().Info("the engine did not serve a peer's lookup within engine.serve_timeout: answered MISS",
-				"keys", len(a.keys), "waited", now.Sub(a.at))
-			delete(e.asks, id)
-			for _, k := range a.keys {
-				e.answered(k)
-				e.missed[k] = now.Add(missMemory)
-			}
-		}
-	}
+	e.expireAsks(n, now)
 	e.watchSteps(n, now)
 	for k, until := range e.missed {
 		if !now.Before(until) {

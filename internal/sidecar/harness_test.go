@@ -44,6 +44,9 @@ type sidecar struct {
 type sidecarConfig struct {
 	node.Config
 	Engine EngineConfig
+	// tree, if set, is the state the sidecar reads of its engine's
+	// processes (stall.go); else they read as neither runnable nor stopped.
+	tree func(pid int) (runnable, stopped bool)
 }
 
 // startSidecar runs a node in engine mode on loopback with a region file of
@@ -75,7 +78,7 @@ func startSidecarIn(t testing.TB, dir string, chunks, block int, mut func(*sidec
 	// is shared, and a step can wait long for the CPU. The tests check
 	// what happens, not how fast.
 	cfg := sidecarConfig{node.Config{PeerID: ln.Addr().String(), BlockBytes: block, Slots: chunks, HashSeed: "s"},
-		EngineConfig{Socket: sock, RegionDir: dir, ServeTimeout: 5 * time.Second}}
+		EngineConfig{Socket: sock, RegionDir: dir, ServeTimeout: 5 * time.Second}, nil}
 	cfg.Timers.LookupTimeout = 10 * time.Second
 	if mut != nil {
 		mut(&cfg)
@@ -90,6 +93,9 @@ func startSidecarIn(t testing.TB, dir string, chunks, block int, mut func(*sidec
 		// The fake engine is this test process, always running: its
 		// state says nothing of the engine it plays (stall.go's tree).
 		sc.eng.tree = func(int) (bool, bool) { return false, false }
+		if cfg.tree != nil {
+			sc.eng.tree = cfg.tree
+		}
 	}
 	eln, err := engineapi.ListenUnix(sock)
 	if err != nil {
@@ -131,6 +137,7 @@ type fakeEngine struct {
 	pinOf    func(ask uint64) uint64 // if set, the pin id granted for an ask
 	asks     int                     // asks received
 	holdAsks bool                    // if set, asks are left unanswered (an engine that does not step)
+	askDelay time.Duration           // if set, asks are answered this late (an engine starved of CPU)
 }
 
 // attach dials the sidecar and registers; the engine detaches at cleanup.
@@ -195,6 +202,13 @@ func tryRegister(t testing.TB, s *sidecar, reg *pb.Register) (*fakeEngine, error
 				send(&pb.EngineMessage{Msg: &pb.EngineMessage_Ping{Ping: m.GetPing()}})
 			case m.GetAsk() != nil:
 				if g := e.grant(m.GetAsk()); g != nil {
+					e.mu.Lock()
+					delay := e.askDelay
+					e.mu.Unlock()
+					if delay > 0 {
+						time.AfterFunc(delay, func() { send(&pb.EngineMessage{Msg: &pb.EngineMessage_Grant{Grant: g}}) })
+						continue
+					}
 					send(&pb.EngineMessage{Msg: &pb.EngineMessage_Grant{Grant: g}})
 				}
 			case m.GetRelease() != nil:

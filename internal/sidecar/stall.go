@@ -52,6 +52,7 @@ type stallProbe struct {
 // none stopped (tree: starved of CPU) gets one more while grace is below
 // starvedGrace (false, grace+1); otherwise its steps are taken for
 // stopped (true, grace). tree is read only when a timeout has run out.
+// A peer's ask is judged the same way, timeout its serve_timeout (asks.go).
 func probeVerdict(waited, timeout time.Duration, grace int, tree func() (runnable, stopped bool)) (bool, int) {
 	if waited < timeout*time.Duration(1+grace) {
 		return false, grace

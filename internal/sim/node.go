@@ -26,6 +26,9 @@ type NodeOpts struct {
 	ProbeBeforeReplace time.Duration
 	// Observer: loads.Config's (tests that compare what it heard).
 	Observer loads.Observer
+	// Resolver: loads.Config's (tests of a producer whose engine is
+	// asked for blocks its store does not hold).
+	Resolver loads.Resolver
 }
 
 // NewNode builds a node with its own store and table and adds it to n.
@@ -62,6 +65,7 @@ func (n *Net) NewNode(id string, o NodeOpts) (*Node, error) {
 	cfg.CheckTimers = n.CheckTimers
 	cfg.ProbeBeforeReplace = o.ProbeBeforeReplace
 	cfg.Observer = o.Observer
+	cfg.Resolver = o.Resolver
 	tb, err := loads.New(cfg, st)
 	if err != nil {
 		return nil, fmt.Errorf("sim: node %s: %w", id, err)

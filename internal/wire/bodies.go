@@ -134,6 +134,20 @@ func (m *LookupResp) decodeBody(b []byte, lim Limits) error {
 	return d.finish()
 }
 
+func (m *LookupPending) appendBody(b []byte, lim Limits) ([]byte, error) {
+	e := encoder{b: b, lim: lim, msg: "LookupPending"}
+	e.str("ReqID", m.ReqID)
+	e.u64(m.Round)
+	return e.b, e.err
+}
+
+func (m *LookupPending) decodeBody(b []byte, lim Limits) error {
+	d := decoder{b: b, lim: lim, msg: "LookupPending"}
+	m.ReqID = d.str("ReqID")
+	m.Round = d.u64("Round")
+	return d.finish()
+}
+
 func (m *Fetch) appendBody(b []byte, lim Limits) ([]byte, error) {
 	if len(m.Slots) != len(m.Keys) {
 		return b, malformed("Fetch.Slots", "length differs from Keys")

@@ -91,6 +91,8 @@ func newBody(t Type) body {
 		return new(ProbeAck)
 	case TypeSummary:
 		return new(Summary)
+	case TypeLookupPending:
+		return new(LookupPending)
 	}
 	return nil
 }

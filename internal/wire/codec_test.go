@@ -50,20 +50,21 @@ func TestGolden(t *testing.T) {
 		m   Message
 		hex string
 	}{
-		{&Ping{Seq: 0x0102030405060708}, "0000000a 04 03 0102030405060708"},
+		{&Ping{Seq: 0x0102030405060708}, "0000000a 05 03 0102030405060708"},
 		{&Chunk{Job: 7, Block: 2, Offset: 0x1000, Len: 0x800, CRC: 0xdeadbeef},
-			"0000001a 04 0d 0000000000000007 00000002 00001000 00000800 deadbeef"},
+			"0000001a 05 0d 0000000000000007 00000002 00001000 00000800 deadbeef"},
 		{&Hello{Version: 3, PeerID: "a:1", Incarnation: 2, BlockBytes: 0x10000, Fingerprint: "f", MaxInflight: 4, MaxFrame: 0x400000, Attempt: 9,
 			Secret: [SecretSize]byte{0: 0xaa, 15: 0xbb}},
-			"00000037 04 01 03 03613a31 0000000000000002 00 00010000 0166 00 00000004 00400000 0000000000000009 aa0000000000000000000000000000bb"},
+			"00000037 05 01 03 03613a31 0000000000000002 00 00010000 0166 00 00000004 00400000 0000000000000009 aa0000000000000000000000000000bb"},
 		{&DataAttach{PeerID: "a:1", Incarnation: 2, Attempt: 9, MAC: [SecretSize]byte{0: 0xcc, 15: 0xdd}},
-			"00000026 04 0c 03613a31 0000000000000002 0000000000000009 cc0000000000000000000000000000dd"},
+			"00000026 05 0c 03613a31 0000000000000002 0000000000000009 cc0000000000000000000000000000dd"},
 		{&LookupResp{ReqID: "r", Round: 3, Keys: []Key{key(0), key(0x10)}, Hits: []bool{false, true}},
-			"0000002f 04 06 0172 0000000000000003 02 000102030405060708090a0b0c0d0e0f 101112131415161718191a1b1c1d1e1f 02 02"},
+			"0000002f 05 06 0172 0000000000000003 02 000102030405060708090a0b0c0d0e0f 101112131415161718191a1b1c1d1e1f 02 02"},
 		{&Fetch{Round: 1, Job: 2, Keys: []Key{key(0)}, Slots: []uint32{0x01020304}},
-			"00000029 04 07 00 0000000000000001 0000000000000002 01 000102030405060708090a0b0c0d0e0f 01 01020304"},
+			"00000029 05 07 00 0000000000000001 0000000000000002 01 000102030405060708090a0b0c0d0e0f 01 01020304"},
+		{&LookupPending{ReqID: "r", Round: 3}, "0000000c 05 14 0172 0000000000000003"},
 		{&Goodbye{Reason: GoodbyeShutdown, Detail: strings.Repeat("x", 200)},
-			"000000cd 04 0b 02 c801" + strings.Repeat("78", 200)},
+			"000000cd 05 0b 02 c801" + strings.Repeat("78", 200)},
 	} {
 		want, err := hex.DecodeString(strings.ReplaceAll(tc.hex, " ", ""))
 		if err != nil {
@@ -151,7 +152,7 @@ func TestDecodeRefuses(t *testing.T) {
 		field string
 	}{
 		{"invalid type", TypeInvalid, nil, ErrUnknownType, "type 0"},
-		{"type past end", typeEnd, nil, ErrUnknownType, "type 20"},
+		{"type past end", typeEnd, nil, ErrUnknownType, "type 21"},
 		{"truncated", TypePing, ping[:7], ErrMalformed, "Ping.Seq"},
 		{"empty", TypeDone, nil, ErrMalformed, "Done.Job"},
 		{"trailing", TypePing, append(ping, 0), ErrMalformed, "Ping: 1 trailing"},

@@ -247,6 +247,7 @@ func FuzzRoundTrip(f *testing.F) {
 	f.Add(uint8(TypeChunk), uint64(1), uint64(2), uint32(1<<28-100), uint32(100), "", "", []byte(nil), false)
 	f.Add(uint8(TypeChunk), uint64(1), uint64(2), uint32(0), uint32(4<<20+1), "", "", []byte(nil), false)
 	f.Add(uint8(TypeSummary), uint64(1), uint64(2), uint32(1<<16), uint32(1), "", "", bytes.Repeat([]byte{3}, 16*5), true)
+	f.Add(uint8(TypeLookupPending), uint64(7), uint64(0), uint32(0), uint32(0), "req", "", []byte(nil), false)
 	f.Fuzz(func(t *testing.T, typ uint8, a, b uint64, c, d uint32, s1, s2 string, raw []byte, flag bool) {
 		m := build(Type(typ%uint8(typeEnd-1)+1), a, b, c, d, s1, s2, raw, flag)
 		enc, err := Append(nil, m)
@@ -334,6 +335,8 @@ func build(t Type, a, b uint64, c, d uint32, s1, s2 string, raw []byte, flag boo
 			words, values = append(words, w), append(values, a^uint64(s))
 		}
 		return &Summary{Format: uint8(d), Reset: flag, Last: !flag, Epoch: a, Seq: b, Size: c, Words: words, Values: values}
+	case TypeLookupPending:
+		return &LookupPending{ReqID: s1, Round: a}
 	}
 	panic("build: type " + t.String())
 }
@@ -382,6 +385,8 @@ func valid(m Message) bool {
 		return str(m.PeerID)
 	case *Error:
 		return str(m.Msg)
+	case *LookupPending:
+		return str(m.ReqID)
 	case *Summary:
 		for i, w := range m.Words {
 			if w >= m.Size || (i > 0 && w <= m.Words[i-1]) {

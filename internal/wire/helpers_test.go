@@ -69,6 +69,7 @@ func samples() []Message {
 		&Error{}, &Error{Job: 3, Code: ErrSlotGone, Msg: "slot 7 evicted"}, &Error{Code: 255, Msg: maxStr},
 		&Probe{}, &Probe{Seq: 12}, &ProbeAck{Seq: 12},
 		&Summary{Format: 1, Size: 1},
+		&LookupPending{}, &LookupPending{ReqID: "req-1", Round: 2}, &LookupPending{ReqID: maxStr, Round: 1<<64 - 1},
 		&Summary{Format: 1, Reset: true, Last: true, Epoch: 3, Seq: 9, Size: 1 << 10, Words: []uint32{0, 7, 1023}, Values: []uint64{1, 1 << 63, 0xf0}},
 	}
 }

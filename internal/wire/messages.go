@@ -4,8 +4,9 @@ package wire
 // A frame with another version is refused with ErrVersion. Version 3 binds a
 // data connection to its control connection by a secret (Hello.Secret,
 // DataAttach.MAC). Version 4 adds Summary (a new type; no body changed),
-// so that a Summary is only ever sent to a peer that can read it.
-const Version uint8 = 4
+// so that a Summary is only ever sent to a peer that can read it. Version 5
+// adds LookupPending (a new type; no body changed), for the same reason.
+const Version uint8 = 5
 
 // KeySize is the size of a block key: the engine's chained prefix hash,
 // truncated or padded to 16 bytes.
@@ -43,6 +44,8 @@ const (
 	TypeProbeAck
 	// Control plane, version 4: what a peer can serve (internal/summary).
 	TypeSummary
+	// Control plane, version 5: a lookup the producer still works on.
+	TypeLookupPending
 	typeEnd
 )
 
@@ -53,6 +56,7 @@ var typeNames = [...]string{
 	TypeAbortAck: "abort-ack", TypeGoodbye: "goodbye", TypeDataAttach: "data-attach",
 	TypeChunk: "chunk", TypeProgress: "progress", TypeDone: "done", TypeError: "error",
 	TypeProbe: "probe", TypeProbeAck: "probe-ack", TypeSummary: "summary",
+	TypeLookupPending: "lookup-pending",
 }
 
 func (t Type) String() string {
@@ -142,6 +146,15 @@ type LookupResp struct {
 	Round uint64
 	Keys  []Key
 	Hits  []bool // same length as Keys
+}
+
+// LookupPending says that the producer has not answered the Lookup of
+// ReqID's round Round yet but still works on it (its engine is starved
+// of CPU, not stopped): the consumer may wait on, within its own cap.
+// It is never an answer: a LookupResp still follows, HIT or MISS.
+type LookupPending struct {
+	ReqID string
+	Round uint64
 }
 
 // Fetch asks the producer to stream Keys into the consumer's Slots, as job
@@ -298,3 +311,5 @@ func (*Error) Type() Type        { return TypeError }
 func (*Probe) Type() Type        { return TypeProbe }
 func (*ProbeAck) Type() Type     { return TypeProbeAck }
 func (*Summary) Type() Type      { return TypeSummary }
+
+func (*LookupPending) Type() Type { return TypeLookupPending }
