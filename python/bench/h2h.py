@@ -23,7 +23,8 @@ repetition, each on fresh 440-token prompts (13 blocks of 32 from outside):
   healthy-sym/-pd with A's tier under a CPU quota of q (a cgroup, as a
   Kubernetes CPU limit: kvp2p's A sidecar; vLLM's tier lives in A's
   engine processes, which all go in) or a busy loop per core at nice 0
-  (or <nice>; busy-cores-n10: the engines' own nice),
+  (or <nice>; busy-cores-n10: the engines' own nice; busy-cores-x<k>: k
+  loops per core at nice 0),
   from after the references to B's answer (kvp2p.testing.starve; undone
   on every way out). Not in the default list.
 
@@ -68,7 +69,8 @@ SCENARIOS = ("healthy-sym", "healthy-pd", "worker-frozen-sym", "worker-frozen-pd
              "process-frozen-pd", "crash-restart")
 # Starvation (Run.starved): cpu-quota-<quantity>-{sym,pd}, e.g.
 # cpu-quota-100m-sym (A's tier under that CPU limit), busy-cores-{sym,pd}
-# (a busy loop per core at nice 0), busy-cores-n<nice>-{sym,pd} (at that nice).
+# (a busy loop per core at nice 0), busy-cores-n<nice>-{sym,pd} (at that nice),
+# busy-cores-x<k>-{sym,pd} (k loops per core at nice 0).
 STARVE_SCENARIOS = ("cpu-quota-", "busy-cores-")
 
 
@@ -267,6 +269,9 @@ class Run:
         elif kind == "busy-cores" or kind.startswith("busy-cores-n"):
             nice = 0 if kind == "busy-cores" else int(kind[len("busy-cores-n"):])
             self.healthy(rep, mode, scen, lambda: self.busy(nice))
+        elif kind.startswith("busy-cores-x"):
+            per_core = int(kind[len("busy-cores-x"):])
+            self.healthy(rep, mode, scen, lambda: self.busy(0, per_core))
         else:
             raise ValueError(f"unknown scenario {scen}")
 
@@ -289,10 +294,10 @@ class Run:
                 print(f"    {scen}: A's {what} under {m}m: {q.stat()}", flush=True)
 
     @contextlib.contextmanager
-    def busy(self, nice: int) -> Iterator[None]:
-        """A busy loop per core at nice (0; the engines run at nice 10, the
-        sidecars at 0)."""
-        with starve.BusyCores(nice=nice):
+    def busy(self, nice: int, per_core: int = 1) -> Iterator[None]:
+        """per_core busy loops per core at nice (0; the engines run at nice
+        10, the sidecars at 0)."""
+        with starve.BusyCores(n=per_core * starve.cores(), nice=nice):
             time.sleep(DELAY_S)  # every core taken before B asks
             yield
 
