@@ -143,14 +143,10 @@ func (t *Table) receive(now time.Time, c *conn, m wire.Message) {
 		// belongs to never looks ready (racedial.go).
 		c.s.DeferAck()
 	}
-	if _, ok := m.(*wire.LookupPending); ok && t.cfg.Observer != nil {
-		before := c.s.PendingIgnored()
-		c.s.Receive(now, m)
-		if c.s.PendingIgnored() > before {
-			t.cfg.Observer.LookupPendingIgnored()
-		}
-	} else {
-		c.s.Receive(now, m)
+	ignored := c.s.PendingIgnored()
+	c.s.Receive(now, m)
+	if c.s.PendingIgnored() != ignored && t.cfg.Observer != nil {
+		t.cfg.Observer.LookupPendingIgnored()
 	}
 	if !known && c.s.Identified() {
 		t.identified(now, c)

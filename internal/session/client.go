@@ -79,9 +79,6 @@ type client struct {
 	// a later one.
 	outstanding map[lookupID]outLookup
 	waitSince   time.Time
-	// held counts the outstanding lookups the peer said it still works on
-	// (LookupPending, pending.go): each has a cap of its own.
-	held int
 	// pendingIgnored counts LookupPending for no outstanding lookup (one
 	// abandoned or answered meanwhile, or with LookupTimeout off).
 	pendingIgnored uint64
@@ -114,7 +111,7 @@ type lookupID struct {
 func (c *client) abandon(req string, keep uint64) {
 	for id := range c.outstanding {
 		if id.req == req && id.round != keep {
-			c.forget(id)
+			delete(c.outstanding, id)
 		}
 	}
 	dropEmpty(&c.outstanding)
@@ -126,17 +123,6 @@ type outLookup struct {
 	at   time.Time // when the first of them was sent
 	held bool      // the peer said it still works on them (LookupPending)
 }
-
-// forget drops id's outstanding lookups.
-func (c *client) forget(id lookupID) {
-	if c.outstanding[id].held {
-		c.held--
-	}
-	delete(c.outstanding, id)
-}
-
-// forgetAll drops every outstanding lookup.
-func (c *client) forgetAll() { c.outstanding, c.held = nil, 0 }
 
 func (c *client) init() {
 	c.reqs = map[string]*clientReq{}
@@ -267,7 +253,7 @@ func (c *client) onLookupResp(s *Session, now time.Time, m *wire.LookupResp) err
 	if id := (lookupID{m.ReqID, m.Round}); c.outstanding[id].n > 0 {
 		o := c.outstanding[id]
 		if o.n--; o.n == 0 {
-			c.forget(id)
+			delete(c.outstanding, id)
 			dropEmpty(&c.outstanding)
 		} else {
 			c.outstanding[id] = o
@@ -528,18 +514,11 @@ func (c *client) tick(s *Session, now time.Time) {
 	if len(c.outstanding) > 0 && s.cfg.LookupTimeout > 0 && now.Sub(c.waitSince) >= s.cfg.LookupTimeout {
 		s.logger().Warn("lookup timed out: peer silent", "silent_for", now.Sub(c.waitSince), "lookups", len(c.outstanding))
 		for _, r := range c.reqs {
-			for k, st := range r.probes {
-				// Carried keys stay loadable: vLLM is not waiting on them
-				// (they read HIT), and a load of them from a silent peer
-				// fails by the load's own timers.
-				if st == probeSent {
-					r.probes[k] = probeMiss
-				}
-			}
+			r.missSent()
 		}
-		c.forgetAll()
+		c.outstanding = nil
 	}
-	if c.held > 0 {
+	if len(c.outstanding) > 0 && s.cfg.LookupTimeout > 0 {
 		c.holdsExpired(s, now)
 	}
 	for _, l := range c.loads {
@@ -617,7 +596,7 @@ func (c *client) close(s *Session, now time.Time, cause health.Cause) {
 			}
 		}
 	}
-	c.forgetAll()
+	c.outstanding = nil
 }
 
 // lingers: the producer reported the load sent, its data has not ended.

@@ -53,9 +53,7 @@ func (s *Session) IdleDeadline(timeout time.Duration) (time.Time, bool) {
 func (c *client) deadline(s *Session, d *deadline) {
 	if len(c.outstanding) > 0 && s.cfg.LookupTimeout > 0 {
 		d.at(c.waitSince.Add(s.cfg.LookupTimeout))
-		if c.held > 0 {
-			c.holdDeadlines(s, d)
-		}
+		c.holdDeadlines(s, d)
 	}
 	if len(c.loads) == 0 {
 		return // ranging over an empty map still costs: most sessions are idle

@@ -43,7 +43,6 @@ func (c *client) onLookupPending(s *Session, now time.Time, m *wire.LookupPendin
 	}
 	if !o.held {
 		o.held = true
-		c.held++
 		c.outstanding[id] = o
 	}
 	// As a LookupResp would, but never past this lookup's cap.
@@ -64,13 +63,9 @@ func (c *client) holdsExpired(s *Session, now time.Time) {
 		s.logger().Warn("lookup the peer said was pending not answered within its cap: MISS",
 			"req", id.req, "round", id.round, "waited", now.Sub(o.at))
 		if r := c.reqs[id.req]; r != nil && r.round == id.round {
-			for k, st := range r.probes {
-				if st == probeSent {
-					r.probes[k] = probeMiss
-				}
-			}
+			r.missSent()
 		}
-		c.forget(id)
+		delete(c.outstanding, id)
 	}
 	dropEmpty(&c.outstanding)
 }
@@ -80,6 +75,17 @@ func (c *client) holdDeadlines(s *Session, d *deadline) {
 	for _, o := range c.outstanding {
 		if o.held {
 			d.at(o.at.Add(holdCap(s)))
+		}
+	}
+}
+
+// missSent answers MISS for r's keys still waiting on the peer's answer.
+// Carried keys stay loadable: vLLM is not waiting on them (they read HIT),
+// and a load of them from a silent peer fails by the load's own timers.
+func (r *clientReq) missSent() {
+	for k, st := range r.probes {
+		if st == probeSent {
+			r.probes[k] = probeMiss
 		}
 	}
 }

@@ -58,9 +58,8 @@ func (e *engine) answered(k wire.Key) {
 // at serve_timeout as before.
 
 // expireAsks judges the asks past their serve_timeouts (at every tick).
-func (e *engine) expireAsks(n *node.Node, now time.Time) {
+func (e *engine) expireAsks(n *node.Node, now time.Time, tree func() (runnable, stopped bool)) {
 	var keep map[wire.Key]bool // keys of the asks given grace this tick
-	tree := e.treeOnce()
 	for id, a := range e.asks {
 		if now.Sub(a.at) < e.cfg.ServeTimeout {
 			continue
@@ -97,8 +96,8 @@ func (e *engine) expireAsks(n *node.Node, now time.Time) {
 }
 
 // treeOnce returns the engine's process-tree state as probeVerdict reads
-// it, read at most once per call of treeOnce (a tick), and only when
-// asked. An engine with no request in flight reads as not runnable: no
+// it, read at most once per call of treeOnce (a tick: the asks' and the
+// stall probe's verdicts share it), and only when asked. An engine with no request in flight reads as not runnable: no
 // step is due, so waiting longer for one is no use.
 func (e *engine) treeOnce() func() (runnable, stopped bool) {
 	read := false

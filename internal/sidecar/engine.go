@@ -404,8 +404,9 @@ func (e *engine) Tick(n *node.Node, now time.Time) {
 			n.Log().Info("engine gone: ended the sessions it dialed", "sessions", ended)
 		}
 	}
-	e.expireAsks(n, now)
-	e.watchSteps(n, now)
+	tree := e.treeOnce() // read /proc at most once a tick, for both
+	e.expireAsks(n, now, tree)
+	e.watchSteps(n, now, tree)
 	for k, until := range e.missed {
 		if !now.Before(until) {
 			delete(e.missed, k)

@@ -68,7 +68,7 @@ func probeVerdict(waited, timeout time.Duration, grace int, tree func() (runnabl
 // watchSteps runs at every tick: it sends a probe while peers' PD fetches
 // wait and none is out, and fails those fetches once a probe has gone
 // unanswered for step_timeout with requests in flight.
-func (e *engine) watchSteps(n *node.Node, now time.Time) {
+func (e *engine) watchSteps(n *node.Node, now time.Time, tree func() (runnable, stopped bool)) {
 	if e.reg == 0 {
 		return
 	}
@@ -93,8 +93,7 @@ func (e *engine) watchSteps(n *node.Node, now time.Time) {
 		return
 	}
 	if !e.probe.stalled {
-		stop, grace := probeVerdict(now.Sub(e.probe.at), e.cfg.StepTimeout, e.probe.grace,
-			func() (bool, bool) { return e.tree(e.pid) })
+		stop, grace := probeVerdict(now.Sub(e.probe.at), e.cfg.StepTimeout, e.probe.grace, tree)
 		if grace > e.probe.grace && e.probe.grace == 0 {
 			n.Log().Info("the engine has not stepped within engine.step_timeout but its processes wait for a CPU (starved, not stopped): waiting on",
 				"waited", now.Sub(e.probe.at), "requests", len(e.reqs), "up_to", e.cfg.StepTimeout*(1+starvedGrace))
